@@ -1,0 +1,249 @@
+"""Comparison helpers for hidden tests.
+
+Every helper validates what the student returned (type, dtype, shape, finiteness) before comparing
+values, and fails with a message that names the function, what differs, and by how much.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Iterable
+
+import torch
+
+from .api import ModuleRef, Result, StudentAPI
+
+# (rtol, atol) per dtype: wide enough for every correct implementation we know of (einsum, manual
+# stable softmax, -1e9 masking, ...), narrow enough to catch each catalogued mistake.
+TOLERANCES = {
+    torch.float64: (1e-6, 1e-8),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (2e-2, 1e-2),
+}
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    return TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def _fmt_index(flat_index: int, shape) -> tuple:
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat_index % size if size else 0)
+        flat_index //= size if size else 1
+    return tuple(reversed(idx))
+
+
+def expect_tensor(value: Any, *, name: str, shape=None, dtype=None, finite: bool = True) -> torch.Tensor:
+    """Check that ``value`` is a tensor of ``shape`` and ``dtype`` (when given) with finite values."""
+    assert isinstance(value, torch.Tensor), f"{name} should be a torch.Tensor, got {type(value).__name__}"
+    if shape is not None:
+        assert tuple(value.shape) == tuple(shape), (
+            f"{name} has shape {tuple(value.shape)}, expected {tuple(shape)}")
+    if dtype is not None:
+        assert value.dtype == dtype, f"{name} has dtype {value.dtype}, expected {dtype} (keep the input dtype)"
+    if finite and (value.is_floating_point() or value.is_complex()):
+        bad = (~torch.isfinite(value)).sum().item()
+        assert bad == 0, f"{name} has {bad} non-finite values (nan or inf)"
+    return value
+
+
+def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, atol=None) -> None:
+    """``actual`` equals ``expected`` within tolerance, after type, shape, dtype and finiteness checks."""
+    expected_finite = not (expected.is_floating_point() and not torch.isfinite(expected).all())
+    expect_tensor(actual, name=name, shape=expected.shape, dtype=expected.dtype, finite=expected_finite)
+    if not (expected.is_floating_point() or expected.is_complex()):
+        if not torch.equal(actual, expected):
+            diff = (actual != expected).flatten().nonzero()
+            i = int(diff[0]) if len(diff) else 0
+            raise AssertionError(
+                f"{name} differs from the expected values at {diff.numel()} positions, e.g. index "
+                f"{_fmt_index(i, expected.shape)}: yours {actual.flatten()[i].item()}, "
+                f"expected {expected.flatten()[i].item()}")
+        return
+    d_rtol, d_atol = tolerance(expected.dtype)
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
+    a, e = actual.to(torch.float64), expected.to(torch.float64)
+    both_nonfinite = ~torch.isfinite(e) & (a == e)
+    err = (a - e).abs().masked_fill(both_nonfinite, 0.0)
+    bound = atol + rtol * e.abs().masked_fill(~torch.isfinite(e), 0.0)
+    bad = (err > bound) | (torch.isnan(a) & ~torch.isnan(e))
+    if bad.any():
+        i = int(torch.nan_to_num(err, nan=float("inf")).flatten().argmax())
+        raise AssertionError(
+            f"{name} differs from the reference: {int(bad.sum())} of {e.numel()} values off, the largest "
+            f"error {err.flatten()[i].item():.3g} at index {_fmt_index(i, e.shape)} "
+            f"(yours {a.flatten()[i].item():.6g}, expected {e.flatten()[i].item():.6g}; "
+            f"rtol={rtol:g}, atol={atol:g})")
+
+
+def compare_values(actual: Any, expected: Any, *, name: str, rtol=None, atol=None) -> None:
+    """Structural comparison: tuples and lists element by element, tensors with ``assert_close``."""
+    if isinstance(expected, torch.Tensor):
+        assert_close(actual, expected, name=name, rtol=rtol, atol=atol)
+    elif isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), (
+            f"{name} should be a tuple of {len(expected)} values, got {type(actual).__name__}")
+        assert len(actual) == len(expected), (
+            f"{name} should have {len(expected)} elements, got {len(actual)}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            compare_values(a, e, name=f"{name}[{i}]", rtol=rtol, atol=atol)
+    elif isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{name} should be a dict, got {type(actual).__name__}"
+        assert set(actual) == set(expected), f"{name} has keys {sorted(actual)}, expected {sorted(expected)}"
+        for k in expected:
+            compare_values(actual[k], expected[k], name=f"{name}[{k!r}]", rtol=rtol, atol=atol)
+    elif isinstance(expected, float):
+        assert isinstance(actual, (int, float)) and not isinstance(actual, bool), (
+            f"{name} should be a number, got {type(actual).__name__}")
+        assert abs(actual - expected) <= 1e-9 + 1e-7 * abs(expected), f"{name} is {actual}, expected {expected}"
+    else:
+        assert type(actual) is type(expected) and actual == expected, f"{name} is {actual!r}, expected {expected!r}"
+
+
+def _leaves(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _leaves(v)]
+    if isinstance(value, dict):
+        return [t for k in value for t in _leaves(value[k])]
+    return []
+
+
+def random_like_outputs(output: Any, rng: torch.Generator) -> list:
+    """A random cotangent for every floating-point tensor in ``output`` (ones would hide bugs)."""
+    return [torch.randn(t.shape, generator=rng, dtype=torch.float64).to(t.dtype)
+            if t.is_floating_point() else None for t in _leaves(output)]
+
+
+def _compare_grads(s: Result, r: Result, *, name: str, rtol, atol) -> None:
+    for key, expected in r.grads.items():
+        if expected is None:
+            continue
+        got = s.grads.get(key)
+        what = f"the gradient of {name} with respect to argument {key!r}"
+        assert got is not None, (f"{what} is missing: the output does not depend on it through autograd "
+                                 "(avoid .detach(), .item(), .numpy() or in-place tricks on tensors)")
+        assert_close(got, expected, name=what, rtol=rtol, atol=atol)
+    for key, expected in r.param_grads.items():
+        if expected is None:
+            continue
+        got = s.param_grads.get(key)
+        what = f"the gradient of {name} with respect to parameter {key!r}"
+        assert got is not None, f"{what} is missing: is the parameter used in forward?"
+        assert_close(got, expected, name=what, rtol=rtol, atol=atol)
+
+
+def compare_call(student: StudentAPI, ref: StudentAPI, name: str, *args, grad: bool = False,
+                 rng: torch.Generator | None = None, rtol=None, atol=None, check_unmodified: bool = True,
+                 **kwargs) -> tuple[Result, Result]:
+    """Call ``name`` on both with the same arguments; compare outputs (and gradients when ``grad``)."""
+    r = ref.call(name, *args, **kwargs)
+    gos = None
+    if grad:
+        if rng is None:
+            raise ValueError("compare_call(grad=True) needs rng= for the random output gradients")
+        gos = random_like_outputs(r.output, rng)
+        r = ref.call(name, *args, grad=True, grad_outputs=gos, **kwargs)
+    s = student.call(name, *args, grad=grad, grad_outputs=gos, **kwargs)
+    compare_values(s.output, r.output, name=f"the output of {name}", rtol=rtol, atol=atol)
+    if check_unmodified:
+        assert not s.modified, (f"{name} modified its input argument(s) {s.modified} in place; "
+                                "work on new tensors instead")
+    if grad:
+        _compare_grads(s, r, name=name, rtol=rtol, atol=atol)
+    return s, r
+
+
+def randomize_state(state: dict, rng: torch.Generator, scale: float = 0.5) -> dict:
+    """Random values for every floating-point entry (LayerNorm's ones and zeros hide bugs)."""
+    out = {}
+    for k, v in state.items():
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            out[k] = (torch.randn(v.shape, generator=rng, dtype=torch.float64) * scale).to(v.dtype)
+        else:
+            out[k] = v
+    return out
+
+
+def build_pair(student: StudentAPI, ref: StudentAPI, cls: str, *init_args, rng: torch.Generator,
+               dtype: torch.dtype | None = None, randomize: bool = True, scale: float = 0.5,
+               **init_kwargs) -> tuple[ModuleRef, ModuleRef]:
+    """Build ``cls`` on both sides with the same random parameters, checked to have the same names."""
+    r_mod = ref.create(cls, *init_args, **init_kwargs)
+    s_mod = student.create(cls, *init_args, **init_kwargs)
+    if dtype is not None:
+        r_mod.to(dtype)
+        s_mod.to(dtype)
+    r_params, s_params = r_mod.param_shapes(), s_mod.param_shapes()
+    missing = sorted(set(r_params) - set(s_params))
+    extra = sorted(set(s_params) - set(r_params))
+    assert not missing and not extra, (
+        f"{cls} should have the parameters {sorted(r_params)}; missing {missing}, unexpected {extra}. "
+        "Name the sub-layers exactly as the lab says.")
+    for k, shape in r_params.items():
+        assert s_params[k] == shape, f"{cls}: parameter {k!r} has shape {s_params[k]}, expected {shape}"
+    state = r_mod.state_dict()
+    if randomize:
+        state = randomize_state(state, rng, scale)
+        r_mod.load_state_dict(state)
+    params_only = {k: v for k, v in state.items() if k in r_params}
+    _, unexpected = s_mod.load_state_dict(params_only)
+    assert not unexpected, f"{cls} could not load parameters {unexpected}"
+    return s_mod, r_mod
+
+
+def compare_module_call(s_mod: ModuleRef, r_mod: ModuleRef, *args, rng: torch.Generator | None = None,
+                        grad: bool = False, method: str = "forward", train: bool = False, rtol=None,
+                        atol=None, name: str | None = None, **kwargs) -> tuple[Result, Result]:
+    """Run the same method on both modules; compare outputs and (with ``grad``) input/parameter gradients."""
+    name = name or f"{r_mod.name}.{method}"
+    r = r_mod.call(*args, method=method, train=train, **kwargs)
+    gos = None
+    if grad:
+        if rng is None:
+            raise ValueError("compare_module_call(grad=True) needs rng=")
+        gos = random_like_outputs(r.output, rng)
+        r = r_mod.call(*args, method=method, train=train, grad=True, grad_outputs=gos, **kwargs)
+    s = s_mod.call(*args, method=method, train=train, grad=grad, grad_outputs=gos, **kwargs)
+    compare_values(s.output, r.output, name=f"the output of {name}", rtol=rtol, atol=atol)
+    assert not s.modified, f"{name} modified its input argument(s) {s.modified} in place"
+    if grad:
+        _compare_grads(s, r, name=name, rtol=rtol, atol=atol)
+    return s, r
+
+
+def forbidden_uses(code: str | None, names: Iterable[str]) -> list[str]:
+    """Where ``code`` uses any of ``names`` as an attribute (``F.x``), an import, or a string (``getattr``).
+
+    A bare call of the student's own function with the same name (``scaled_dot_product_attention(q, k, v)``)
+    is allowed: only the library versions are caught.
+    """
+    if not code:
+        return []
+    names = set(names)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            hits.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name in names:
+                    hits.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            hits.append(f"line {node.lineno}: {node.value!r}")
+    return hits
+
+
+def assert_not_used(student: StudentAPI, names: Iterable[str], *, why: str) -> None:
+    """Fail when the submission's code uses any of the library functions in ``names``."""
+    code = student.source(None)
+    hits = forbidden_uses(code, names)
+    assert not hits, f"{why}; found {', '.join(hits[:5])}"

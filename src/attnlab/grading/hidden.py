@@ -1,0 +1,124 @@
+"""Hidden tests: a registry per lab and the loop that runs them.
+
+A lab's ``hidden_tests.py`` builds one ``HiddenSuite`` and registers test functions on it::
+
+    suite = HiddenSuite("lab05_self_attention")
+
+    @suite.test("scaled_dot_product_attention", points=1)
+    def sdpa_matches_reference(student, ref, rng): ...
+
+A test gets ``student`` and ``ref`` (``StudentAPI``) and ``rng`` (a ``torch.Generator`` seeded from the
+grader's secret seed and the test's name). It passes by returning, fails by raising ``AssertionError``
+(or ``StudentError``) with a message a student can act on. A question's score is the sum of the points
+of its passing tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .executor import StudentError
+
+
+@dataclass(frozen=True)
+class HiddenTest:
+    question: str
+    name: str
+    points: float
+    func: Callable
+
+
+class HiddenSuite:
+    """The hidden tests of one lab, in registration order."""
+
+    def __init__(self, lab: str):
+        self.lab = lab
+        self.tests: list[HiddenTest] = []
+
+    def test(self, question: str, points: float = 1.0, name: str | None = None):
+        if points <= 0:
+            raise ValueError(f"points={points} must be positive")
+
+        def register(func):
+            test_name = name or func.__name__
+            if any(t.name == test_name for t in self.tests):
+                raise ValueError(f"hidden test {test_name!r} is registered twice in {self.lab}")
+            self.tests.append(HiddenTest(question, test_name, float(points), func))
+            return func
+
+        return register
+
+    def questions(self) -> dict[str, float]:
+        """Question name -> max score, in the order the tests were registered."""
+        out: dict[str, float] = {}
+        for t in self.tests:
+            out[t.question] = out.get(t.question, 0.0) + t.points
+        return out
+
+
+def test_seed(seed: int, test_name: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{test_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
+              on_result: Callable | None = None) -> dict[str, dict]:
+    """Run the hidden tests; returns ``{question: {"score", "max_score", "messages"}}``.
+
+    ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
+    after each test (progress, logs).
+    """
+    results: dict[str, dict] = {}
+    for q, max_score in suite.questions().items():
+        if questions is None or q in questions:
+            results[q] = {"score": 0.0, "max_score": max_score, "messages": []}
+    for test in suite.tests:
+        if test.question not in results:
+            continue
+        rng = torch.Generator().manual_seed(test_seed(seed, test.name))
+        start = time.monotonic()
+        passed, message = False, ""
+        try:
+            test.func(student, ref, rng)
+            passed = True
+        except AssertionError as exc:
+            message = str(exc) or "assertion failed"
+        except StudentError as exc:
+            message = str(exc)
+        except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
+            message = f"could not test your code: {type(exc).__name__}: {exc}"
+        entry = results[test.question]
+        if passed:
+            entry["score"] += test.points
+            entry["messages"].append(f"passed: {test.name}")
+        else:
+            entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
+        if on_result is not None:
+            on_result(test, passed, message, time.monotonic() - start)
+    return results
+
+
+def load_suite(path: str | Path) -> HiddenSuite:
+    """Import a ``hidden_tests.py`` file (trusted) and return its ``suite``."""
+    path = Path(path)
+    mod_name = f"_attnlab_hidden_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name].suite
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"cannot import hidden tests from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    suite = getattr(module, "suite", None)
+    if not isinstance(suite, HiddenSuite):
+        raise TypeError(f"{path} must define `suite = HiddenSuite(...)`")
+    return suite

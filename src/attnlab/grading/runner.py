@@ -1,0 +1,144 @@
+"""Grade one submission: run its code in a worker process, run the hidden tests in this process.
+
+Only trusted code decides the score: the hidden tests and the reference run here; the student's code
+runs in the worker (sandboxed where the machine allows) and only plain data comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .api import LocalStudent, RemoteStudent, StudentError
+from .hidden import HiddenSuite, load_suite, run_suite
+from .notebook_code import SubmissionError, joined_source, read_cells
+
+DEFAULT_CELL_TIMEOUT = 60.0
+DEFAULT_LOAD_TIMEOUT = 300.0
+DEFAULT_CALL_TIMEOUT = 30.0
+
+
+@dataclass
+class Bundle:
+    """What grading one lab needs, read from ``autograder/<lab>/``."""
+
+    lab: str
+    directory: Path
+    suite: HiddenSuite
+    reference: LocalStudent
+    manifest: dict
+    secret: bytes
+
+    @property
+    def questions(self) -> dict[str, float]:
+        return self.suite.questions()
+
+
+_BUNDLES: dict[Path, Bundle] = {}
+
+
+def load_bundle(directory: str | Path) -> Bundle:
+    """Load (once per process) the hidden tests, reference and manifest of a built lab."""
+    directory = Path(directory).resolve()
+    if directory in _BUNDLES:
+        return _BUNDLES[directory]
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.exists():
+        raise FileNotFoundError(f"{directory} holds no built autograder (manifest.json missing); "
+                                "run `attnlab build` first")
+    manifest = json.loads(manifest_path.read_text())
+    hidden_path = directory / "hidden_tests.py"
+    suite = load_suite(hidden_path)
+    reference = LocalStudent.from_code((directory / "reference.py").read_text(), f"<reference {manifest['lab']}>")
+    env_secret = os.environ.get("ATTNLAB_GRADING_SECRET")
+    secret = env_secret.encode() if env_secret else hashlib.sha256(hidden_path.read_bytes()).digest()
+    bundle = Bundle(manifest["lab"], directory, suite, reference, manifest, secret)
+    _BUNDLES[directory] = bundle
+    return bundle
+
+
+def grading_seed(bundle: Bundle, submission_bytes: bytes) -> int:
+    """A seed the student cannot predict (it depends on the hidden tests) and that is the same each time
+    the same file is graded."""
+    digest = hashlib.sha256(bundle.secret + bundle.lab.encode() + hashlib.sha256(submission_bytes).digest())
+    return int.from_bytes(digest.digest()[:8], "little") & ((1 << 63) - 1)
+
+
+def _start_worker(workdir: Path, hide: list[Path]):
+    """Start ``python -m attnlab.grading.worker``, sandboxed when ``attnlab.grading.sandbox`` is available."""
+    argv = [sys.executable, "-m", "attnlab.grading.worker"]
+    try:
+        from . import sandbox
+    except ImportError:
+        sandbox = None
+    if sandbox is not None and os.environ.get("ATTNLAB_SANDBOX", "") != "off":
+        proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide))
+        return proc, proc.report.summary()
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            cwd=workdir, env=env, start_new_session=True)
+    return proc, "none: plain subprocess (no sandbox)"
+
+
+def _zero(bundle: Bundle, message: str) -> dict:
+    return {q: {"score": 0.0, "max_score": m, "messages": [message]} for q, m in bundle.questions.items()}
+
+
+def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
+                     load_timeout: float = DEFAULT_LOAD_TIMEOUT, call_timeout: float = DEFAULT_CALL_TIMEOUT,
+                     seed: int | None = None) -> dict:
+    """Grade the notebook at ``path`` against the built autograder in ``lab_dir``; never raises for
+    anything the submission does. Returns the result dict described in docs/ARCHITECTURE.md."""
+    start = time.monotonic()
+    bundle = load_bundle(lab_dir)
+    path = Path(path)
+    result = {"submission": str(path), "lab": bundle.lab, "score": 0.0,
+              "max_score": float(sum(bundle.questions.values())), "questions": {}, "isolation": "",
+              "elapsed_s": 0.0, "errors": []}
+
+    def finish(questions: dict) -> dict:
+        result["questions"] = questions
+        result["score"] = float(sum(q["score"] for q in questions.values()))
+        result["elapsed_s"] = round(time.monotonic() - start, 3)
+        return result
+
+    try:
+        data = path.read_bytes()
+        cells = read_cells(path)
+    except (SubmissionError, OSError) as exc:
+        message = str(exc) if isinstance(exc, SubmissionError) else f"cannot read the submission: {exc}"
+        result["errors"].append(message)
+        return finish(_zero(bundle, message))
+    if seed is None:
+        seed = grading_seed(bundle, data)
+    code = joined_source(cells)
+
+    with tempfile.TemporaryDirectory(prefix="attnlab-work-") as tmp:
+        workdir = Path(tmp)
+        os.chmod(workdir, 0o777)  # the worker may run as an unprivileged user
+        hide = [bundle.directory, path.resolve().parent]
+        proc, isolation = _start_worker(workdir, hide)
+        result["isolation"] = isolation
+        student = RemoteStudent(proc, code, call_timeout=call_timeout)
+        try:
+            try:
+                loaded = student.load([{"index": c.index, "source": c.source} for c in cells],
+                                      cell_timeout=cell_timeout, total_timeout=load_timeout)
+                result["errors"].extend(c["error"] for c in loaded["cells"] if not c["ok"])
+            except StudentError as exc:
+                message = f"running your notebook failed: {exc}"
+                result["errors"].append(message)
+                return finish(_zero(bundle, message))
+            questions = run_suite(bundle.suite, student, bundle.reference, seed=seed)
+            if student.dead_reason:
+                result["errors"].append(f"the grading process stopped: {student.dead_reason}")
+            return finish(questions)
+        finally:
+            student.close()

@@ -1,0 +1,196 @@
+"""The wire format between the grader and the worker that runs student code.
+
+A message is JSON plus a list of ``.npy`` blobs. Blobs are read back with ``allow_pickle=False``, so
+nothing the worker sends can run code in the grader. Values that can travel:
+
+- ``None``, ``bool``, ``int``, ``float``, ``str``
+- ``list``, ``tuple``, ``dict`` with ``str`` keys
+- ``torch.Tensor`` and ``numpy.ndarray`` of bool, integer, floating or complex dtype
+- ``torch.dtype``
+- ``ModuleHandle`` (a reference to an object living in the worker)
+
+Frame layout: ``u64 length`` then ``u32 header length``, the UTF-8 JSON header, then the blobs back to back
+(their byte lengths are listed in the header).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+MAX_FRAME_BYTES = 1 << 30  # 1 GiB: a worker that sends more is treated as broken
+MAX_DEPTH = 32
+_ALLOWED_KINDS = {"b", "i", "u", "f", "c"}
+
+
+class WireError(Exception):
+    """A value cannot be sent, or a received frame is malformed."""
+
+
+@dataclass(frozen=True)
+class ModuleHandle:
+    """A reference to an object created in the worker (``StudentAPI.create``)."""
+
+    id: int
+
+
+def _tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.to(torch.float32)
+    return t.cpu().contiguous().numpy()
+
+
+def _encode(value: Any, blobs: list[bytes], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError(f"value nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return float(value)
+        return {"__float__": repr(float(value))}
+    if isinstance(value, torch.Tensor):
+        arr = _tensor_to_numpy(value)
+        blobs.append(_npy_bytes(arr))
+        return {"__tensor__": len(blobs) - 1, "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, np.ndarray):
+        blobs.append(_npy_bytes(value))
+        return {"__ndarray__": len(blobs) - 1}
+    if isinstance(value, np.generic):
+        return _encode(value.item(), blobs, depth + 1)
+    if isinstance(value, torch.dtype):
+        return {"__dtype__": str(value).removeprefix("torch.")}
+    if isinstance(value, ModuleHandle):
+        return {"__handle__": int(value.id)}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, blobs, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, blobs, depth + 1) for v in value]
+    if isinstance(value, dict):
+        items = []
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise WireError(f"dict keys must be str, got {type(k).__name__}")
+            items.append([k, _encode(v, blobs, depth + 1)])
+        return {"__dict__": items}
+    raise WireError(f"cannot send a value of type {type(value).__module__}.{type(value).__qualname__}")
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    if arr.dtype.kind not in _ALLOWED_KINDS:
+        raise WireError(f"cannot send an array of dtype {arr.dtype}")
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _decode(value: Any, blobs: list[bytes], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError(f"value nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_decode(v, blobs, depth + 1) for v in value]
+    if not isinstance(value, dict) or len(value) == 0:
+        raise WireError(f"malformed value in frame: {type(value).__name__}")
+    if "__tensor__" in value:
+        arr = _load_npy(blobs, value["__tensor__"])
+        t = torch.from_numpy(arr.copy()) if arr.ndim else torch.tensor(arr.item())
+        want = getattr(torch, str(value.get("dtype", "")), None)
+        if isinstance(want, torch.dtype) and want != t.dtype:
+            t = t.to(want)
+        return t
+    if "__ndarray__" in value:
+        return _load_npy(blobs, value["__ndarray__"])
+    if "__float__" in value:
+        return float(value["__float__"])
+    if "__dtype__" in value:
+        dt = getattr(torch, str(value["__dtype__"]), None)
+        if not isinstance(dt, torch.dtype):
+            raise WireError(f"unknown dtype {value['__dtype__']!r}")
+        return dt
+    if "__handle__" in value:
+        return ModuleHandle(int(value["__handle__"]))
+    if "__tuple__" in value:
+        return tuple(_decode(v, blobs, depth + 1) for v in value["__tuple__"])
+    if "__dict__" in value:
+        return {str(k): _decode(v, blobs, depth + 1) for k, v in value["__dict__"]}
+    raise WireError(f"malformed value in frame: keys {sorted(value)[:3]}")
+
+
+def _load_npy(blobs: list[bytes], index: Any) -> np.ndarray:
+    if not isinstance(index, int) or not 0 <= index < len(blobs):
+        raise WireError(f"blob index {index!r} out of range")
+    try:
+        arr = np.load(io.BytesIO(blobs[index]), allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a malformed frame
+        raise WireError(f"malformed array in frame: {exc}") from None
+    if arr.dtype.kind not in _ALLOWED_KINDS:
+        raise WireError(f"array of dtype {arr.dtype} not allowed")
+    return arr
+
+
+def pack(message: Any) -> bytes:
+    """Encode ``message`` into one frame (length prefix included)."""
+    blobs: list[bytes] = []
+    tree = _encode(message, blobs, 0)
+    header = json.dumps({"v": tree, "blobs": [len(b) for b in blobs]}).encode()
+    body = struct.pack("<I", len(header)) + header + b"".join(blobs)
+    return struct.pack("<Q", len(body)) + body
+
+
+def unpack_body(body: bytes) -> Any:
+    """Decode a frame body (without its u64 length prefix)."""
+    if len(body) < 4:
+        raise WireError("frame too short")
+    (hlen,) = struct.unpack("<I", body[:4])
+    if hlen > len(body) - 4:
+        raise WireError("frame header length out of range")
+    try:
+        header = json.loads(body[4 : 4 + hlen])
+        sizes = [int(s) for s in header["blobs"]]
+    except Exception as exc:  # noqa: BLE001
+        raise WireError(f"malformed frame header: {exc}") from None
+    blobs, pos = [], 4 + hlen
+    for size in sizes:
+        if size < 0 or pos + size > len(body):
+            raise WireError("blob sizes do not match the frame length")
+        blobs.append(body[pos : pos + size])
+        pos += size
+    return _decode(header["v"], blobs, 0)
+
+
+def read_frame(stream) -> Any:
+    """Read one frame from a binary file object (blocking). Raises EOFError at end of stream."""
+    head = _read_exact(stream, 8)
+    (length,) = struct.unpack("<Q", head)
+    if length > MAX_FRAME_BYTES:
+        raise WireError(f"frame of {length} bytes exceeds the limit of {MAX_FRAME_BYTES}")
+    return unpack_body(_read_exact(stream, length))
+
+
+def _read_exact(stream, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            raise EOFError("stream closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def roundtrip(value: Any) -> Any:
+    """Send ``value`` through the wire format and back: plain tensors and containers only."""
+    frame = pack(value)
+    return unpack_body(frame[8:])

@@ -1,0 +1,124 @@
+"""The worker: runs a submission's code and answers narrow-interface calls.
+
+Started by the grader as ``python -m attnlab.grading.worker`` (inside the sandbox). Protocol: frames of
+``attnlab.grading.wire`` on the inherited stdin/stdout; the student's own stdin, stdout and stderr are
+``/dev/null``, so printing (or reading ``input()``) cannot corrupt or forge the protocol stream.
+
+Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first, then
+``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
+``{"ok": False, "error": str}``. Nothing the worker sends is trusted beyond being data.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+class CellTimeout(BaseException):
+    """Raised inside a cell that ran past its time limit."""
+
+
+def _on_alarm(signum, frame):  # pragma: no cover - timing dependent
+    raise CellTimeout()
+
+
+class _Stub:
+    """Stands in for the notebook's Otter ``grader`` and IPython's shell while grading."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def _prepare_namespace() -> dict:
+    import torch
+
+    return {
+        "__name__": "__main__",
+        "get_ipython": lambda: _Stub(),
+        "display": lambda *a, **k: None,
+        "grader": _Stub(),
+        "device": torch.device("cpu"),
+    }
+
+
+def run_cells(cells: list[dict], namespace: dict, cell_timeout: float) -> list[dict]:
+    """Execute each cell; an error in one cell is recorded and the next cell still runs."""
+    import linecache
+
+    from .notebook_code import python_source
+
+    report = []
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for cell in cells:
+        index, source = int(cell["index"]), str(cell["source"])
+        filename = f"<cell {index}>"
+        code = python_source(source)
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        entry = {"index": index, "ok": True, "error": None}
+        try:
+            signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+            exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - this process is the sandbox
+        except CellTimeout:
+            entry.update(ok=False, error=f"cell {index} did not finish within {cell_timeout:g} s")
+        except SystemExit as exc:
+            entry.update(ok=False, error=f"cell {index} called exit({exc.code!r}); the call was ignored")
+        except BaseException as exc:  # noqa: BLE001 - student code may raise anything
+            entry.update(ok=False, error=f"cell {index} raised {type(exc).__name__}: {exc}"[:500])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        report.append(entry)
+    return report
+
+
+def main() -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ["ATTNLAB_GRADING"] = "1"
+    os.environ.setdefault("ATTNLAB_FAST", "1")
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+    from .executor import Executor, StudentError
+    from .wire import WireError, pack, read_frame
+
+    namespace = _prepare_namespace()
+    executor = Executor(namespace)
+
+    def reply(message):
+        try:
+            data = pack(message)
+        except WireError as exc:
+            data = pack({"ok": False, "error": f"returned a value that cannot be graded: {exc}"})
+        proto_out.write(data)
+
+    while True:
+        try:
+            request = read_frame(proto_in)
+        except EOFError:
+            return 0
+        op = request.get("op")
+        if op == "load":
+            cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)))
+            names = sorted(k for k in namespace if not k.startswith("_"))
+            reply({"ok": True, "value": {"cells": cells, "names": names}})
+            continue
+        try:
+            value = executor.dispatch(op, request.get("payload", {}))
+            reply({"ok": True, "value": value})
+        except StudentError as exc:
+            reply({"ok": False, "error": str(exc)})
+        except SystemExit as exc:
+            reply({"ok": False, "error": f"your code called exit({exc.code!r})"})
+        except BaseException as exc:  # noqa: BLE001
+            reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
