@@ -1,0 +1,282 @@
+"""Grade many submissions: collect the files, keep one shard, skip what is already graded, grade the rest
+on ``jobs`` workers, and write ``results.json`` + ``feedback.md`` per submission and a gradebook row.
+
+A submission is keyed by its file name (``alice.ipynb``); its outputs go to ``out_dir/<stem>/``. Every
+selected file gets a row, whatever it contains: a notebook the grader cannot read scores 0 with messages
+(the grader's job), and a grader that raises or returns garbage gives a row with score 0 and the error,
+which the next run grades again. Ctrl-C stops the batch; what was recorded stays, and rerunning the same
+command resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from attnlab.grading.feedback import write_feedback
+from attnlab.grading.gradebook import (
+    DEFAULT_NAME,
+    Gradebook,
+    InvalidResult,
+    format_score,
+    open_gradebook,
+    sqlite_path,
+    validate_result,
+)
+from attnlab.grading.gradescope import write_results_json
+
+STUDENT_MESSAGE_ON_GRADER_ERROR = (
+    "The grader itself failed on this submission, so it has not been graded yet. "
+    "This is not a problem with your notebook: your instructor has the details and will regrade it."
+)
+
+
+@dataclass
+class BatchSummary:
+    """What a batch did. ``results`` holds one clean result per graded or failed submission (key order),
+    each with two extra fields: ``key`` and ``grader_error`` (None, or the grader's error text)."""
+
+    lab: str
+    graded: int = 0  # graded and recorded (a broken notebook graded 0 counts here)
+    skipped: int = 0  # already in the gradebook with the same content
+    failed: int = 0  # the grader raised or returned garbage: recorded with score 0, retried next run
+    results: list[dict] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    interrupted: bool = False
+
+    def __str__(self) -> str:
+        text = f"{self.lab}: {self.graded} graded, {self.skipped} skipped (already graded)"
+        if self.failed:
+            text += f", {self.failed} failed (grader error, recorded as 0; rerun to retry)"
+        text += f" in {self.elapsed_s:.1f} s"
+        return text + (" (interrupted: rerun the same command to resume)" if self.interrupted else "")
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a batch. ``summary`` says what was recorded before it."""
+
+    def __init__(self, summary: BatchSummary):
+        super().__init__(str(summary))
+        self.summary = summary
+
+
+# -- selecting the submissions -----------------------------------------------------------------------------
+def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
+    """Map key (file name) -> path for the given files and directories, sorted by key.
+
+    A directory contributes each regular, non-hidden file directly in it, whatever its extension.
+    ``exclude``: paths never taken (the batch's own outputs). Two different files with the same name,
+    or with the same stem (both would write ``out_dir/<stem>/``), are an error naming both.
+    """
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    excluded = {Path(p).resolve() for p in exclude}
+    found: dict[str, Path] = {}
+    for item in inputs:
+        item = Path(item)
+        if item.is_dir():
+            files = sorted(
+                p for p in item.iterdir()
+                if not p.name.startswith(".") and p.is_file() and p.resolve() not in excluded
+            )
+        elif item.is_file():
+            if item.name.startswith("."):
+                raise ValueError(f"submission {item} is a hidden file (its results would go to a hidden "
+                                 "or parent folder of out_dir): rename it without the leading dot")
+            files = [item]
+        else:
+            raise FileNotFoundError(f"submission input {item} is neither a file nor a directory: check it")
+        for path in files:
+            earlier = found.get(path.name)
+            if earlier is not None and earlier.resolve() != path.resolve():
+                raise ValueError(
+                    f"two submissions are named {path.name!r}: {earlier} and {path}; the file name is the "
+                    "gradebook key, so rename one or grade the folders separately"
+                )
+            found[path.name] = path
+    stems: dict[str, str] = {}
+    for key in sorted(found):
+        other = stems.setdefault(Path(key).stem, key)
+        if other != key:
+            raise ValueError(
+                f"submissions {found[other]} and {found[key]} would both write their results to "
+                f"<out_dir>/{Path(key).stem}/: rename one"
+            )
+    return {key: found[key] for key in sorted(found)}
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """``"2/3"`` -> ``(2, 3)``: the second of three shards (1-based)."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
+    if not match:
+        raise ValueError(f"shard {shard!r} is not of the form i/N (for example 2/3: the 2nd of 3 shards)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise ValueError(f"shard {shard!r}: i/N needs N >= 1 and 1 <= i <= N (shards are numbered from 1)")
+    return index, count
+
+
+def in_shard(key: str, index: int, count: int) -> bool:
+    """Stable across machines and runs: sha1 of the key, modulo the shard count."""
+    return int(hashlib.sha1(key.encode("utf-8")).hexdigest(), 16) % count == index - 1
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# -- grading one ---------------------------------------------------------------------------------------
+def _failure(path: Path, elapsed_s: float) -> dict:
+    return {
+        "submission": str(path), "score": 0.0, "max_score": 0.0, "questions": {},
+        "isolation": "not run (grader error)", "elapsed_s": elapsed_s,
+        "errors": [STUDENT_MESSAGE_ON_GRADER_ERROR],
+    }
+
+
+def _grade_one(grade_fn, lab: str, path: Path) -> tuple[dict, str | None]:
+    """(clean result, None) or (failure result, grader error text). Never raises an ``Exception``."""
+    start = time.monotonic()
+    try:
+        raw = grade_fn(lab, path)
+    except Exception:
+        return _failure(path, time.monotonic() - start), traceback.format_exc()
+    try:
+        result = validate_result(raw)
+    except InvalidResult as exc:
+        return _failure(path, time.monotonic() - start), f"grade_fn returned an invalid result: {exc}"
+    result["submission"] = result["submission"] or str(path)
+    return result, None
+
+
+# -- the batch -----------------------------------------------------------------------------------------
+def grade_batch(
+    lab: str,
+    inputs,
+    *,
+    out_dir,
+    jobs: int = 1,
+    shard: str | None = None,
+    gradebook=None,
+    grade_fn=None,
+    progress: bool = True,
+    regrade: bool = False,
+) -> BatchSummary:
+    """Grade the submissions in ``inputs`` (files and/or directories) for ``lab``.
+
+    ``out_dir``: gets ``<stem>/results.json`` (Gradescope) and ``<stem>/feedback.md`` per submission.
+    ``jobs``: submissions graded at once. ``shard``: ``"i/N"``, grade only the i-th of N disjoint parts.
+    ``gradebook``: a ``Gradebook``, a SQLite path or a ``postgresql://`` URL (default
+    ``out_dir/gradebook.db``). ``grade_fn(lab, path) -> result`` (default
+    ``attnlab.grading.runner.grade_submission``). ``regrade``: grade even what the gradebook already has
+    with the same content. Raises ``BatchInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C, after the
+    submissions finished so far are recorded.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: expected a whole number of workers, 1 or more")
+    shard_spec = parse_shard(shard) if shard is not None else None
+    if grade_fn is None:
+        from attnlab.grading.runner import grade_submission as grade_fn
+    out_dir = Path(out_dir)
+    start = time.monotonic()
+
+    own_gradebook = not isinstance(gradebook, Gradebook)
+    gb_target = out_dir / DEFAULT_NAME if gradebook is None else gradebook
+    exclude = []  # the gradebook's own files, when it lies in an input folder
+    if own_gradebook and "://" not in str(gb_target):
+        db = sqlite_path(gb_target)
+        exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+    submissions = collect_submissions(inputs, exclude=exclude)
+    if shard_spec:
+        submissions = {k: p for k, p in submissions.items() if in_shard(k, *shard_spec)}
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    book = open_gradebook(gb_target) if own_gradebook else gradebook
+    summary = BatchSummary(lab=lab)
+    bar = None
+    try:
+        todo = []
+        for key, path in submissions.items():
+            sha = file_sha256(path)
+            if not regrade and book.is_done(lab, key, sha):
+                summary.skipped += 1
+            else:
+                todo.append((key, path, sha))
+        bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
+
+        def finish(item, outcome) -> None:
+            (key, path, sha), (result, grader_error) = item, outcome
+            stem_dir = out_dir / Path(key).stem
+            write_results_json(result, stem_dir / "results.json")
+            write_feedback(result, stem_dir / "feedback.md")
+            book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
+            summary.results.append({**result, "key": key, "grader_error": grader_error})
+            if grader_error:
+                summary.failed += 1
+                last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
+                tqdm.write(f"grader error on {key} (recorded as 0, retried next run): {last_line}",
+                           file=sys.stderr)
+            else:
+                summary.graded += 1
+            bar.set_postfix_str(f"{key}: {format_score(result['score'])}/{format_score(result['max_score'])}")
+            bar.update(1)
+
+        if jobs == 1:
+            for item in todo:
+                finish(item, _grade_one(grade_fn, lab, item[1]))
+        else:
+            _run_pool(todo, jobs, lambda item: _grade_one(grade_fn, lab, item[1]), finish)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        raise BatchInterrupted(summary) from None
+    finally:
+        summary.results.sort(key=lambda r: r["key"])
+        summary.elapsed_s = time.monotonic() - start
+        if bar is not None:
+            bar.close()
+        if own_gradebook:
+            book.close()
+    return summary
+
+
+def _run_pool(todo, jobs: int, work, finish) -> None:
+    """Run ``work(item)`` on ``jobs`` threads, at most ``jobs`` in flight, and ``finish(item, outcome)`` each
+    in this thread. On an exception (Ctrl-C included) nothing new starts and in-flight results are dropped:
+    a grade cut short by Ctrl-C must not be recorded as a 0."""
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attnlab-grade")
+    waiting = iter(todo)
+    running = {}
+    try:
+        for item in waiting:
+            running[pool.submit(work, item)] = item
+            if len(running) == jobs:
+                break
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: running[f][0]):
+                item = running.pop(future)
+                finish(item, future.result())  # re-raises what work raised (KeyboardInterrupt)
+                following = next(waiting, None)
+                if following is not None:
+                    running[pool.submit(work, following)] = following
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def export_gradebook(target, csv_path, lab: str | None = None) -> int:
+    """``attnlab gradebook DIR --csv FILE``: write the CSV of the gradebook at ``target`` (a directory
+    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL); return the number of rows."""
+    with open_gradebook(target, create=False) as book:
+        return book.export_csv(csv_path, lab=lab)

@@ -1,0 +1,58 @@
+"""The per-student feedback file (``feedback.md``).
+
+It is built from the student-facing fields of a grading result only: the total, each question's score and
+messages, and the notebook-level errors. Nothing else of the result (paths, isolation report, grader
+internals) is written, so hidden test source can reach a student only if the grader put it in a message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attnlab.grading.gradebook import format_score, validate_result
+
+
+def _bullet(message: str) -> str:
+    first, *rest = message.strip("\n").splitlines() or [""]
+    return "\n".join([f"- {first}"] + [f"  {line}" for line in rest])
+
+
+def feedback_markdown(result: dict) -> str:
+    """Markdown feedback for one graded submission (see the module docstring for what it contains)."""
+    r = validate_result(result)
+    name = Path(r["submission"]).name or "your submission"
+    lines = [
+        f"# Feedback: {name}",
+        "",
+        f"**Total: {format_score(r['score'])} / {format_score(r['max_score'])}**",
+        "",
+    ]
+    if r["errors"]:
+        lines += ["## About your notebook", ""] + [_bullet(m) for m in r["errors"]] + [""]
+    if r["questions"]:
+        lines += ["| question | score |", "|---|---|"]
+        lines += [
+            f"| `{q}` | {format_score(s['score'])} / {format_score(s['max_score'])} |"
+            for q, s in r["questions"].items()
+        ]
+        lines.append("")
+    for q, s in r["questions"].items():
+        lines += [f"## `{q}`: {format_score(s['score'])} / {format_score(s['max_score'])}", ""]
+        if s["messages"]:
+            lines += [_bullet(m) for m in s["messages"]]
+        elif s["score"] >= s["max_score"]:
+            lines.append("All checks passed.")
+        else:
+            lines.append("No details were given for the points lost here; ask your instructor.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_feedback(result: dict, path) -> Path:
+    """Write ``feedback_markdown(result)`` to ``path`` (atomically: a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(feedback_markdown(result), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,320 @@
+"""The gradebook: one row per graded submission, in SQLite (default) or PostgreSQL.
+
+Tables (primary keys in brackets):
+
+- ``submissions`` [lab, key]: path, sha256 of the file, score, max_score, isolation, elapsed_s,
+  graded_at (ISO time, UTC), errors (JSON list), grader_error (NULL unless the grader itself failed).
+- ``questions`` [lab, key, question]: position (order in the result), score, max_score, messages (JSON list).
+
+The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
+so a resubmission overwrites the earlier grade. Several processes or threads may write at once
+(SQLite: WAL journal and a busy timeout; PostgreSQL: one transaction per record).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sqlite3
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+DEFAULT_NAME = "gradebook.db"
+BUSY_TIMEOUT_S = 60.0
+# Any constant: serialises concurrent schema creation on one PostgreSQL database.
+_PG_SCHEMA_LOCK = 0x61747467  # "attg"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS submissions (
+        lab TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
+        score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL,
+        isolation TEXT NOT NULL, elapsed_s DOUBLE PRECISION NOT NULL, graded_at TEXT NOT NULL,
+        errors TEXT NOT NULL, grader_error TEXT,
+        PRIMARY KEY (lab, key))""",
+    """CREATE TABLE IF NOT EXISTS questions (
+        lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, position INTEGER NOT NULL,
+        score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL,
+        PRIMARY KEY (lab, key, question))""",
+)
+
+_UPSERT_SUBMISSION = """INSERT INTO submissions
+    (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (lab, key) DO UPDATE SET
+    path = excluded.path, sha256 = excluded.sha256, score = excluded.score,
+    max_score = excluded.max_score, isolation = excluded.isolation, elapsed_s = excluded.elapsed_s,
+    graded_at = excluded.graded_at, errors = excluded.errors, grader_error = excluded.grader_error"""
+
+_SUBMISSION_COLUMNS = (
+    "lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at", "errors",
+    "grader_error",
+)
+
+
+class InvalidResult(ValueError):
+    """A grading result that does not follow the documented shape (docs/ARCHITECTURE.md)."""
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidResult(f"{where} is {value!r}: expected a finite number")
+    return float(value)
+
+
+def _strings(value, where: str) -> list[str]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) for m in value):
+        raise InvalidResult(f"{where} is {value!r}: expected a list of strings")
+    return list(value)
+
+
+def validate_result(result) -> dict:
+    """Return a clean copy of a ``grade_submission`` result, or raise ``InvalidResult`` naming the bad field.
+
+    ``score``, ``max_score`` and ``questions`` are required; ``isolation``, ``elapsed_s`` and ``errors``
+    default to ``"unknown"``, ``0.0`` and ``[]``. Extra keys are dropped.
+    """
+    if not isinstance(result, dict):
+        raise InvalidResult(f"the result is a {type(result).__name__}, expected a dict: {result!r:.200}")
+    for field in ("score", "max_score", "questions"):
+        if field not in result:
+            raise InvalidResult(f"the result has no {field!r} (keys: {sorted(result)})")
+    questions = result["questions"]
+    if not isinstance(questions, dict):
+        raise InvalidResult(f"result['questions'] is {questions!r:.200}: expected a dict name -> scores")
+    clean_questions = {}
+    for name, q in questions.items():
+        where = f"result['questions'][{name!r}]"
+        if not isinstance(name, str) or not isinstance(q, dict):
+            raise InvalidResult(f"{where} is {q!r:.200}: expected a str name mapped to a dict")
+        clean_questions[name] = {
+            "score": _number(q.get("score"), where + "['score']"),
+            "max_score": _number(q.get("max_score"), where + "['max_score']"),
+            "messages": _strings(q.get("messages", []), where + "['messages']"),
+        }
+    isolation = result.get("isolation", "unknown")
+    if not isinstance(isolation, str):
+        raise InvalidResult(f"result['isolation'] is {isolation!r:.200}: expected a string")
+    return {
+        "submission": str(result.get("submission", "")),
+        "score": _number(result["score"], "result['score']"),
+        "max_score": _number(result["max_score"], "result['max_score']"),
+        "questions": clean_questions,
+        "isolation": isolation,
+        "elapsed_s": _number(result.get("elapsed_s", 0.0), "result['elapsed_s']"),
+        "errors": _strings(result.get("errors", []), "result['errors']"),
+    }
+
+
+def format_score(x: float) -> str:
+    """``6.0 -> "6"``, ``2.5 -> "2.5"``, ``0.1 + 0.2 -> "0.3"`` (6 decimals at most)."""
+    text = f"{float(x) + 0.0:.6f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+class Gradebook:
+    """A gradebook on an open DB-API connection. Use ``open_gradebook`` to get one."""
+
+    def __init__(self, conn, *, dialect: str, target: str):
+        self._conn = conn
+        self._dialect = dialect  # "sqlite" or "postgresql"
+        self.target = target
+        self._lock = threading.RLock()  # one connection, shared by the threads of this process
+        self._create_schema()
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self._dialect == "postgresql" else sql
+
+    def _execute(self, sql: str, params=()):
+        return self._conn.execute(self._sql(sql), params)
+
+    @contextmanager
+    def _transaction(self, *, write: bool = False):
+        with self._lock:
+            if self._dialect == "postgresql":
+                with self._conn.transaction():
+                    yield
+                return
+            # IMMEDIATE takes the write lock up front: no deadlock when two writers upgrade at once.
+            # A read-only (deferred) transaction reads one consistent snapshot of the WAL.
+            self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _create_schema(self) -> None:
+        with self._transaction(write=True):
+            if self._dialect == "postgresql":
+                # Two concurrent CREATE TABLE IF NOT EXISTS can both miss the table and then collide on
+                # the catalog's unique index; an advisory lock makes them take turns.
+                self._execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
+            for ddl in _SCHEMA:
+                self._execute(ddl)
+
+    # -- API -------------------------------------------------------------------------------------------
+    def record(self, lab: str, key: str, path, sha256: str, result: dict, *, grader_error: str | None = None):
+        """Store one graded submission, replacing any earlier rows of (lab, key) in one transaction.
+
+        ``grader_error`` marks a submission the grader failed on: it is stored with its score, but
+        ``is_done`` reports it as not done, so the next run grades it again.
+        """
+        clean = validate_result(result)
+        graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        row = (
+            lab, key, str(path), sha256, clean["score"], clean["max_score"], clean["isolation"],
+            clean["elapsed_s"], graded_at, json.dumps(clean["errors"]), grader_error,
+        )
+        with self._transaction(write=True):
+            self._execute(_UPSERT_SUBMISSION, row)  # locks the row: same-key writers take turns
+            self._execute("DELETE FROM questions WHERE lab = ? AND key = ?", (lab, key))
+            for position, (name, q) in enumerate(clean["questions"].items()):
+                self._execute(
+                    "INSERT INTO questions (lab, key, question, position, score, max_score, messages)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (lab, key, name, position, q["score"], q["max_score"], json.dumps(q["messages"])),
+                )
+
+    def is_done(self, lab: str, key: str, sha256: str) -> bool:
+        """True when this exact content of ``key`` was already graded without a grader error."""
+        with self._transaction():
+            row = self._execute(
+                "SELECT 1 FROM submissions WHERE lab = ? AND key = ? AND sha256 = ? AND grader_error IS NULL",
+                (lab, key, sha256),
+            ).fetchone()
+        return row is not None
+
+    def labs(self) -> list[str]:
+        with self._transaction():
+            return [r[0] for r in self._execute("SELECT DISTINCT lab FROM submissions ORDER BY lab")]
+
+    def rows(self, lab: str | None = None) -> list[dict]:
+        """All submissions (of one lab, or all), ordered by lab then key, each with its ``questions``
+        (a dict in the order of the result) and ``errors`` decoded."""
+        where, params = ("WHERE lab = ?", (lab,)) if lab is not None else ("", ())
+        with self._transaction():
+            subs = self._execute(
+                f"SELECT {', '.join(_SUBMISSION_COLUMNS)} FROM submissions {where} ORDER BY lab, key", params
+            ).fetchall()
+            qs = self._execute(
+                f"SELECT lab, key, question, score, max_score, messages FROM questions {where}"
+                " ORDER BY lab, key, position",
+                params,
+            ).fetchall()
+        out = {}
+        for values in subs:
+            row = dict(zip(_SUBMISSION_COLUMNS, values, strict=True))
+            row["errors"] = json.loads(row["errors"])
+            row["questions"] = {}
+            out[(row["lab"], row["key"])] = row
+        for q_lab, key, name, score, max_score, messages in qs:
+            if (q_lab, key) in out:
+                out[(q_lab, key)]["questions"][name] = {
+                    "score": score, "max_score": max_score, "messages": json.loads(messages),
+                }
+        return list(out.values())
+
+    def export_csv(self, path, lab: str | None = None) -> int:
+        """Write ``submission,score,max_score,<question>...`` with one row per submission; return the
+        number of rows. Question columns follow the order of the result with the most questions (the
+        first such one by key), then any other question in order of appearance; a missing one is empty.
+        """
+        rows = self.rows(lab)
+        labs = sorted({r["lab"] for r in rows})
+        if len(labs) > 1:
+            raise ValueError(
+                f"the gradebook {self.target} holds several labs ({', '.join(labs)}): "
+                "pass lab=... (CLI: --lab) to export one"
+            )
+        columns: list[str] = []
+        most = max(rows, key=lambda r: len(r["questions"]), default=None)
+        for row in ([most] if most else []) + rows:
+            columns += [name for name in row["questions"] if name not in columns]
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(["submission", "score", "max_score", *columns])
+            for row in rows:
+                q = row["questions"]
+                writer.writerow(
+                    [row["key"], format_score(row["score"]), format_score(row["max_score"])]
+                    + [format_score(q[name]["score"]) if name in q else "" for name in columns]
+                )
+        return len(rows)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Gradebook:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Gradebook({self.target!r})"
+
+
+def _is_url(target) -> bool:
+    return isinstance(target, str) and "://" in target
+
+
+def sqlite_path(target) -> Path:
+    """The SQLite file a target names: a directory means ``DIR/gradebook.db``."""
+    path = Path(target)
+    return path / DEFAULT_NAME if path.is_dir() else path
+
+
+def open_gradebook(target, *, create: bool = True) -> Gradebook:
+    """Open (creating the tables if needed) the gradebook at ``target``.
+
+    ``target``: a SQLite file path, a directory (``DIR/gradebook.db``) or a ``postgresql://`` URL.
+    With ``create=False`` a missing SQLite file is an error instead of a new empty gradebook.
+    """
+    if _is_url(target):
+        scheme = target.split("://", 1)[0].lower()
+        if scheme not in ("postgresql", "postgres"):
+            raise ValueError(
+                f"unsupported gradebook URL {target!r}: use a file path (SQLite) or a postgresql:// URL"
+            )
+        return _open_postgres(target)
+    path = sqlite_path(target)
+    if not create and not path.is_file():
+        raise FileNotFoundError(
+            f"no gradebook at {path}: grade a batch into that folder first, or pass the gradebook file "
+            "or postgresql:// URL you graded into"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return Gradebook(conn, dialect="sqlite", target=str(path))
+
+
+def _open_postgres(url: str) -> Gradebook:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ImportError(
+            f"a postgresql:// gradebook needs psycopg 3, which is not installed ({exc}): "
+            'pip install "attnlab[postgres]"'
+        ) from exc
+    conn = psycopg.connect(url, autocommit=True)  # transactions are explicit (Gradebook._transaction)
+    return Gradebook(conn, dialect="postgresql", target=_redact(url))
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, rest = url.split("://", 1)
+    if "@" in rest.split("/", 1)[0]:
+        userinfo, host = rest.split("@", 1)
+        rest = userinfo.split(":", 1)[0] + ":***@" + host if ":" in userinfo else rest
+    return f"{scheme}://{rest}"

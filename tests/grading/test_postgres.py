@@ -1,0 +1,149 @@
+"""The gradebook on a REAL throwaway PostgreSQL server (initdb + pg_ctl on 127.0.0.1, stopped at the end).
+
+Skipped only when no PostgreSQL server binaries are installed (Debian: apt-get install postgresql).
+Needs psycopg 3 (pip install "attnlab[postgres]"): without it these tests fail instead of skipping.
+"""
+
+import glob
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from attnlab.grading.batch import export_gradebook
+from attnlab.grading.gradebook import open_gradebook
+
+# The backend-independent gradebook tests, collected here again with the PostgreSQL ``book`` below.
+from .test_batch import grade_shards_in_processes, write_submissions
+from .test_gradebook import (  # noqa: F401
+    test_export_csv_columns_and_values,
+    test_export_csv_of_an_empty_gradebook_has_the_header_only,
+    test_is_done_needs_same_key_same_content_and_no_grader_error,
+    test_record_rejects_an_invalid_result_and_keeps_the_old_rows,
+    test_record_then_rows_round_trip,
+    test_resubmission_replaces_the_earlier_rows,
+)
+
+
+def _postgres_bindir() -> Path | None:
+    def version(path):
+        return [int(n) for n in re.findall(r"\d+", Path(path).parts[-3])]
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=version)
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(cmd, what, log=None):
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        server_log = Path(log).read_text() if log and Path(log).exists() else ""
+        pytest.fail(f"{what} failed ({proc.returncode}): {proc.stdout}{proc.stderr}{server_log}")
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    bindir = _postgres_bindir()
+    if bindir is None or not (bindir / "pg_ctl").exists():
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or on "
+                    "PATH; install them with: apt-get install postgresql")
+    import psycopg  # noqa: F401 - fail here, clearly, when the server exists but the client library does not
+
+    tmp = Path(tempfile.mkdtemp(prefix="attnlab-pg-"))  # under /tmp: pytest's tmp dir is root-only
+    as_user = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail("running as root needs a 'postgres' user to start the test server (apt-get install "
+                        "postgresql creates it), or run the tests as a normal user")
+        os.chown(tmp, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else [
+            "setpriv", f"--reuid={owner.pw_uid}", f"--regid={owner.pw_gid}", "--clear-groups"]
+    data, log, port = tmp / "data", tmp / "server.log", _free_port()
+    initdb = [bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"]
+    _run(as_user + initdb, "initdb")
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp} -c fsync=off -c max_connections=40"
+    _run(as_user + [bindir / "pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "-t", "60", "start"],
+         "pg_ctl start", log)
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the test server."""
+    import psycopg
+
+    name = f"gb_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield f"{pg_server}/{name}"
+    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def book(pg_url):
+    with open_gradebook(pg_url) as gb:
+        yield gb
+
+
+def test_concurrent_opens_create_the_tables_once(pg_url):
+    """Several connections open a fresh database at the same moment: CREATE TABLE IF NOT EXISTS races
+    must not fail, and all of them can write afterwards."""
+    barrier, errors = threading.Barrier(8), []
+
+    def opener(i):
+        try:
+            barrier.wait()
+            with open_gradebook(pg_url) as gb:
+                gb.record("lab01", f"s{i}.ipynb", "/s", "0" * 64,
+                          {"score": 1.0, "max_score": 1.0, "questions": {}})
+        except Exception as exc:  # surfaced below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=opener, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with open_gradebook(pg_url) as gb:
+        assert [r["key"] for r in gb.rows()] == [f"s{i}.ipynb" for i in range(8)]
+
+
+def test_two_processes_grade_two_shards_into_one_postgres_gradebook(pg_url, tmp_path):
+    src = write_submissions(tmp_path / "subs", {f"s{i:02d}.ipynb": b"x" * i for i in range(20)})
+    graded = grade_shards_in_processes(src, tmp_path / "out", pg_url)
+    assert graded[0] and graded[1] and not set(graded[0]) & set(graded[1])
+    assert export_gradebook(pg_url, tmp_path / "all.csv") == 20
+    lines = (tmp_path / "all.csv").read_text().splitlines()
+    assert lines[0] == "submission,score,max_score,q"
+    assert lines[1:] == [f"s{i:02d}.ipynb,{i % 5},4,{i % 5}" for i in range(20)]  # every submission once
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"s{i:02d}" for i in range(20)]
+
+
+def test_password_is_not_shown_in_messages(pg_server):
+    with open_gradebook(f"{pg_server}/postgres".replace("postgres@", "postgres:hunter2@")) as gb:
+        assert "hunter2" not in repr(gb) and "postgres:***@127.0.0.1" in repr(gb)
