@@ -74,6 +74,11 @@ def read_cells(path: str | Path) -> list[CodeCell]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SubmissionError(f"the submitted file is not a Jupyter notebook (not valid JSON: {exc}); "
                               "submit the .ipynb file saved from Jupyter or Colab") from None
+    return cells_from_notebook(nb)
+
+
+def cells_from_notebook(nb: dict) -> list[CodeCell]:
+    """The graded code cells of an already parsed notebook (a dict or ``NotebookNode``)."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise SubmissionError("the submitted file is JSON but not a Jupyter notebook (no list of cells)")
     cells = []

@@ -1,0 +1,125 @@
+"""``attnlab build``: master -> student notebook, solution notebook, public checks, autograder.
+
+The chain, in order (each step is one file in ``transforms/``):
+
+    read_master -> parse_questions            (labels every cell; everything after reads the labels)
+      -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
+      -> drop_marker_cells -> insert_setup_cell
+      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master)
+      -> solution: remove_solution_markers -> normalize
+      -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
+                     -> otter_zip -> gradescope_zip
+
+Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..course import Course, Lab
+from ..grading.hidden import load_suite
+from .transforms.check_no_leak import check_no_leak
+from .transforms.drop_marker_cells import drop_marker_cells
+from .transforms.insert_setup_cell import insert_setup_cell
+from .transforms.lock_cells import lock_cells
+from .transforms.normalize import normalize, notebook_bytes
+from .transforms.otter_zip import otter_zip
+from .transforms.parse_questions import MasterError, parse_questions
+from .transforms.public_tests import public_test_files, render_test_file
+from .transforms.read_master import read_master
+from .transforms.reference_code import reference_code
+from .transforms.remove_solution_markers import remove_solution_markers
+from .transforms.replace_tests import replace_tests
+from .transforms.strip_solutions import strip_solutions
+
+
+def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
+    """Every output file of ``lab`` (absolute path -> bytes), computed in memory."""
+    master = read_master(lab.master)
+    labelled, questions = parse_questions(master)
+    suite = load_suite(lab.hidden_tests)
+    _check_questions(lab, [q.name for q in questions], list(suite.questions()))
+
+    common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
+                               install_spec=course.install_spec)
+    student = normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student")
+    check_no_leak(labelled, student)
+    solution = normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution")
+
+    ref = reference_code(solution, lab_id=lab.id).encode()
+    hidden = lab.hidden_tests.read_bytes()
+    manifest = {
+        "lab": lab.id,
+        "title": lab.title,
+        "max_score": sum(suite.questions().values()),
+        "questions": suite.questions(),
+        "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
+    }
+    manifest_bytes = (json.dumps(manifest, indent=2) + "\n").encode()
+    ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
+                                                     if t.question == q.name]) for q in questions}
+    support = {"hidden_tests.py": hidden, "reference.py": ref, "manifest.json": manifest_bytes}
+
+    out: dict[Path, bytes] = {
+        lab.student_notebook: notebook_bytes(student),
+        lab.solution_notebook: notebook_bytes(solution),
+        lab.autograder_dir / "manifest.json": manifest_bytes,
+        lab.autograder_dir / "hidden_tests.py": hidden,
+        lab.autograder_dir / "reference.py": ref,
+        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, support, requirements=course.install_spec + "\n"),
+    }
+    for name, text in public_test_files(questions).items():
+        out[lab.public_tests_dir / name] = text.encode()
+    try:
+        from .transforms.gradescope_zip import gradescope_zip
+    except ImportError:
+        pass
+    else:
+        out[lab.autograder_dir / f"{lab.id}-gradescope.zip"] = gradescope_zip(support, lab_id=lab.id,
+                                                                              install_spec=course.install_spec)
+    return out
+
+
+def _check_questions(lab: Lab, master_questions: list[str], hidden_questions: list[str]) -> None:
+    missing = [q for q in master_questions if q not in hidden_questions]
+    extra = [q for q in hidden_questions if q not in master_questions]
+    if missing or extra:
+        raise MasterError(f"{lab.id}: questions without hidden tests: {missing}; hidden tests for questions "
+                          f"the master does not have: {extra}")
+
+
+def _owned_dirs(lab: Lab) -> list[Path]:
+    return [lab.student_notebook.parent, lab.solution_notebook.parent, lab.autograder_dir, lab.public_tests_dir]
+
+
+def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:
+    """Write every lab's outputs, or with ``check`` compare them with the files on disk.
+
+    Returns the problems found (``check``) or the files written.
+    """
+    report: list[str] = []
+    for lab in labs:
+        files = build_lab(course, lab)
+        stale = [p for d in _owned_dirs(lab) if d.exists() for p in d.rglob("*")
+                 if p.is_file() and p not in files and "__pycache__" not in p.parts]
+        for path, data in sorted(files.items()):
+            rel = path.relative_to(course.root)
+            if check:
+                if not path.exists():
+                    report.append(f"missing: {rel}")
+                elif path.read_bytes() != data:
+                    report.append(f"differs from a fresh build: {rel}")
+            elif not path.exists() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                report.append(f"wrote {rel}")
+        for path in stale:
+            rel = path.relative_to(course.root)
+            if check:
+                report.append(f"stale (not produced by the build): {rel}")
+            else:
+                path.unlink()
+                report.append(f"removed stale {rel}")
+    return report

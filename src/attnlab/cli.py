@@ -1,0 +1,58 @@
+"""``attnlab``: a thin command line. Each subcommand calls one function in ``attnlab.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import commands
+
+S = argparse.SUPPRESS  # leave the default to the function, where it lives once
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnlab", description="Build, grade and publish the attnlab labs.")
+    p.add_argument("--root", default=S, help="the course repository (default: found from the current folder)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="build student notebooks, solutions and autograders from the masters")
+    b.add_argument("labs", nargs="*", default=S, help="lab ids (lab05 or lab05_self_attention); default: all")
+    b.add_argument("--check", action="store_true", default=S, help="fail if committed outputs differ from a fresh build")
+    b.set_defaults(func=commands.build)
+
+    g = sub.add_parser("grade", help="grade submissions of a lab")
+    g.add_argument("lab")
+    g.add_argument("paths", nargs="+", help="submission notebooks or folders of them")
+    g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
+    g.add_argument("--out", default=S, help="batch mode: write results, feedback and gradebook.db here")
+    g.add_argument("--jobs", type=int, default=S, help="submissions graded at once")
+    g.add_argument("--shard", default=S, help="i/N: grade only this machine's share")
+    g.add_argument("--gradebook", default=S, help="SQLite file or postgresql:// URL (default: OUT/gradebook.db)")
+    g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
+    g.set_defaults(func=commands.grade)
+
+    gb = sub.add_parser("gradebook", help="export a gradebook to CSV")
+    gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    gb.add_argument("--csv", required=True)
+    gb.set_defaults(func=commands.gradebook)
+
+    c = sub.add_parser("catalogue", help="grade a lab's catalogue of buggy and correct alternative implementations")
+    c.add_argument("lab")
+    c.set_defaults(func=commands.catalogue)
+
+    d = sub.add_parser("demo", help="build everything and grade sample submissions")
+    d.add_argument("--lab", default=S)
+    d.add_argument("--out", default=S)
+    d.set_defaults(func=commands.demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = vars(parser().parse_args(argv))
+    func = args.pop("func")
+    args.pop("command")
+    return func(**args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The functions behind the CLI subcommands. Defaults live here, once; ``cli.py`` only parses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .course import load_course
+
+
+def build(*, labs: list[str] = (), check: bool = False, root: str | None = None) -> int:
+    """Build the releases of ``labs`` (all by default); with ``check``, fail if committed files are stale."""
+    from .build.pipeline import build as run_build
+
+    course = load_course(root)
+    report = run_build(course, course.select(labs), check=check)
+    for line in report:
+        print(line)
+    if check:
+        if report:
+            print(f"attnlab build --check: {len(report)} file(s) differ from a fresh build; run `attnlab build`",
+                  file=sys.stderr)
+            return 1
+        print("attnlab build --check: all outputs match a fresh build")
+    return 0
+
+
+def _expand(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")))
+        else:
+            files.append(p)
+    return files
+
+
+def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None = None, jobs: int = 1,
+          shard: str | None = None, gradebook: str | None = None, regrade: bool = False,
+          root: str | None = None) -> int:
+    """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook."""
+    from .grading.runner import grade_submission
+
+    course = load_course(root)
+    lab_info = course.lab(lab)
+    if out or gradebook or shard:
+        from .grading.batch import grade_batch
+
+        summary = grade_batch(lab_info.id, paths, out_dir=out or "grading-out", jobs=jobs, shard=shard,
+                              gradebook=gradebook, regrade=regrade,
+                              grade_fn=lambda _lab, path: grade_submission(lab_info.autograder_dir, path))
+        results = summary.results
+    else:
+        results = [grade_submission(lab_info.autograder_dir, p) for p in _expand(paths)]
+    if as_json:
+        keep = ("submission", "score", "max_score", "questions", "errors", "isolation", "elapsed_s")
+        print(json.dumps([{k: r[k] for k in keep if k in r} for r in results], indent=2))
+    else:
+        print(score_table(results))
+    return 0
+
+
+def score_table(results: list[dict]) -> str:
+    if not results:
+        return "no submissions"
+    width = max(len(Path(r["submission"]).name) for r in results)
+    lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
+    for r in results:
+        note = "; ".join(r.get("errors", []))[:70]
+        lines.append(f"{Path(r['submission']).name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
+                     f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
+    return "\n".join(lines)
+
+
+def gradebook(*, target: str, csv: str) -> int:
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV."""
+    from .grading.batch import export_gradebook
+
+    export_gradebook(target, csv)
+    print(f"wrote {csv}")
+    return 0
+
+
+def catalogue(*, lab: str, root: str | None = None) -> int:
+    """Grade the lab's catalogue of mutants and variants through the narrow interface; print a table."""
+    from .grading.catalogue import grade_entry, load_catalogue
+    from .grading.runner import load_bundle
+
+    lab_info = load_course(root).lab(lab)
+    bundle = load_bundle(lab_info.autograder_dir)
+    ref_code = (lab_info.autograder_dir / "reference.py").read_text()
+    mutants, variants = load_catalogue(lab_info.catalogue)
+    failures = 0
+    for kind, entries in (("mutant", mutants), ("variant", variants)):
+        for entry in entries:
+            res = grade_entry(bundle.suite, bundle.reference, ref_code, entry)
+            q = res[entry.question]
+            total = sum(v["score"] for v in res.values())
+            full = sum(v["max_score"] for v in res.values())
+            ok = q["score"] < q["max_score"] if kind == "mutant" else total == full
+            failures += not ok
+            verdict = ("killed" if ok else "SURVIVED") if kind == "mutant" else ("full marks" if ok else "LOST POINTS")
+            print(f"{kind:7} {entry.name:40} {entry.question:30} {q['score']:5.1f}/{q['max_score']:<5.1f} {verdict}")
+    return 1 if failures else 0
+
+
+def demo(*, lab: str = "lab05", out: str = "demo-submissions", root: str | None = None) -> int:
+    """Build every lab, then grade the lab's solution, its blank student notebook and two buggy notebooks."""
+    from .demo import make_demo_submissions
+
+    if build(root=root) != 0:
+        return 1
+    lab_info = load_course(root).lab(lab)
+    paths = make_demo_submissions(lab_info, Path(out))
+    return grade(lab=lab_info.id, paths=[str(p) for p in paths], root=root)
