@@ -167,7 +167,7 @@ def test_splits_sizes_tensors_and_no_shared_sentences(splits):
 
 def test_split_ids_decode_back_to_the_texts(splits):
     words = {i: w for w, i in splits.vocab.items()}
-    assert (splits.vocab["<pad>"], splits.vocab["<unk>"]) == (0, 1)
+    assert (splits.vocab["<pad>"], splits.vocab["<unk>"]) == (0, 3)
     for name in ("train", "test"):
         ids, _ = getattr(splits, name).tensors
         for row, text in zip(ids[:50], splits.texts[name][:50], strict=True):
@@ -179,16 +179,16 @@ def test_split_ids_decode_back_to_the_texts(splits):
 def test_build_vocab_counts_then_alphabet():
     vocab = build_vocab(["b a a", "c B a", "C", "d"])
     # a:3, b:2, c:2 (tie: alphabetical), d:1
-    assert vocab == {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4, "d": 5}
-    assert build_vocab([]) == {"<pad>": 0, "<unk>": 1}
+    assert vocab == {"<pad>": 0, "<bos>": 1, "<eos>": 2, "<unk>": 3, "a": 4, "b": 5, "c": 6, "d": 7}
+    assert build_vocab([]) == {"<pad>": 0, "<bos>": 1, "<eos>": 2, "<unk>": 3}
     with pytest.raises(ValueError, match="one string"):
         build_vocab("b a a")
 
 
-def test_encode_texts_pads_truncates_and_maps_unknown_to_one():
-    vocab = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4}
+def test_encode_texts_pads_truncates_and_maps_unknown_to_unk():
+    vocab = {"<pad>": 0, "<bos>": 1, "<eos>": 2, "<unk>": 3, "a": 4, "b": 5, "c": 6}
     ids, lengths = encode_texts(["a B zzz", "", "c c c c c c", "b"], vocab, max_len=4)
-    assert ids.tolist() == [[2, 3, 1, 0], [0, 0, 0, 0], [4, 4, 4, 4], [3, 0, 0, 0]]
+    assert ids.tolist() == [[4, 5, 3, 0], [0, 0, 0, 0], [6, 6, 6, 6], [5, 0, 0, 0]]
     assert lengths.tolist() == [3, 0, 4, 1]
     assert ids.dtype == lengths.dtype == torch.long
     empty_ids, empty_lengths = encode_texts([], vocab, max_len=3)

@@ -45,7 +45,8 @@ __all__ = [
     "sentiment_splits",
 ]
 
-PAD, UNK = "<pad>", "<unk>"
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIALS = {PAD: 0, BOS: 1, EOS: 2, UNK: 3}  # the curriculum's ids: pad 0, BOS 1, EOS 2, unk 3
 
 # ---------------------------------------------------------------------------------------------- word lists
 _DETERMINERS = ("the", "this")
@@ -86,7 +87,7 @@ class SentimentSplits:
 
     train, val, test: ``TensorDataset(ids, labels)``, ids ``LongTensor (N, max_len)`` (right-padded with 0),
                       labels ``FloatTensor (N,)`` (1.0 positive, 0.0 negative).
-    vocab:            token -> id, built on the training texts (``<pad>`` = 0, ``<unk>`` = 1).
+    vocab:            token -> id, built on the training texts (``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3).
     texts:            split name -> the sentences, in the order of the rows.
     negated:          split name -> ``BoolTensor (N,)``, True where the sentence contains a negation.
     examples:         split name -> the ``SentimentExample`` list (pass it to :func:`bag_of_words_ceiling`).
@@ -266,22 +267,23 @@ def _tokens(text: str) -> list[str]:
 
 
 def build_vocab(texts: Iterable[str]) -> dict[str, int]:
-    """token -> id: ``<pad>`` = 0, ``<unk>`` = 1, then tokens by descending count, ties alphabetical.
+    """token -> id: the specials ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3 (the curriculum's
+    ids; BOS/EOS are unused by the classifiers), then tokens by descending count, ties alphabetical.
 
     Tokens are ``text.lower().split()``.
     """
     texts = _check_texts(texts)
     counts = Counter(token for text in texts for token in _tokens(text))
-    counts.pop(PAD, None)
-    counts.pop(UNK, None)
+    for special in SPECIALS:
+        counts.pop(special, None)
     ordered = sorted(counts, key=lambda token: (-counts[token], token))
-    return {PAD: 0, UNK: 1, **{token: i for i, token in enumerate(ordered, start=2)}}
+    return {**SPECIALS, **{token: i for i, token in enumerate(ordered, start=len(SPECIALS))}}
 
 
 def encode_texts(
     texts: Iterable[str], vocab: dict[str, int], max_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids of each text, truncated to ``max_len`` and right-padded with 0; unknown tokens become 1.
+    """Token ids of each text, truncated to ``max_len`` and right-padded with 0; unknown tokens become ``vocab['<unk>']`` (3).
 
     Shapes (N = number of texts, L = max_len):
         ids     LongTensor (N, L)
@@ -292,7 +294,8 @@ def encode_texts(
     ids = torch.zeros(len(texts), max_len, dtype=torch.long)
     lengths = torch.zeros(len(texts), dtype=torch.long)
     for row, text in enumerate(texts):
-        token_ids = [vocab.get(token, 1) for token in _tokens(text)][:max_len]
+        unk = vocab.get(UNK, SPECIALS[UNK])
+        token_ids = [vocab.get(token, unk) for token in _tokens(text)][:max_len]
         ids[row, : len(token_ids)] = torch.tensor(token_ids, dtype=torch.long)
         lengths[row] = len(token_ids)
     return ids, lengths
