@@ -157,64 +157,114 @@ class WorkerDied(StudentError):
 class RemoteStudent(StudentAPI):
     """Student code in a worker process, reached through its stdin/stdout pipes.
 
-    ``proc`` is a ``subprocess.Popen`` or ``sandbox.Sandboxed`` running ``python -m attnlab.grading.worker``.
-    ``code`` is the submission's graded code as the grader read it from the notebook (trusted copy).
+    ``spawn()`` starts ``python -m attnlab.grading.worker`` (a ``subprocess.Popen`` or a sandboxed process)
+    and returns it. ``cells`` are the submission's graded cells (``[{"index", "source"}]``) and ``code`` their
+    source as the grader read it from the notebook (a trusted copy, for ``source``).
+
+    When the worker dies (a crash, ``os._exit``, a memory or time limit), the call in progress fails and the
+    next call starts a fresh worker (at most ``max_restarts`` times), so one bad function costs only the
+    tests that call it. A cell that kills the worker while loading is skipped on the next start.
     """
 
-    def __init__(self, proc, code: str, *, call_timeout: float = 30.0):
-        self.proc, self.code, self.call_timeout = proc, code, call_timeout
-        self.dead_reason: str | None = None
+    def __init__(self, spawn, cells: list[dict], code: str, *, cell_timeout: float, load_timeout: float,
+                 call_timeout: float, max_restarts: int = 4):
+        self.spawn, self.cells, self.code = spawn, list(cells), code
+        self.cell_timeout, self.load_timeout, self.call_timeout = cell_timeout, load_timeout, call_timeout
+        self.max_restarts = max_restarts
+        self.proc = None
+        self.starts = 0
+        self.dead_reason: str | None = None  # set once no more restarts are allowed
+        self.fatal_cells: dict[int, str] = {}  # cell index -> why it was skipped
+        self.cell_errors: list[str] = []  # errors of the first complete load
+        self._loaded_once = False
+        self._last_started: int | None = None
 
     def source(self, name: str | None = None) -> str | None:
         return definition_source(self.code, name)
 
-    def load(self, cells: list[dict], *, cell_timeout: float, total_timeout: float) -> dict:
-        """Run the submission's cells in the worker; returns ``{"cells": [...], "names": [...]}``."""
-        return self._request({"op": "load", "cells": cells, "cell_timeout": cell_timeout}, total_timeout)
+    # -- life cycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker and run the cells; a cell that kills the worker is skipped and the load retried."""
+        while True:
+            if self.starts > self.max_restarts + len(self.fatal_cells):
+                self.dead_reason = self.dead_reason or "the worker kept dying"
+                raise WorkerDied(self.dead_reason)
+            self.starts += 1
+            self.proc = self.spawn()
+            cells = [c for c in self.cells if c["index"] not in self.fatal_cells]
+            self._last_started = None
+            try:
+                loaded = self._request({"op": "load", "cells": cells, "cell_timeout": self.cell_timeout},
+                                       self.load_timeout)
+            except WorkerDied as exc:
+                culprit = self._last_started
+                if culprit is None:
+                    self.dead_reason = f"the grading process could not start your code ({exc})"
+                    raise WorkerDied(self.dead_reason) from None
+                self.fatal_cells[culprit] = f"cell {culprit} was skipped: {exc}"
+                continue
+            if not self._loaded_once:
+                self.cell_errors = [c["error"] for c in loaded["cells"] if not c["ok"]]
+                self._loaded_once = True
+            return
+
+    @property
+    def notebook_errors(self) -> list[str]:
+        return list(self.fatal_cells.values()) + self.cell_errors
 
     def _op(self, op: str, **payload) -> Any:
+        if self.dead_reason:
+            raise WorkerDied(f"not run: {self.dead_reason}")
+        if self.proc is None:
+            if self.starts > self.max_restarts:
+                self.dead_reason = f"the worker was restarted {self.max_restarts} times; giving up"
+                raise WorkerDied(self.dead_reason)
+            self.start()
         return self._request({"op": op, "payload": payload}, self.call_timeout)
 
     def _request(self, message: dict, timeout: float) -> Any:
-        if self.dead_reason:
-            raise WorkerDied(f"not run: {self.dead_reason}")
         try:
             os.write(self.proc.stdin.fileno(), wire.pack(message))
         except (BrokenPipeError, OSError):
-            self._die(f"your code ended the Python process ({self._exit_text()})")
-        reply = self._read_reply(timeout)
+            self._died(f"your code ended the Python process ({self._exit_text()})")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read_frame(deadline, timeout)
+            if isinstance(reply, dict) and set(reply) == {"progress"}:
+                self._last_started = int(reply["progress"])
+                continue
+            break
         if not isinstance(reply, dict) or "ok" not in reply:
-            self._die("the worker sent a malformed reply")
+            self._died("the worker sent a malformed reply")
         if reply["ok"]:
             return reply.get("value")
         raise StudentError(str(reply.get("error", "unknown error")))
 
-    def _read_reply(self, timeout: float) -> Any:
+    def _read_frame(self, deadline: float, timeout: float) -> Any:
         fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
         buf = bytearray()
         need = 8
         length = None
         while len(buf) < need:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._die(f"timed out after {timeout:g} s (an endless loop, or far too slow)")
+                self._died(f"timed out after {timeout:g} s (an endless loop, or far too slow)")
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
             chunk = os.read(fd, min(1 << 20, need - len(buf)))
             if not chunk:
-                self._die(f"your code ended the Python process ({self._exit_text()})")
+                self._died(f"your code ended the Python process ({self._exit_text()})")
             buf += chunk
             if length is None and len(buf) >= 8:
                 length = int.from_bytes(buf[:8], "little")
                 if length > wire.MAX_FRAME_BYTES:
-                    self._die(f"the worker sent a reply of {length} bytes, over the limit")
+                    self._died(f"the worker sent a reply of {length} bytes, over the limit")
                 need = 8 + length
         try:
             return wire.unpack_body(bytes(buf[8:]))
         except wire.WireError as exc:
-            self._die(f"the worker sent a malformed reply ({exc})")
+            self._died(f"the worker sent a malformed reply ({exc})")
 
     def _exit_text(self) -> str:
         try:
@@ -228,16 +278,23 @@ class RemoteStudent(StudentAPI):
                 return f"killed by signal {signal.Signals(-code).name}"
             except ValueError:
                 return f"killed by signal {-code}"
+        if code == 137:
+            return "killed, probably for using too much memory"
         return f"exit code {code}"
 
-    def _die(self, reason: str):
-        self.dead_reason = reason
-        self.close()
+    def _died(self, reason: str):
+        self._stop()
         raise WorkerDied(reason)
 
-    def close(self) -> None:
+    def _stop(self) -> None:
+        if self.proc is None:
+            return
         kill = getattr(self.proc, "kill_tree", None) or self.proc.kill
         try:
             kill()
         except Exception:  # noqa: BLE001
             pass
+        self.proc = None
+
+    def close(self) -> None:
+        self._stop()

@@ -124,21 +124,29 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         workdir = Path(tmp)
         os.chmod(workdir, 0o777)  # the worker may run as an unprivileged user
         hide = [bundle.directory, path.resolve().parent]
-        proc, isolation = _start_worker(workdir, hide)
-        result["isolation"] = isolation
-        student = RemoteStudent(proc, code, call_timeout=call_timeout)
+        isolation: list[str] = []
+
+        def spawn():
+            proc, how = _start_worker(workdir, hide)
+            isolation[:] = [how]
+            return proc
+
+        student = RemoteStudent(spawn, [{"index": c.index, "source": c.source} for c in cells], code,
+                                cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout)
         try:
             try:
-                loaded = student.load([{"index": c.index, "source": c.source} for c in cells],
-                                      cell_timeout=cell_timeout, total_timeout=load_timeout)
-                result["errors"].extend(c["error"] for c in loaded["cells"] if not c["ok"])
+                student.start()
             except StudentError as exc:
                 message = f"running your notebook failed: {exc}"
-                result["errors"].append(message)
+                result["errors"].extend(student.notebook_errors + [message])
+                result["isolation"] = isolation[0] if isolation else ""
                 return finish(_zero(bundle, message))
             questions = run_suite(bundle.suite, student, bundle.reference, seed=seed)
-            if student.dead_reason:
-                result["errors"].append(f"the grading process stopped: {student.dead_reason}")
+            result["errors"].extend(student.notebook_errors)
+            if student.starts > 1:
+                result["errors"].append(f"the grading process was restarted {student.starts - 1} time(s) "
+                                        "after your code crashed or hung it")
+            result["isolation"] = isolation[0] if isolation else ""
             return finish(questions)
         finally:
             student.close()

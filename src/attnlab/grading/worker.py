@@ -43,8 +43,11 @@ def _prepare_namespace() -> dict:
     }
 
 
-def run_cells(cells: list[dict], namespace: dict, cell_timeout: float) -> list[dict]:
-    """Execute each cell; an error in one cell is recorded and the next cell still runs."""
+def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=lambda index: None) -> list[dict]:
+    """Execute each cell; an error in one cell is recorded and the next cell still runs.
+
+    ``started(index)`` is called before each cell, so the grader knows which cell killed the process.
+    """
     import linecache
 
     from .notebook_code import python_source
@@ -57,6 +60,7 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float) -> list[d
         code = python_source(source)
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         entry = {"index": index, "ok": True, "error": None}
+        started(index)
         try:
             signal.setitimer(signal.ITIMER_REAL, cell_timeout)
             exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - this process is the sandbox
@@ -105,7 +109,8 @@ def main() -> int:
             return 0
         op = request.get("op")
         if op == "load":
-            cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)))
+            cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)),
+                              started=lambda index: proto_out.write(pack({"progress": index})))
             names = sorted(k for k in namespace if not k.startswith("_"))
             reply({"ok": True, "value": {"cells": cells, "names": names}})
             continue
