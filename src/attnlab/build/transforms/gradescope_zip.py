@@ -1,0 +1,39 @@
+"""Autograder branch: a Gradescope autograder zip that grades with attnlab's sandboxed grader.
+
+Gradescope runs ``setup.sh`` once when it builds the image and ``run_autograder`` per submission (as
+root; the grader drops the student's worker to an unprivileged user inside bubblewrap). The hidden
+tests, reference and manifest travel in ``bundle/``; the grader hides that folder from the worker.
+Needs reference_code and the manifest first (it packs the same support files as otter_zip).
+"""
+
+from __future__ import annotations
+
+from .package_zip import deterministic_zip
+
+SETUP_SH = """\
+#!/usr/bin/env bash
+# Gradescope image set-up: the sandbox (bubblewrap) and the kit. torch comes with the kit (any >= 2.2).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq bubblewrap python3-pip python3-venv
+python3 -m venv /opt/attnlab
+/opt/attnlab/bin/pip install -q --upgrade pip
+/opt/attnlab/bin/pip install -q {spec!r}
+"""
+
+RUN_AUTOGRADER = """\
+#!/usr/bin/env bash
+# Gradescope calls this once per submission. AUTOGRADER_ROOT and ATTNLAB_PYTHON exist for local runs.
+root="${{AUTOGRADER_ROOT:-/autograder}}"
+python="${{ATTNLAB_PYTHON:-/opt/attnlab/bin/python}}"
+exec "$python" -m attnlab.grading.gradescope_run --lab {lab!r} \\
+  --bundle "$root/source/bundle" --submission "$root/submission" --results "$root/results/results.json"
+"""
+
+
+def gradescope_zip(support_files: dict[str, bytes], *, lab_id: str, install_spec: str) -> bytes:
+    files = {f"bundle/{name}": data for name, data in support_files.items()}
+    files["setup.sh"] = SETUP_SH.format(spec=install_spec).encode()
+    files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id).encode()
+    return deterministic_zip(files, executable=frozenset({"setup.sh", "run_autograder"}))

@@ -1,0 +1,58 @@
+"""Entry point of the Gradescope autograder: grade the one notebook in the submission folder.
+
+Always writes a ``results.json``: a missing or unreadable notebook scores 0 with a message, and an
+error of the grader itself is reported as such rather than lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from .gradescope import write_results_json
+from .runner import grade_submission, load_bundle
+
+
+def _zero(bundle_dir: Path, submission: str, message: str) -> dict:
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    return {"submission": submission, "score": 0.0, "max_score": float(manifest["max_score"]),
+            "questions": {q: {"score": 0.0, "max_score": float(p), "messages": [message]}
+                          for q, p in manifest["questions"].items()},
+            "isolation": "", "elapsed_s": 0.0, "errors": [message]}
+
+
+def run(*, lab: str, bundle: str, submission: str, results: str) -> dict:
+    bundle_dir, folder = Path(bundle), Path(submission)
+    notebooks = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    if len(notebooks) != 1:
+        found = ", ".join(p.name for p in notebooks) or "none"
+        result = _zero(bundle_dir, str(folder), f"submit exactly one .ipynb notebook for {lab} (found: {found})")
+    else:
+        try:
+            load_bundle(bundle_dir)
+            result = grade_submission(bundle_dir, notebooks[0])
+        except Exception:  # noqa: BLE001 - a grader bug must still produce results.json
+            traceback.print_exc()
+            result = _zero(bundle_dir, str(notebooks[0]),
+                           "the autograder failed on this submission; your instructor has been told to regrade it")
+    Path(results).parent.mkdir(parents=True, exist_ok=True)
+    write_results_json(result, results)
+    print(f"{lab}: {result['score']:g} / {result['max_score']:g}  [{result.get('isolation', '')}]")
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m attnlab.grading.gradescope_run")
+    p.add_argument("--lab", required=True)
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--submission", required=True)
+    p.add_argument("--results", required=True)
+    run(**vars(p.parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
