@@ -49,7 +49,10 @@ class Result:
     modified: list = field(default_factory=list)
 
 
-def _result(raw: dict) -> Result:
+def _result(raw: Any) -> Result:
+    if not (isinstance(raw, dict) and "output" in raw and isinstance(raw.get("grads", {}), dict)
+            and isinstance(raw.get("param_grads", {}), dict) and isinstance(raw.get("modified", []), list)):
+        raise StudentError("the grading process sent a malformed reply (did your code write to its pipes?)")
     grads = {int(k) if str(k).isdigit() else k: v for k, v in raw.get("grads", {}).items()}
     return Result(raw["output"], grads, dict(raw.get("param_grads", {})), list(raw.get("modified", [])))
 
@@ -203,8 +206,13 @@ class RemoteStudent(StudentAPI):
                     raise WorkerDied(self.dead_reason) from None
                 self.fatal_cells[culprit] = f"cell {culprit} was skipped: {exc}"
                 continue
+            if not (isinstance(loaded, dict) and isinstance(loaded.get("cells"), list)
+                    and all(isinstance(c, dict) and "ok" in c for c in loaded["cells"])):
+                self._stop()
+                self.dead_reason = "the grading process sent a malformed reply (did your code write to its pipes?)"
+                raise WorkerDied(self.dead_reason)
             if not self._loaded_once:
-                self.cell_errors = [c["error"] for c in loaded["cells"] if not c["ok"]]
+                self.cell_errors = [str(c.get("error"))[:500] for c in loaded["cells"] if not c["ok"]]
                 self._loaded_once = True
             return
 

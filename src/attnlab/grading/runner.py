@@ -74,14 +74,18 @@ def grading_seed(bundle: Bundle, submission_bytes: bytes) -> int:
 def _start_worker(workdir: Path, hide: list[Path]):
     """Start ``python -m attnlab.grading.worker``, sandboxed when ``attnlab.grading.sandbox`` is available."""
     argv = [sys.executable, "-m", "attnlab.grading.worker"]
+    # One thread per worker: grading calls are small, and parallel jobs must not oversubscribe the cores
+    # (threads also count against the sandbox's process limit).
+    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     try:
         from . import sandbox
     except ImportError:
         sandbox = None
     if sandbox is not None and os.environ.get("ATTNLAB_SANDBOX", "") != "off":
-        proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide))
+        proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide), env=threads)
         return proc, proc.report.summary()
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(threads)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             cwd=workdir, env=env, start_new_session=True)
     return proc, "none: plain subprocess (no sandbox)"
