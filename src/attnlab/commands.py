@@ -45,11 +45,16 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     course = load_course(root)
     lab_info = course.lab(lab)
     if out or gradebook or shard:
-        from .grading.batch import grade_batch
+        from .grading.batch import BatchInterrupted, grade_batch
 
-        summary = grade_batch(lab_info.id, paths, out_dir=out or "grading-out", jobs=jobs, shard=shard,
-                              gradebook=gradebook, regrade=regrade,
-                              grade_fn=lambda _lab, path: grade_submission(lab_info.autograder_dir, path))
+        try:
+            summary = grade_batch(lab_info.id, paths, out_dir=out or "grading-out", jobs=jobs, shard=shard,
+                                  gradebook=gradebook, regrade=regrade,
+                                  grade_fn=lambda _lab, path: grade_submission(lab_info.autograder_dir, path))
+        except BatchInterrupted as exc:
+            print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
+            return 130
+        print(summary, file=sys.stderr)
         results = summary.results
     else:
         results = [grade_submission(lab_info.autograder_dir, p) for p in _expand(paths)]
