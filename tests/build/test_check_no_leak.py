@@ -1,0 +1,75 @@
+"""check_no_leak: no solution line reaches the student notebook."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attnlab.build.transforms.check_no_leak import LeakError, check_no_leak, solution_lines
+from attnlab.build.transforms.drop_marker_cells import drop_marker_cells
+from attnlab.build.transforms.insert_setup_cell import insert_setup_cell
+from attnlab.build.transforms.lock_cells import lock_cells
+from attnlab.build.transforms.normalize import normalize
+from attnlab.build.transforms.parse_questions import parse_questions
+from attnlab.build.transforms.read_master import read_master
+from attnlab.build.transforms.replace_tests import replace_tests
+from attnlab.build.transforms.strip_solutions import strip_solutions
+
+MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
+
+
+def nb_of(*sources, cell_type="code"):
+    nb = nbformat.v4.new_notebook()
+    make = nbformat.v4.new_code_cell if cell_type == "code" else nbformat.v4.new_markdown_cell
+    nb.cells = [make(s) for s in sources]
+    return nb
+
+
+MASTER_NB = nb_of(
+    "def attention(q, k, v):\n"
+    "    # BEGIN SOLUTION\n"
+    "    scores = q @ k.transpose(-2, -1)\n"
+    "    # the scale\n"
+    "    return scores.softmax(-1) @ v\n"
+    "    # END SOLUTION",
+    "weights = torch.softmax(scores, dim=-1)  # SOLUTION\nshort = 1  # SOLUTION",
+)
+
+
+def test_solution_lines_collects_block_and_suffix_lines_but_not_short_or_comment_lines():
+    assert solution_lines(MASTER_NB) == {
+        "scores = q @ k.transpose(-2, -1)",
+        "return scores.softmax(-1) @ v",
+        "weights = torch.softmax(scores, dim=-1)",
+    }
+
+
+@pytest.mark.parametrize("leaked", [
+    "    scores = q @ k.transpose(-2, -1)",
+    "weights = torch.softmax(scores, dim=-1)",
+])
+def test_raises_on_a_leaked_line_naming_cell_and_line(leaked):
+    student = nb_of("import torch", f"def attention(q, k, v):\n{leaked}\n    ...")
+    with pytest.raises(LeakError, match="cell 1 contains solution code: " + re.escape(repr(leaked.strip()))):
+        check_no_leak(MASTER_NB, student)
+
+
+def test_a_leak_in_markdown_counts_too():
+    with pytest.raises(LeakError):
+        check_no_leak(MASTER_NB, nb_of("Hint: `return scores.softmax(-1) @ v`\nreturn scores.softmax(-1) @ v",
+                                       cell_type="markdown"))
+
+
+def test_hints_that_only_resemble_the_solution_pass():
+    check_no_leak(MASTER_NB, nb_of("# the scale", "short = 1", "scores = ...  # TODO",
+                                   "return scores.softmax(-1) @ v  # and more"))
+
+
+def test_the_real_student_notebook_is_clean_and_an_unstripped_one_is_not():
+    labelled, _ = parse_questions(read_master(MASTER))
+    common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id="lab99_demo", install_spec="attnlab")
+    student = normalize(lock_cells(strip_solutions(common)), lab_id="lab99_demo", kind="student")
+    assert check_no_leak(labelled, student) is None
+    with pytest.raises(LeakError, match="result = x \\* 2"):
+        check_no_leak(labelled, normalize(common, lab_id="lab99_demo", kind="student"))

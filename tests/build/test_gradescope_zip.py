@@ -1,0 +1,51 @@
+"""gradescope_zip: a deterministic Gradescope autograder zip around attnlab's own grader."""
+
+import io
+import shlex
+import zipfile
+
+from attnlab.build.transforms.gradescope_zip import gradescope_zip
+
+SUPPORT = {"hidden_tests.py": b"suite = 1\n", "reference.py": b"def f():\n    return 1\n",
+           "manifest.json": b'{"lab": "lab99_demo"}\n'}
+SPEC = "attnlab @ git+https://example.invalid/attnlab@v1"
+
+
+def entries(data):
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return {i.filename: (i, zf.read(i)) for i in zf.infolist()}
+
+
+def test_layout_support_files_in_bundle_and_scripts_executable():
+    files = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC))
+    assert sorted(files) == ["bundle/hidden_tests.py", "bundle/manifest.json", "bundle/reference.py",
+                             "run_autograder", "setup.sh"]
+    for name, data in SUPPORT.items():
+        assert files[f"bundle/{name}"][1] == data
+    for name in ("run_autograder", "setup.sh"):
+        info, data = files[name]
+        assert (info.external_attr >> 16) & 0o777 == 0o755, name
+        assert data.startswith(b"#!/usr/bin/env bash\n")
+    assert (files["bundle/reference.py"][0].external_attr >> 16) & 0o777 == 0o644
+
+
+def test_setup_installs_the_spec_as_one_shell_word_and_the_sandbox():
+    setup = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC))["setup.sh"][1].decode()
+    pip_lines = [line for line in setup.splitlines() if " install " in line and "/opt/attnlab/bin/pip" in line]
+    assert shlex.split(pip_lines[-1])[-1] == SPEC
+    assert "bubblewrap" in setup
+    assert not any("torch" in word for line in pip_lines for word in shlex.split(line))
+
+
+def test_run_autograder_grades_the_lab_from_the_bundle():
+    run = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC))["run_autograder"][1].decode()
+    words = shlex.split(run.split("exec ", 1)[1].replace("\\\n", " "), comments=True)
+    assert words[1:4] == ["-m", "attnlab.grading.gradescope_run", "--lab"] and words[4] == "lab99_demo"
+    assert '"$root/source/bundle"' in run and '"$root/results/results.json"' in run
+
+
+def test_deterministic():
+    a = gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC)
+    b = gradescope_zip(dict(reversed(list(SUPPORT.items()))), lab_id="lab99_demo", install_spec=SPEC)
+    assert a == b
+    assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info, _ in entries(a).values())

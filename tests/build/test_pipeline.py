@@ -1,0 +1,163 @@
+"""The whole build on the fixture course: deterministic outputs, `build --check`, and what each output holds."""
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attnlab.build.pipeline import build, build_lab
+from attnlab.build.transforms.parse_questions import MasterError
+from attnlab.course import load_course
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "course"
+LAB = "lab99_demo"
+OUTPUTS = sorted([
+    f"autograder/{LAB}/hidden_tests.py", f"autograder/{LAB}/{LAB}-otter.zip", f"autograder/{LAB}/manifest.json",
+    f"autograder/{LAB}/{LAB}-gradescope.zip",
+    f"autograder/{LAB}/reference.py", f"labs/{LAB}/{LAB}.ipynb", f"solutions/{LAB}/{LAB}.ipynb",
+    f"src/attnlab/public_tests/{LAB}/Scale.py", f"src/attnlab/public_tests/{LAB}/double.py",
+])
+SOLUTION_LINES = ("result = x * 2", "return result", "return x * self.weight")
+HIDDEN_TEXT = ("double_values", "scale_values", "compare_call", "build_pair", "generator=rng", "HiddenSuite")
+
+
+def outputs(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not str(p.relative_to(root)).startswith("instructor")}
+
+
+@pytest.fixture
+def built(built_course):
+    """The fixture course built once per session (tests/conftest.py); read-only."""
+    return built_course
+
+
+@pytest.fixture
+def copy(built, tmp_path):
+    """A fresh copy of the built course, for tests that change it."""
+    root = tmp_path / "course"
+    shutil.copytree(built, root)
+    return root
+
+
+def check(root):
+    course = load_course(root)
+    return build(course, list(course.labs), check=True)
+
+
+def test_two_builds_are_byte_identical(built, tmp_path):
+    other = tmp_path / "elsewhere"
+    shutil.copytree(FIXTURE, other)
+    course = load_course(other)
+    assert sorted(line.removeprefix("wrote ") for line in build(course, list(course.labs))) == OUTPUTS
+    first, second = outputs(built), outputs(other)
+    assert sorted(first) == OUTPUTS
+    assert first == second
+
+
+def test_build_again_writes_nothing_and_check_is_clean(copy):
+    course = load_course(copy)
+    before = outputs(copy)
+    assert build(course, list(course.labs)) == []
+    assert outputs(copy) == before
+    assert check(copy) == []
+
+
+def test_check_reports_a_changed_master_without_writing(copy):
+    master = copy / "instructor" / LAB / f"{LAB}.py"
+    master.write_text(master.read_text().replace("result = x * 2", "result = x + x"))
+    before = outputs(copy)
+    report = check(copy)
+    # the student notebook does not show the solution, so it does not change
+    assert sorted(report) == sorted(f"differs from a fresh build: {p}" for p in (
+        f"solutions/{LAB}/{LAB}.ipynb", f"autograder/{LAB}/reference.py", f"autograder/{LAB}/{LAB}-otter.zip",
+        f"autograder/{LAB}/{LAB}-gradescope.zip"))
+    assert outputs(copy) == before
+
+
+def test_check_reports_a_changed_public_check(copy):
+    master = copy / "instructor" / LAB / f"{LAB}.py"
+    master.write_text(master.read_text().replace("should be [2, 4]", "must be [2, 4]"))
+    report = check(copy)
+    assert f"differs from a fresh build: src/attnlab/public_tests/{LAB}/double.py" in report
+    assert f"differs from a fresh build: labs/{LAB}/{LAB}.ipynb" not in report
+
+
+def test_check_reports_a_deleted_output_and_build_restores_it(copy):
+    (copy / "labs" / LAB / f"{LAB}.ipynb").unlink()
+    assert check(copy) == [f"missing: labs/{LAB}/{LAB}.ipynb"]
+    course = load_course(copy)
+    assert build(course, list(course.labs)) == [f"wrote labs/{LAB}/{LAB}.ipynb"]
+    assert check(copy) == []
+
+
+def test_check_reports_a_stale_extra_file_and_build_removes_it(copy):
+    stale = copy / "autograder" / LAB / "old_reference.py"
+    stale.write_text("x = 1\n")
+    cache = copy / "src" / "attnlab" / "public_tests" / LAB / "__pycache__" / "double.cpython-311.pyc"
+    cache.parent.mkdir()
+    cache.write_bytes(b"\0")
+    assert check(copy) == [f"stale (not produced by the build): autograder/{LAB}/old_reference.py"]
+    assert stale.exists()
+    course = load_course(copy)
+    assert build(course, list(course.labs)) == [f"removed stale autograder/{LAB}/old_reference.py"]
+    assert not stale.exists() and cache.exists()
+
+
+def _cells(path):
+    return nbformat.read(path, as_version=4).cells
+
+
+def test_student_notebook_has_no_solution_and_no_hidden_test(built):
+    text = (built / "labs" / LAB / f"{LAB}.ipynb").read_text()
+    for line in SOLUTION_LINES + HIDDEN_TEXT + ("BEGIN SOLUTION", "END SOLUTION", "# SOLUTION", "BEGIN QUESTION",
+                                                "assert torch.equal(double"):
+        assert line not in text, line
+    cells = _cells(built / "labs" / LAB / f"{LAB}.ipynb")
+    sources = [c.source for c in cells]
+    assert sources.count('grader.check("double")') == 1 and sources.count('grader.check("Scale")') == 1
+    assert cells[1].metadata["tags"] == ["attnlab_setup"] and "start_lab('lab99_demo')" in cells[1].source
+    assert "    # TODO: your code here\n    ..." in sources[4]
+    for public in (built / "src" / "attnlab" / "public_tests" / LAB).iterdir():
+        for word in SOLUTION_LINES + HIDDEN_TEXT:
+            assert word not in public.read_text(), (public.name, word)
+
+
+def test_solution_notebook_holds_the_solution_without_markers(built):
+    cells = _cells(built / "solutions" / LAB / f"{LAB}.ipynb")
+    text = "\n".join(c.source for c in cells)
+    for line in SOLUTION_LINES:
+        assert line in text
+    assert "SOLUTION" not in text and "TODO" not in text
+    assert 'grader.check("double")' in text
+    assert [c.cell_type for c in cells] == [c.cell_type for c in _cells(built / "labs" / LAB / f"{LAB}.ipynb")]
+    assert all(c.id.startswith("lab99-sol-") for c in cells)
+
+
+def test_autograder_files(built):
+    ag = built / "autograder" / LAB
+    manifest = json.loads((ag / "manifest.json").read_text())
+    assert manifest == {
+        "lab": LAB, "title": "Lab 99: a fixture", "max_score": 3.0, "questions": {"double": 2.0, "Scale": 1.0},
+        "tests": [{"name": "double_values", "question": "double", "points": 2.0},
+                  {"name": "scale_values", "question": "Scale", "points": 1.0}]}
+    assert (ag / "hidden_tests.py").read_bytes() == (FIXTURE / "instructor" / LAB / "hidden_tests.py").read_bytes()
+    ns = {}
+    exec((ag / "reference.py").read_text(), ns)
+    import torch
+
+    assert torch.equal(ns["double"](torch.tensor([1.5])), torch.tensor([3.0]))
+    assert "an experiment the grader skips" not in (ag / "reference.py").read_text()
+
+
+def test_build_lab_refuses_hidden_tests_for_an_unknown_question(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    hidden = root / "instructor" / LAB / "hidden_tests.py"
+    hidden.write_text(hidden.read_text() + "\n\n@suite.test('triple')\ndef triple_values(student, ref, rng):\n    pass\n")
+    course = load_course(root)
+    with pytest.raises(MasterError, match=r"hidden tests for questions the master does not have: \['triple'\]"):
+        build_lab(course, course.lab(LAB))
+    assert not (root / "labs").exists()

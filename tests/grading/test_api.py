@@ -1,0 +1,415 @@
+"""The narrow interface: LocalStudent in this process, RemoteStudent against a real worker process and against
+small scripted fake workers (protocol edge cases without the cost of importing torch)."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from attnlab.grading.api import LocalStudent, ModuleRef, RemoteStudent, Result, StudentError, WorkerDied, definition_source
+
+DEFS = '''
+import os
+import torch
+
+def double(x):
+    return 2 * x
+
+def double(x):  # the last definition wins
+    return x + x
+
+def boom(x):
+    return x.reshape(5, 7)
+
+def bump(x):
+    x.mul_(3)
+    return x
+
+def noisy(x):
+    print("n" * 3_000_000)
+    return x + 1
+
+def ask():
+    return input()
+
+def die(code=3):
+    os._exit(code)
+
+class Scale(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * self.weight
+'''
+
+
+# ---------------------------------------------------------------- LocalStudent
+
+
+@pytest.fixture(scope="module")
+def local():
+    return LocalStudent.from_code(DEFS, "<cell 5>")
+
+
+def test_local_call_returns_a_result_with_int_keyed_grads(local):
+    x = torch.randn(3, dtype=torch.float64)
+    res = local.call("double", x, grad=True, grad_outputs=[torch.ones(3, dtype=torch.float64)])
+    assert isinstance(res, Result)
+    assert torch.equal(res.output, 2 * x)
+    assert list(res.grads) == [0] and torch.equal(res.grads[0], torch.full((3,), 2.0, dtype=torch.float64))
+    assert local.has("double") and not local.has("triple")
+
+
+def test_local_student_never_shares_tensors_with_the_test(local):
+    x = torch.ones(2)
+    res = local.call("bump", x)
+    assert torch.equal(x, torch.ones(2))  # the student modified its own copy
+    assert res.modified == [0] and torch.equal(res.output, torch.full((2,), 3.0))
+
+
+def test_local_errors_are_student_errors(local):
+    with pytest.raises(StudentError, match=r"`boom` raised RuntimeError: shape '\[5, 7\]' is invalid"):
+        local.call("boom", torch.ones(3))
+    with pytest.raises(StudentError, match="`triple` is not defined in your notebook"):
+        local.call("triple", 1)
+
+
+def test_local_modules(local):
+    mod = local.create("Scale", 2)
+    assert isinstance(mod, ModuleRef) and mod.name == "Scale"
+    assert mod.param_shapes() == {"weight": (2,)}
+    assert mod.load_state_dict({"weight": torch.tensor([2.0, 3.0]), "bias": torch.zeros(1)}) == ([], ["bias"])
+    assert mod.to(torch.float64) is mod
+    res = mod.call(torch.ones(2, dtype=torch.float64), grad=True, grad_outputs=[torch.ones(2, dtype=torch.float64)])
+    assert res.output.tolist() == [2.0, 3.0]
+    assert res.param_grads["weight"].tolist() == [1.0, 1.0]
+    assert res.grads[0].tolist() == [2.0, 3.0]
+    assert mod.state_dict()["weight"].dtype == torch.float64
+
+
+def test_source_finds_the_last_definition(local):
+    src = local.source("double")
+    assert src == "def double(x):  # the last definition wins\n    return x + x"
+    assert local.source("Scale").startswith("class Scale(torch.nn.Module):")
+    assert local.source("nothing") is None
+    assert local.source(None) == DEFS
+    assert definition_source("def f(:\n", "f") is None
+    assert definition_source("if True:\n    def f():\n        pass\n", "f") is None  # top level only
+
+
+def test_source_without_code_uses_inspect_or_says_none():
+    def helper(x):
+        return x
+
+    student = LocalStudent({"helper": helper, "n": 3})
+    assert student.source("helper").strip().startswith("def helper(x):")
+    assert student.source("n") is None and student.source("missing") is None and student.source(None) is None
+
+
+# ---------------------------------------------------------------- RemoteStudent, real worker
+
+CELLS = [
+    (10, "import os, sys\nimport torch"),
+    (11, "print('x' * 4_000_000)\nsys.stdout.write('y' * 1_000_000)\nsys.__stdout__.write('z' * 1_000_000)\n"
+         "os.write(1, b'\\0' * 1_000_000)\nprint('e' * 1_000_000, file=sys.stderr)"),
+    (12, "answer = input('your name? ')"),
+    (13, "while True:\n    pass"),
+    (14, "%matplotlib inline\nMAGIC = 42"),
+    (15, "def broken(:\n    pass"),
+    (16, DEFS),
+    (17, "after_errors = True"),
+]
+CELL_TIMEOUT = 0.5
+
+
+class Spawner:
+    """Starts workers and remembers them, so that the test can reap them."""
+
+    def __init__(self, argv):
+        self.argv, self.procs = argv, []
+
+    def __call__(self):
+        proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def reap(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=10)
+            for pipe in (p.stdin, p.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+
+@pytest.fixture(scope="module")
+def remote():
+    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker"])
+    student = RemoteStudent(spawner, [{"index": i, "source": s} for i, s in CELLS], DEFS,
+                            cell_timeout=CELL_TIMEOUT, load_timeout=120, call_timeout=60)
+    started = time.monotonic()
+    student.start()
+    student.load_seconds = time.monotonic() - started
+    student.spawner = spawner
+    yield student
+    student.close()
+    spawner.reap()
+
+
+def test_remote_load_reports_each_failing_cell_and_runs_the_rest(remote):
+    errors = remote.notebook_errors
+    assert len(errors) == 3, errors
+    assert errors[0].startswith("cell 12 raised EOFError")  # input() reads /dev/null: no hang
+    assert errors[1] == f"cell 13 did not finish within {CELL_TIMEOUT:g} s"  # the endless loop
+    assert errors[2].startswith("cell 15 raised SyntaxError")
+    assert remote.has("after_errors") and remote.has("MAGIC") and not remote.has("answer")
+    assert remote.load_seconds < 60
+
+
+def test_remote_calls_after_megabytes_of_printing(remote):
+    x = torch.randn(2, 3, dtype=torch.float64)
+    res = remote.call("double", x, grad=True, grad_outputs=[torch.ones(2, 3, dtype=torch.float64)])
+    assert torch.equal(res.output, 2 * x)
+    assert torch.equal(res.grads[0], torch.full((2, 3), 2.0, dtype=torch.float64))
+    res = remote.call("noisy", torch.zeros(2))  # prints 3 MB during the call
+    assert torch.equal(res.output, torch.ones(2))
+
+
+def test_remote_errors(remote):
+    with pytest.raises(StudentError, match=r"`boom` raised RuntimeError: shape '\[5, 7\]' is invalid.*"
+                                           r"\(in cell 16, line \d+: return x.reshape\(5, 7\)\)"):
+        remote.call("boom", torch.ones(3))
+    with pytest.raises(StudentError, match="`triple` is not defined in your notebook"):
+        remote.call("triple", 1)
+    started = time.monotonic()
+    with pytest.raises(StudentError, match="`ask` raised EOFError"):
+        remote.call("ask")
+    assert time.monotonic() - started < 10
+
+
+def test_remote_modules_and_in_place_detection(remote):
+    mod = remote.create("Scale", 3)
+    assert mod.param_shapes() == {"weight": (3,)}
+    mod.load_state_dict({"weight": torch.tensor([1.0, 2.0, 3.0])})
+    res = mod.call(torch.ones(3), grad=True, grad_outputs=[torch.ones(3)])
+    assert res.output.tolist() == [1.0, 2.0, 3.0] and res.param_grads["weight"].tolist() == [1.0, 1.0, 1.0]
+    res = remote.call("bump", torch.ones(2))
+    assert res.modified == [0]
+
+
+def test_remote_source_reads_the_trusted_code(remote):
+    assert remote.source("double").endswith("return x + x")
+    assert remote.source(None) == DEFS
+
+
+def test_os_exit_is_reported_clearly(remote):
+    """Last of the real-worker tests: it kills the worker (a later call would start a fresh one, see the fake
+    worker tests below for the restart rules)."""
+    proc = remote.proc
+    with pytest.raises(WorkerDied, match=r"^your code ended the Python process \(exit code 3\)$"):
+        remote.call("die", 3)
+    assert remote.proc is None and proc.wait(timeout=5) == 3
+    assert remote.dead_reason is None  # not given up: the next call may restart
+
+
+# ---------------------------------------------------------------- RemoteStudent, scripted fake workers
+
+FAKE = textwrap.dedent('''
+    import json, os, struct, sys, time
+    mode, log = sys.argv[1], sys.argv[2]
+    inp, out = os.fdopen(0, "rb", buffering=0), os.fdopen(1, "wb", buffering=0)
+
+    def exact(n):
+        data = b""
+        while len(data) < n:
+            chunk = inp.read(n - len(data))
+            if not chunk:
+                sys.exit(0)
+            data += chunk
+        return data
+
+    def request():
+        (length,) = struct.unpack("<Q", exact(8))
+        body = exact(length)
+        (hlen,) = struct.unpack("<I", body[:4])
+        header = json.loads(body[4:4 + hlen])
+        with open(log, "a") as f:
+            f.write(json.dumps(header["v"]) + "\\n")
+        return header["v"]
+
+    def send(tree, length=None):
+        h = json.dumps({"v": tree, "blobs": []}).encode()
+        body = struct.pack("<I", len(h)) + h
+        out.write(struct.pack("<Q", len(body) if length is None else length) + body)
+
+    def ok(value):
+        send({"__dict__": [["ok", True], ["value", value]]})
+
+    if mode == "exit-at-start":
+        sys.exit(3)
+    req = request()
+    if mode == "progress-then-exit":
+        send({"__dict__": [["progress", 7]]})
+        os._exit(9)
+    ok({"__dict__": [["cells", [{"__dict__": [["index", 1], ["ok", True], ["error", None]]}]], ["names", []]]})
+    while True:
+        req = request()
+        if mode == "exit-on-call":
+            os._exit(3)
+        if mode == "hang":
+            time.sleep(60)
+        if mode == "oversize":
+            send(None, length=2**31)
+        if mode == "not-a-reply":
+            send([1, 2, 3])
+        if mode == "forged-tree":
+            send({"__tuple__": 5})
+        if mode == "ok":
+            ok({"__dict__": [["output", 1], ["grads", {"__dict__": []}]]})
+''')
+
+
+@pytest.fixture(scope="module")
+def fake_script(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fake") / "fake_worker.py"
+    path.write_text(FAKE)
+    return path
+
+
+def fake_student(fake_script, tmp_path, modes, **kw):
+    """A RemoteStudent whose n-th start runs the fake in modes[n] (the last mode repeats)."""
+    log = tmp_path / "requests.log"
+    spawners = [Spawner([sys.executable, "-I", str(fake_script), m, str(log)]) for m in modes]
+    count = {"n": 0}
+
+    def spawn():
+        i = min(count["n"], len(spawners) - 1)
+        count["n"] += 1
+        return spawners[i]()
+
+    cells = [{"index": 1, "source": "a = 1"}, {"index": 7, "source": "import os; os._exit(9)"}]
+    options = dict(cell_timeout=1, load_timeout=10, call_timeout=10) | kw
+    student = RemoteStudent(spawn, cells, "a = 1", **options)
+    student.reap = lambda: [s.reap() for s in spawners]
+    student.requests = lambda: [json.loads(line) for line in log.read_text().splitlines()]
+    student.spawned = lambda: count["n"]
+    return student
+
+
+def test_a_worker_that_cannot_start_fails_fast_with_a_reason(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["exit-at-start"])
+    try:
+        with pytest.raises(WorkerDied, match=r"could not start your code .*exit code 3"):
+            student.start()
+        started = time.monotonic()
+        for _ in range(3):
+            with pytest.raises(WorkerDied, match="not run: the grading process could not start your code"):
+                student.call("f")
+        assert time.monotonic() - started < 1 and student.spawned() == 1
+    finally:
+        student.reap()
+
+
+def test_a_cell_that_kills_the_worker_is_skipped_on_the_next_start(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["progress-then-exit", "ok"])
+    try:
+        student.start()
+        assert student.starts == 2
+        assert list(student.fatal_cells) == [7]
+        assert student.notebook_errors[0].startswith("cell 7 was skipped: your code ended the Python process")
+        loads = [r for r in student.requests() if isinstance(r, dict) and "__dict__" in r]
+        indices = [[c["__dict__"][0][1] for c in dict(loads[i]["__dict__"])["cells"]] for i in range(2)]
+        assert indices == [[1, 7], [1]]
+    finally:
+        student.reap()
+
+
+def test_death_during_a_call_restarts_until_max_restarts_then_fails_fast(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["exit-on-call"], max_restarts=1)
+    try:
+        student.start()
+        with pytest.raises(WorkerDied, match=r"your code ended the Python process \(exit code 3\)"):
+            student.call("f")
+        with pytest.raises(WorkerDied, match=r"exit code 3"):
+            student.call("f")  # a fresh worker, which dies too
+        assert student.spawned() == 2
+        started = time.monotonic()
+        with pytest.raises(WorkerDied, match="restarted 1 times; giving up"):
+            student.call("f")
+        with pytest.raises(WorkerDied, match="not run: "):
+            student.call("f")
+        assert time.monotonic() - started < 1 and student.spawned() == 2
+    finally:
+        student.reap()
+
+
+def test_a_hanging_call_times_out_and_kills_the_worker(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["hang"], call_timeout=0.5)
+    try:
+        student.start()
+        proc = student.proc
+        started = time.monotonic()
+        with pytest.raises(WorkerDied, match=r"timed out after 0.5 s \(an endless loop, or far too slow\)"):
+            student.call("f")
+        assert 0.4 < time.monotonic() - started < 5
+        assert proc.wait(timeout=5) is not None
+    finally:
+        student.reap()
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("oversize", "sent a reply of 2147483648 bytes, over the limit"),
+    ("not-a-reply", "the worker sent a malformed reply"),
+])
+def test_malformed_replies_kill_the_worker(fake_script, tmp_path, mode, message):
+    student = fake_student(fake_script, tmp_path, [mode])
+    try:
+        student.start()
+        with pytest.raises(WorkerDied, match=message):
+            student.call("f")
+    finally:
+        student.reap()
+
+
+def test_a_plain_reply_is_accepted(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["ok"])
+    try:
+        student.start()
+        assert student.call("f").output == 1
+    finally:
+        student.reap()
+
+
+@pytest.mark.xfail(reason="bug: a reply whose JSON value tree is malformed ({'__tuple__': 5}) makes wire.unpack_body "
+                          "raise TypeError, which RemoteStudent._read_frame does not catch (it catches WireError "
+                          "only): student code that writes to the protocol pipe crashes the grader", strict=True)
+def test_a_forged_malformed_reply_is_a_worker_death_not_a_grader_crash(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["forged-tree"])
+    try:
+        student.start()
+        with pytest.raises(StudentError):
+            student.call("f")
+    finally:
+        student.reap()
+
+
+def test_worker_process_exists_only_while_needed(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["ok"])
+    try:
+        student.start()
+        proc = student.proc
+        student.close()
+        assert student.proc is None
+        assert proc.wait(timeout=5) is not None
+    finally:
+        student.reap()

@@ -1,0 +1,128 @@
+"""notebook_code: which code of a submission the grader runs, and clear refusals of files that are not notebooks."""
+
+import json
+import os
+
+import nbformat
+import pytest
+
+from attnlab.grading.notebook_code import (
+    MAX_NOTEBOOK_BYTES,
+    CodeCell,
+    SubmissionError,
+    cells_from_notebook,
+    joined_source,
+    python_source,
+    read_cells,
+)
+
+
+def write_nb(path, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    nbformat.write(nb, path)
+    return path
+
+
+def code(src, tags=None):
+    cell = nbformat.v4.new_code_cell(src)
+    if tags:
+        cell.metadata["tags"] = tags
+    return cell
+
+
+def test_graded_cells_in_order_with_notebook_indices(tmp_path):
+    path = write_nb(tmp_path / "s.ipynb", [
+        nbformat.v4.new_markdown_cell("# Lab"),
+        code("from attnlab.labkit import start_lab\ngrader, device = start_lab('lab99_demo')", ["attnlab_setup"]),
+        code("import torch"),
+        code("def double(x):\n    return 2 * x"),
+        code('grader.check("double")'),
+        code("grader.check('double')\ngrader.check_all()  # two checks"),
+        code("train_for_hours()", ["otter_ignore", "other"]),
+        code("   \n\n"),
+        nbformat.v4.new_raw_cell("raw = 1"),
+        code("grader.check('double')\nprint('mixed cells run')"),
+        code("x = 1", ["keep_me"]),
+    ])
+    cells = read_cells(path)
+    assert cells == [CodeCell(2, "import torch"), CodeCell(3, "def double(x):\n    return 2 * x"),
+                     CodeCell(9, "grader.check('double')\nprint('mixed cells run')"), CodeCell(10, "x = 1")]
+
+
+def test_list_sources_are_joined(tmp_path):
+    path = tmp_path / "s.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": ["a = 1\n", "b = 2"]}]}))
+    assert read_cells(path) == [CodeCell(0, "a = 1\nb = 2")]
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "e.ipynb").write_bytes(b"")
+    with pytest.raises(SubmissionError, match="the submitted file is empty; submit your saved .ipynb notebook"):
+        read_cells(tmp_path / "e.ipynb")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SubmissionError, match="cannot read the submission: No such file or directory"):
+        read_cells(tmp_path / "nope.ipynb")
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01\x02\xff\xfe garbage", b"\x89PNG\r\n\x1a\n", "not json at all".encode(),
+                                  b'{"cells": [', "é".encode("latin-1")])
+def test_binary_garbage_and_broken_json(tmp_path, data):
+    (tmp_path / "g.ipynb").write_bytes(data)
+    with pytest.raises(SubmissionError, match="not a Jupyter notebook"):
+        read_cells(tmp_path / "g.ipynb")
+
+
+@pytest.mark.parametrize("doc", [[1, 2], {"cells": "x"}, {"nbformat": 4}, "a string", 42, None])
+def test_json_that_is_not_a_notebook(tmp_path, doc):
+    (tmp_path / "j.ipynb").write_text(json.dumps(doc))
+    with pytest.raises(SubmissionError, match="JSON but not a Jupyter notebook"):
+        read_cells(tmp_path / "j.ipynb")
+
+
+def test_odd_cells_are_skipped_or_refused_without_crashing():
+    assert cells_from_notebook({"cells": [1, "x", None, {"cell_type": "code"},
+                                          {"cell_type": "code", "metadata": "bad", "source": "a = 1"},
+                                          {"cell_type": "code", "metadata": {"tags": "otter_ignore"}, "source": "b = 1"},
+                                          {"cell_type": "code", "metadata": {"tags": [1, None]}, "source": "c = 1"}]}) == [
+        CodeCell(4, "a = 1"), CodeCell(5, "b = 1"), CodeCell(6, "c = 1")]
+    with pytest.raises(SubmissionError, match="neither text nor a list of lines"):
+        cells_from_notebook({"cells": [{"cell_type": "code", "source": 5}]})
+
+
+def test_huge_file_is_refused_before_reading(tmp_path):
+    path = tmp_path / "huge.ipynb"
+    with open(path, "wb") as f:  # sparse: no disk space used, nothing to parse
+        f.truncate(MAX_NOTEBOOK_BYTES + 1)
+    with pytest.raises(SubmissionError, match=r"the submitted file is 50 MiB, over the 50 MiB limit; clear the outputs"):
+        read_cells(path)
+    assert os.path.getsize(path) == MAX_NOTEBOOK_BYTES + 1
+
+
+def test_magics_are_transformed():
+    out = python_source("%matplotlib inline\n!pip install foo\nx = 1\n")
+    assert "get_ipython().run_line_magic('matplotlib', 'inline')" in out
+    assert "get_ipython().system('pip install foo')" in out
+    assert out.rstrip().endswith("x = 1")
+    compile(out, "<cell>", "exec")
+    assert python_source("y = 2\n") == "y = 2\n"
+
+
+def test_joined_source_leaves_out_cells_that_do_not_parse():
+    cells = [CodeCell(0, "a = 1"), CodeCell(1, "def f(:\n    pass"), CodeCell(2, "%time b = 2"),
+             CodeCell(3, "def g():\n    return a")]
+    text = joined_source(cells)
+    assert "def f(" not in text
+    assert text.startswith("a = 1") and "def g():\n    return a" in text
+    assert "get_ipython().run_line_magic('time', 'b = 2')" in text
+    compile(text, "<all>", "exec")
+    assert joined_source([]) == ""
+
+
+def test_reading_never_executes(tmp_path):
+    marker = tmp_path / "ran"
+    path = write_nb(tmp_path / "s.ipynb", [code(f"open({str(marker)!r}, 'w').write('x')")])
+    assert len(read_cells(path)) == 1
+    assert not marker.exists()

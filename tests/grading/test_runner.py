@@ -1,0 +1,111 @@
+"""grade_submission end to end on the built fixture course (tests/conftest.py builds it once per session)."""
+
+import json
+
+import pytest
+
+from attnlab.grading.runner import grade_submission, grading_seed, load_bundle
+
+LAB = "lab99_demo"
+KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors"}
+PLAIN = "none: plain subprocess (no sandbox)"
+
+
+@pytest.fixture(autouse=True)
+def _plain_worker(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_SANDBOX", "off")  # fast; one test below turns the sandbox on
+    monkeypatch.delenv("ATTNLAB_GRADING_SECRET", raising=False)
+
+
+@pytest.fixture
+def lab_dir(built_course):
+    return built_course / "autograder" / LAB
+
+
+def assert_zero(res, message_part):
+    assert set(res) == KEYS
+    assert res["score"] == 0.0 and res["max_score"] == 3.0
+    assert list(res["questions"]) == ["double", "Scale"]
+    for q, m in (("double", 2.0), ("Scale", 1.0)):
+        assert res["questions"][q]["score"] == 0.0 and res["questions"][q]["max_score"] == m
+        assert len(res["questions"][q]["messages"]) == 1 and message_part in res["questions"][q]["messages"][0]
+    assert len(res["errors"]) == 1 and message_part in res["errors"][0]
+
+
+def test_solution_gets_full_marks(lab_dir, built_course):
+    sol = built_course / "solutions" / LAB / f"{LAB}.ipynb"
+    res = grade_submission(lab_dir, sol)
+    assert set(res) == KEYS
+    assert res["submission"] == str(sol) and res["lab"] == LAB
+    assert res["score"] == 3.0 and res["max_score"] == 3.0
+    assert res["questions"] == {
+        "double": {"score": 2.0, "max_score": 2.0, "messages": ["passed: double_values"]},
+        "Scale": {"score": 1.0, "max_score": 1.0, "messages": ["passed: scale_values"]},
+    }
+    assert res["errors"] == [] and res["isolation"] == PLAIN
+    assert 0 < res["elapsed_s"] < 120
+    json.dumps(res)  # plain JSON, ready for results files
+
+
+def test_blank_student_notebook_gets_zero_with_reasons(lab_dir, built_course):
+    res = grade_submission(lab_dir, built_course / "labs" / LAB / f"{LAB}.ipynb")
+    assert res["score"] == 0.0 and res["max_score"] == 3.0
+    for q in ("double", "Scale"):
+        (msg,) = res["questions"][q]["messages"]
+        assert msg.startswith("failed: ") and len(msg) > len("failed: double_values: ")
+    assert res["errors"] == []
+
+
+def test_empty_file_scores_zero_with_a_message(lab_dir, tmp_path):
+    path = tmp_path / "empty.ipynb"
+    path.write_bytes(b"")
+    res = grade_submission(lab_dir, path)
+    assert_zero(res, "the submitted file is empty; submit your saved .ipynb notebook")
+    assert res["isolation"] == ""  # no worker was started
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x00\x01\x02\xff garbage", "not a Jupyter notebook (not valid JSON"),
+    (b"[1, 2, 3]", "JSON but not a Jupyter notebook"),
+    (b'{"cells": "none"}', "JSON but not a Jupyter notebook"),
+])
+def test_not_a_notebook_scores_zero(lab_dir, tmp_path, data, message):
+    path = tmp_path / "sub.ipynb"
+    path.write_bytes(data)
+    assert_zero(grade_submission(lab_dir, path), message)
+
+
+def test_missing_file_scores_zero(lab_dir, tmp_path):
+    assert_zero(grade_submission(lab_dir, tmp_path / "never-submitted.ipynb"), "cannot read the submission")
+
+
+def test_same_file_graded_twice_in_the_sandbox_gives_the_same_result(lab_dir, built_course, monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("attnlab.grading.sandbox") is None:
+        pytest.skip("no attnlab.grading.sandbox: nothing but the plain subprocess to compare with")
+    sol = built_course / "solutions" / LAB / f"{LAB}.ipynb"
+    first = grade_submission(lab_dir, sol)
+    monkeypatch.delenv("ATTNLAB_SANDBOX")  # the best mechanism this machine has
+    second = grade_submission(lab_dir, sol)
+    assert first["isolation"] == PLAIN and second["isolation"] and second["isolation"] != PLAIN
+    for key in ("score", "max_score", "questions", "errors"):
+        assert second[key] == first[key], key
+    assert second["score"] == 3.0
+
+
+def test_grading_seed_is_stable_secret_dependent_and_file_dependent(lab_dir, monkeypatch):
+    bundle = load_bundle(lab_dir)
+    a = grading_seed(bundle, b"notebook one")
+    assert a == grading_seed(bundle, b"notebook one")
+    assert a != grading_seed(bundle, b"notebook two")
+    assert 0 <= a < 2**63
+    other = type(bundle)(bundle.lab, bundle.directory, bundle.suite, bundle.reference, bundle.manifest, b"other")
+    assert grading_seed(other, b"notebook one") != a
+
+
+def test_bundle_is_loaded_once_and_missing_builds_are_explained(lab_dir, tmp_path):
+    assert load_bundle(lab_dir) is load_bundle(lab_dir)
+    assert load_bundle(lab_dir).questions == {"double": 2.0, "Scale": 1.0}
+    with pytest.raises(FileNotFoundError, match="run `attnlab build` first"):
+        load_bundle(tmp_path)
