@@ -155,9 +155,6 @@ def test_parser_shape():
         p.parse_args([])
 
 
-@pytest.mark.xfail(reason="bug: `attnlab --root DIR gradebook ...` passes root= to commands.gradebook, which has no "
-                          "root parameter (TypeError); commands.py gradebook() should accept and ignore root",
-                   strict=True)
 def test_gradebook_accepts_the_global_root_option(built_course, tmp_path, capsys):
     from attnlab.grading.gradebook import open_gradebook
 

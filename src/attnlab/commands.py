@@ -78,7 +78,7 @@ def score_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def gradebook(*, target: str, csv: str) -> int:
+def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
     """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV."""
     from .grading.batch import export_gradebook
 

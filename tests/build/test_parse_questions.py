@@ -120,8 +120,6 @@ def test_malformed_masters_raise_master_error(cells, message):
         parse_questions(nb_of(*cells))
 
 
-@pytest.mark.xfail(reason="bug: a malformed BEGIN QUESTION config escapes as TypeError/ValueError/YAMLError "
-                          "instead of MasterError (parse_questions.py lines 48-54)", strict=True)
 @pytest.mark.parametrize("config", [
     pytest.param("# BEGIN QUESTION\nname", id="not a mapping (TypeError)"),
     pytest.param("# BEGIN QUESTION\nname: [unclosed", id="invalid YAML (YAMLError)"),

@@ -164,7 +164,14 @@ subprocess.Popen([sys.executable, "-c",
 """,
     "sys_exit": "import sys\nsys.exit(0)",
     "os_exit_at_import": "import os\nos._exit(0)",
-    "kill_parent": "import os, signal\nfor pid in (os.getppid(), 1):\n    try:\n        os.kill(pid, signal.SIGKILL)\n    except Exception:\n        pass",
+    "kill_parent": """
+import os, signal
+for pid in (os.getppid(), 1):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except Exception:
+        pass
+""",
     "segfault": "import ctypes\nctypes.string_at(0)",
     "endless_loop": "while True:\n    pass",
     "endless_loop_in_function": "def double(x):\n    while True:\n        pass",

@@ -132,7 +132,7 @@ def test_integer_arguments_get_no_gradient_and_unused_ones_get_none(ex):
 
 def test_wrong_number_of_outputs_or_shape_is_a_student_error(ex):
     x = torch.ones(3)
-    with pytest.raises(StudentError, match="returned 0 floating-point tensors where 1 were expected"):
+    with pytest.raises(StudentError, match=r"returned a float; expected 1 tensor\(s\)"):
         ex.call("as_float", [x], grad=True, grad_outputs=[torch.ones(())])
     with pytest.raises(StudentError, match=r"an output has shape \(3,\), expected \(2,\)"):
         ex.call("ignores_y", [x, x], grad=True, grad_outputs=[torch.ones(2)])
@@ -155,8 +155,6 @@ def test_in_place_on_a_differentiated_input_is_a_student_error(ex):
         ex.call("bump", [torch.zeros(3)], grad=True, grad_outputs=[torch.ones(3)])
 
 
-@pytest.mark.xfail(reason="bug: executor._invoke compares arguments with torch.equal, which is False for nan == nan, "
-                          "so an untouched input holding nan is reported as modified in place", strict=True)
 def test_an_untouched_input_with_nan_is_not_reported_modified(ex):
     res = ex.call("ignores_y", [torch.tensor([float("nan"), 1.0]), torch.ones(2)])
     assert res["modified"] == []

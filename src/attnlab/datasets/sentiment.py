@@ -283,7 +283,7 @@ def build_vocab(texts: Iterable[str]) -> dict[str, int]:
 def encode_texts(
     texts: Iterable[str], vocab: dict[str, int], max_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids of each text, truncated to ``max_len`` and right-padded with 0; unknown tokens become ``vocab['<unk>']`` (3).
+    """Token ids of each text, truncated to ``max_len`` and right-padded with 0; unknown tokens become ``<unk>`` (3).
 
     Shapes (N = number of texts, L = max_len):
         ids     LongTensor (N, L)

@@ -69,7 +69,7 @@ def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, a
     both_nonfinite = ~torch.isfinite(e) & (a == e)
     err = (a - e).abs().masked_fill(both_nonfinite, 0.0)
     bound = atol + rtol * e.abs().masked_fill(~torch.isfinite(e), 0.0)
-    bad = (err > bound) | (torch.isnan(a) & ~torch.isnan(e))
+    bad = (err > bound) | (torch.isnan(a) != torch.isnan(e))
     if bad.any():
         i = int(torch.nan_to_num(err, nan=float("inf")).flatten().argmax())
         raise AssertionError(

@@ -34,6 +34,23 @@ def tensor_leaves(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype and values, NaN equal to NaN (an untouched NaN input is not 'modified')."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return torch.equal(a, b)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} values"
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 def _detach(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach()
@@ -163,7 +180,7 @@ class Executor:
         modified = []
         for (kind, key), orig in originals.items():
             now = args[key] if kind == "a" else kwargs[key]
-            if isinstance(now, torch.Tensor) and (now.shape != orig.shape or not torch.equal(now.detach(), orig)):
+            if isinstance(now, torch.Tensor) and not _same(now.detach(), orig):
                 modified.append(key)
         result = {"output": _detach(out), "grads": {}, "param_grads": {}, "modified": modified}
         if grad:
@@ -172,14 +189,14 @@ class Executor:
 
     @staticmethod
     def _backward(out, grad_outputs, wrt, params):
-        leaves = [t for t in tensor_leaves(out) if _is_float_tensor(t)]
+        leaves = tensor_leaves(out)  # one grad_output entry per tensor, None for integer ones
         if grad_outputs is None:
             raise StudentError("internal: grad=True needs grad_outputs")
         gos = list(grad_outputs)
         if len(gos) != len(leaves):
-            raise StudentError(
-                f"returned {len(leaves)} floating-point tensors where {len(gos)} were expected")
-        pairs = [(o, g) for o, g in zip(leaves, gos) if g is not None and o.requires_grad]
+            raise StudentError(f"returned {_describe(out)}; expected {len(gos)} tensor(s)")
+        pairs = [(o, g) for o, g in zip(leaves, gos)
+                 if g is not None and _is_float_tensor(o) and o.requires_grad]
         names = list(wrt) + [f"param:{n}" for n in params]
         targets = list(wrt.values()) + list(params.values())
         if not pairs or not targets:

@@ -90,7 +90,8 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     if arr.dtype.kind not in _ALLOWED_KINDS:
         raise WireError(f"cannot send an array of dtype {arr.dtype}")
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,): copy instead
+    np.save(buf, arr if arr.flags.c_contiguous else arr.copy(order="C"), allow_pickle=False)
     return buf.getvalue()
 
 
@@ -105,7 +106,7 @@ def _decode(value: Any, blobs: list[bytes], depth: int) -> Any:
         raise WireError(f"malformed value in frame: {type(value).__name__}")
     if "__tensor__" in value:
         arr = _load_npy(blobs, value["__tensor__"])
-        t = torch.from_numpy(arr.copy()) if arr.ndim else torch.tensor(arr.item())
+        t = torch.from_numpy(arr.copy())  # any number of dimensions, 0-d included, dtype kept exactly
         want = getattr(torch, str(value.get("dtype", "")), None)
         if isinstance(want, torch.dtype) and want != t.dtype:
             t = t.to(want)
@@ -167,7 +168,12 @@ def unpack_body(body: bytes) -> Any:
             raise WireError("blob sizes do not match the frame length")
         blobs.append(body[pos : pos + size])
         pos += size
-    return _decode(header["v"], blobs, 0)
+    try:
+        return _decode(header["v"], blobs, 0)
+    except WireError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        raise WireError(f"malformed value in frame: {type(exc).__name__}: {exc}") from None
 
 
 def read_frame(stream) -> Any:

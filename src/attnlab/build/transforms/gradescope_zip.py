@@ -8,6 +8,8 @@ Needs reference_code and the manifest first (it packs the same support files as 
 
 from __future__ import annotations
 
+import shlex
+
 from .package_zip import deterministic_zip
 
 SETUP_SH = """\
@@ -19,7 +21,7 @@ apt-get update -qq
 apt-get install -y -qq bubblewrap python3-pip python3-venv
 python3 -m venv /opt/attnlab
 /opt/attnlab/bin/pip install -q --upgrade pip
-/opt/attnlab/bin/pip install -q {spec!r}
+/opt/attnlab/bin/pip install -q {spec}
 """
 
 RUN_AUTOGRADER = """\
@@ -34,6 +36,6 @@ exec "$python" -m attnlab.grading.gradescope_run --lab {lab!r} \\
 
 def gradescope_zip(support_files: dict[str, bytes], *, lab_id: str, install_spec: str) -> bytes:
     files = {f"bundle/{name}": data for name, data in support_files.items()}
-    files["setup.sh"] = SETUP_SH.format(spec=install_spec).encode()
+    files["setup.sh"] = SETUP_SH.format(spec=shlex.quote(install_spec)).encode()
     files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id).encode()
     return deterministic_zip(files, executable=frozenset({"setup.sh", "run_autograder"}))

@@ -45,13 +45,23 @@ def parse_questions(nb):
             if current:
                 raise MasterError(f"{_where(i, cell)}: BEGIN QUESTION inside question {current.name!r}; "
                                   "close it with END QUESTION first")
-            config = yaml.safe_load(cell.source.split("\n", 1)[1] if "\n" in cell.source else "") or {}
+            try:
+                config = yaml.safe_load(cell.source.split("\n", 1)[1] if "\n" in cell.source else "") or {}
+            except yaml.YAMLError as exc:
+                raise MasterError(f"{_where(i, cell)}: the question's configuration is not valid YAML: {exc}") from None
+            if not isinstance(config, dict):
+                raise MasterError(f"{_where(i, cell)}: write the question's configuration as `name: ...` and "
+                                  "`points: ...` lines")
             if "name" not in config:
                 raise MasterError(f"{_where(i, cell)}: BEGIN QUESTION needs a `name:` line")
             name = str(config["name"])
             if any(q.name == name for q in questions):
                 raise MasterError(f"{_where(i, cell)}: question {name!r} is defined twice")
-            current = Question(name, float(config.get("points", 1)))
+            try:
+                points = float(config.get("points", 1))
+            except (TypeError, ValueError):
+                raise MasterError(f"{_where(i, cell)}: points={config.get('points')!r} is not a number") from None
+            current = Question(name, points)
             questions.append(current)
             role, qname = "marker", name
         elif cell.cell_type == "raw" and END_QUESTION.match(head):
