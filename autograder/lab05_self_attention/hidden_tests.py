@@ -25,6 +25,7 @@ import torch
 
 from attnlab.grading import checks
 from attnlab.grading.hidden import HiddenSuite
+from attnlab.grading.inputs import padded_ids, randn, random_lengths, random_mask
 
 suite = HiddenSuite("lab05_self_attention")
 
@@ -36,35 +37,9 @@ F32, F64 = torch.float32, torch.float64
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def randn(rng: torch.Generator, *shape: int, dtype: torch.dtype = F64, scale: float = 1.0) -> torch.Tensor:
-    return (torch.randn(shape, generator=rng, dtype=F64) * scale).to(dtype)
-
-
-def random_mask(rng: torch.Generator, *shape: int, p: float = 0.5) -> torch.Tensor:
-    """A random bool mask, True with probability ``p``, with at least one True in every row (last dim)."""
-    mask = torch.rand(shape, generator=rng) < p
-    keep = torch.randint(shape[-1], shape[:-1] + (1,), generator=rng)
-    return mask.scatter(-1, keep, True)
-
-
-def random_lengths(rng: torch.Generator, batch: int, max_len: int) -> torch.Tensor:
-    """Lengths in [1, max_len]; the first row is full and the second (when there is one) has length 1."""
-    lengths = torch.randint(1, max_len + 1, (batch,), generator=rng)
-    lengths[0] = max_len
-    if batch > 1:
-        lengths[1] = 1
-    return lengths
-
-
 def key_padding(lengths: torch.Tensor, n_k: int) -> torch.Tensor:
     """(B, 1, n_k) bool: True at the real keys."""
     return (torch.arange(n_k)[None, :] < lengths[:, None])[:, None, :]
-
-
-def padded_ids(rng: torch.Generator, lengths: torch.Tensor, max_len: int, vocab_size: int) -> torch.Tensor:
-    """Right-padded token ids (B, max_len): real ids in [1, vocab_size), then 0."""
-    ids = torch.randint(1, vocab_size, (len(lengths), max_len), generator=rng)
-    return ids.masked_fill(torch.arange(max_len)[None, :] >= lengths[:, None], 0)
 
 
 def masked_weights_are_zero(weights, mask: torch.Tensor, name: str) -> None:

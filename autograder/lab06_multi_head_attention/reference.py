@@ -16,21 +16,31 @@ from attnlab.seeding import seed_everything
 from attnlab.training import evaluate, fit
 
 
+# Given (from lab05_self_attention): scaled_dot_product_attention. Run this cell; it is the working code of the earlier lab.
+
 def scaled_dot_product_attention(q, k, v, mask=None):
-    """softmax(q k^T / sqrt(d_k)) v, with an optional boolean mask (True = may attend). Given (Lab 05).
+    """softmax(q k^T / sqrt(d_k)) v, with an optional boolean mask (True = may attend).
 
     Shapes:
         q:       (..., n_q, d_k)
         k:       (..., n_k, d_k)
         v:       (..., n_k, d_v)
-        mask:    None, or a bool tensor that broadcasts to (..., n_q, n_k)
-        returns: (out (..., n_q, d_v), weights (..., n_q, n_k))
+        mask:    None, or a bool tensor that broadcasts to (..., n_q, n_k):
+                 (n_q, n_k), (B, 1, n_k), (B, n_q, n_k), (B, 1, 1, n_k), ...
+        returns: (out, weights)
+        out:     (..., n_q, d_v)
+        weights: (..., n_q, n_k)   rows sum to 1; exactly 0 where mask is False
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
+    # 1. scores = q k^T / sqrt(d_k), shape (..., n_q, n_k), where d_k = q.shape[-1]
+    # 2. if a mask is given: set the scores where mask is False to -inf (Tensor.masked_fill)
+    # 3. weights = softmax over the keys (the last dimension: torch.softmax or F.softmax); out = weights @ v
+    d_k = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))  # masked keys: exp(-inf) = 0
-    weights = torch.softmax(scores, dim=-1)  # (..., n_q, n_k), rows sum to 1
-    return weights @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1)
+    out = weights @ v
+    return out, weights
 
 
 def split_heads(x, num_heads):

@@ -15,13 +15,68 @@ from attnlab.seeding import seed_everything
 from attnlab.training import evaluate, fit
 
 
+# Given (from lab06_multi_head_attention): scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention. Run this cell; it is the working code of the earlier lab.
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """softmax(q k^T / sqrt(d_k)) v, with an optional boolean mask (True = may attend).
+
+    Shapes:
+        q:       (..., n_q, d_k)
+        k:       (..., n_k, d_k)
+        v:       (..., n_k, d_v)
+        mask:    None, or a bool tensor that broadcasts to (..., n_q, n_k):
+                 (n_q, n_k), (B, 1, n_k), (B, n_q, n_k), (B, 1, 1, n_k), ...
+        returns: (out, weights)
+        out:     (..., n_q, d_v)
+        weights: (..., n_q, n_k)   rows sum to 1; exactly 0 where mask is False
+    """
+    # 1. scores = q k^T / sqrt(d_k), shape (..., n_q, n_k), where d_k = q.shape[-1]
+    # 2. if a mask is given: set the scores where mask is False to -inf (Tensor.masked_fill)
+    # 3. weights = softmax over the keys (the last dimension: torch.softmax or F.softmax); out = weights @ v
+    d_k = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1)
+    out = weights @ v
+    return out, weights
+
+
+def split_heads(x, num_heads):
+    """Cut the feature axis into num_heads heads and move the heads next to the batch axis.
+
+    Shapes:
+        x:         (B, n, h*d_h)
+        num_heads: int h (it divides the width of x)
+        returns:   (B, h, n, d_h), where out[b, j, p] = x[b, p, j*d_h:(j+1)*d_h]
+    """
+    # reshape to (B, n, h, d_h), then swap the n and h axes
+    B, n, width = x.shape
+    d_head = width // num_heads
+    x = x.reshape(B, n, num_heads, d_head)  # (B, n, h, d_h): the last axis cut into h pieces
+    return x.transpose(1, 2)
+
+
+def merge_heads(x):
+    """Concatenate the heads: the inverse of split_heads.
+
+    Shapes:
+        x:       (B, h, n, d_h)
+        returns: (B, n, h*d_h), where out[b, p, j*d_h:(j+1)*d_h] = x[b, j, p]
+    """
+    # swap the h and n axes back, then flatten the last two axes (mind contiguity)
+    B, h, n, d_head = x.shape
+    x = x.transpose(1, 2)  # (B, n, h, d_h): positions back next to the batch axis
+    return x.reshape(B, n, h * d_head)
+
+
 class MultiHeadAttention(nn.Module):
-    """Multi-head scaled dot-product attention (given, Lab 06).
+    """Multi-head (scaled dot-product) attention with h heads of width d_h = d_model / h.
 
     Args:
-        d_model:   width of queries, keys, values and output
-        num_heads: h, must divide d_model
-        dropout:   dropout on the attention weights (training mode only)
+        d_model:   the width of queries, keys, values and of the output
+        num_heads: h, must divide d_model (ValueError otherwise)
+        dropout:   dropout probability on the attention weights (training mode only)
         bias:      whether the four projections have biases
 
     Attributes: q_proj, k_proj, v_proj, out_proj (each nn.Linear(d_model, d_model, bias=bias))
@@ -29,8 +84,11 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
+        # 1. raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}") if needed
+        # 2. keep num_heads; create q_proj, k_proj, v_proj, out_proj and an nn.Dropout(dropout)
         if d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.d_model = d_model
         self.num_heads = num_heads
         self.d_head = d_model // num_heads
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -39,28 +97,27 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.attn_dropout = nn.Dropout(dropout)
 
-    def _split_heads(self, x):
-        batch, n, _ = x.shape
-        x = x.reshape(batch, n, self.num_heads, self.d_head)  # (B, n, d) -> (B, n, h, d_h)
-        return x.transpose(1, 2)  # (B, h, n, d_h)
-
     def forward(self, query, key, value, mask=None):
-        """query (B, n_q, d), key and value (B, n_k, d), mask None or bool broadcasting to (B, h, n_q, n_k).
-
-        Returns (out (B, n_q, d), weights (B, h, n_q, n_k)).
+        """Shapes:
+            query:   (B, n_q, d)
+            key:     (B, n_k, d)
+            value:   (B, n_k, d)
+            mask:    None, or a bool tensor that broadcasts to (B, h, n_q, n_k), True = may attend:
+                     (n_q, n_k), (B, 1, 1, n_k), (B, 1, n_q, n_k), ...
+            returns: (out (B, n_q, d), weights (B, h, n_q, n_k))
+            inside:  q (B, h, n_q, d_h), k and v (B, h, n_k, d_h)
         """
-        q = self._split_heads(self.q_proj(query))  # (B, h, n_q, d_h)
-        k = self._split_heads(self.k_proj(key))  # (B, h, n_k, d_h)
-        v = self._split_heads(self.v_proj(value))  # (B, h, n_k, d_h)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, h, n_q, n_k)
-        if mask is not None:
-            scores = scores.masked_fill(~mask.to(torch.bool), float("-inf"))  # blocked: exp(-inf) = 0
-        weights = F.softmax(scores, dim=-1)  # (B, h, n_q, n_k), rows sum to 1
-        weights = self.attn_dropout(weights)  # identity in eval mode
-        heads = weights @ v  # (B, h, n_q, d_h)
-        batch, _, n_q, _ = heads.shape
-        merged = heads.transpose(1, 2).reshape(batch, n_q, -1)  # (B, h, n_q, d_h) -> (B, n_q, h*d_h)
-        return self.out_proj(merged), weights
+        # project, split into heads, attend (the given scaled_dot_product_attention), dropout on the
+        # weights in training mode, merge the heads, output projection
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, h, n_q, d_h)
+        k = split_heads(self.k_proj(key), self.num_heads)  # (B, h, n_k, d_h)
+        v = split_heads(self.v_proj(value), self.num_heads)  # (B, h, n_k, d_h)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, h, n_q, d_h), (B, h, n_q, n_k)
+        if self.training and self.attn_dropout.p > 0:
+            weights = self.attn_dropout(weights)  # cut random query-key links (rescaled by 1 / (1 - p))
+            heads = weights @ v  # (B, h, n_q, d_h), with the weights that were applied
+        out = self.out_proj(merge_heads(heads))  # (B, h, n_q, d_h) -> (B, n_q, h*d_h) -> (B, n_q, d)
+        return out, weights
 
 
 def sinusoidal_positional_encoding(max_len, d_model):

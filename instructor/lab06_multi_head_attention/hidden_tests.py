@@ -26,6 +26,7 @@ from torch import nn
 from attnlab.grading import checks
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
+from attnlab.grading.inputs import randint, randn, random_mask
 
 suite = HiddenSuite("lab06_multi_head_attention")
 
@@ -39,22 +40,6 @@ MHA = "MultiHeadAttention"
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def randn(rng: torch.Generator, *shape: int, dtype: torch.dtype = F64, scale: float = 1.0) -> torch.Tensor:
-    return (torch.randn(shape, generator=rng, dtype=F64) * scale).to(dtype)
-
-
-def randint(rng: torch.Generator, low: int, high: int) -> int:
-    """An int in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=rng))
-
-
-def random_mask(rng: torch.Generator, *shape: int, p: float = 0.5) -> torch.Tensor:
-    """A random bool mask, True with probability ``p``, with at least one True in every row (last dim)."""
-    mask = torch.rand(shape, generator=rng) < p
-    keep = torch.randint(shape[-1], shape[:-1] + (1,), generator=rng)
-    return mask.scatter(-1, keep, True)
-
-
 def key_padding(rng: torch.Generator, batch: int, n_k: int) -> torch.Tensor:
     """(B, 1, 1, n_k) bool, True at the real keys; row 0 is full, row 1 (if any) has one real key."""
     lengths = torch.randint(1, n_k + 1, (batch,), generator=rng)

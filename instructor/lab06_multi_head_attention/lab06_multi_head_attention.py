@@ -82,21 +82,7 @@ from attnlab.training import evaluate, fit
 # against the scores `(..., n_q, n_k)`.
 
 # %%
-def scaled_dot_product_attention(q, k, v, mask=None):
-    """softmax(q k^T / sqrt(d_k)) v, with an optional boolean mask (True = may attend). Given (Lab 05).
-
-    Shapes:
-        q:       (..., n_q, d_k)
-        k:       (..., n_k, d_k)
-        v:       (..., n_k, d_v)
-        mask:    None, or a bool tensor that broadcasts to (..., n_q, n_k)
-        returns: (out (..., n_q, d_v), weights (..., n_q, n_k))
-    """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))  # masked keys: exp(-inf) = 0
-    weights = torch.softmax(scores, dim=-1)  # (..., n_q, n_k), rows sum to 1
-    return weights @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+# GIVEN from lab05_self_attention: scaled_dot_product_attention
 
 
 # %% [markdown]

@@ -34,6 +34,7 @@ from torch import nn
 from attnlab.grading import checks
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
+from attnlab.grading.inputs import randint, randn
 
 suite = HiddenSuite("lab07_transformer_block")
 
@@ -58,16 +59,6 @@ BLOCK_WHY = ("this lab asks you to build the encoder block yourself: nn.Transfor
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def randn(rng: torch.Generator, *shape: int, dtype: torch.dtype = F64, scale: float = 1.0,
-          shift: float = 0.0) -> torch.Tensor:
-    return (torch.randn(shape, generator=rng, dtype=F64) * scale + shift).to(dtype)
-
-
-def randint(rng: torch.Generator, low: int, high: int) -> int:
-    """An int in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=rng))
-
-
 def expect_student_error(fn, error: str, *, what: str, mention: str | None = None) -> None:
     """``fn()`` must raise (in student code) ``error``; its message must contain ``mention`` when given."""
     try:

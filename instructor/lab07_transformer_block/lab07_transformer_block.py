@@ -93,52 +93,7 @@ from attnlab.training import evaluate, fit
 # `nn.MultiheadAttention(d_model, num_heads, batch_first=True)` with the same weights.
 
 # %%
-class MultiHeadAttention(nn.Module):
-    """Multi-head scaled dot-product attention (given, Lab 06).
-
-    Args:
-        d_model:   width of queries, keys, values and output
-        num_heads: h, must divide d_model
-        dropout:   dropout on the attention weights (training mode only)
-        bias:      whether the four projections have biases
-
-    Attributes: q_proj, k_proj, v_proj, out_proj (each nn.Linear(d_model, d_model, bias=bias))
-    """
-
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        if d_model % num_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.num_heads = num_heads
-        self.d_head = d_model // num_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.attn_dropout = nn.Dropout(dropout)
-
-    def _split_heads(self, x):
-        batch, n, _ = x.shape
-        x = x.reshape(batch, n, self.num_heads, self.d_head)  # (B, n, d) -> (B, n, h, d_h)
-        return x.transpose(1, 2)  # (B, h, n, d_h)
-
-    def forward(self, query, key, value, mask=None):
-        """query (B, n_q, d), key and value (B, n_k, d), mask None or bool broadcasting to (B, h, n_q, n_k).
-
-        Returns (out (B, n_q, d), weights (B, h, n_q, n_k)).
-        """
-        q = self._split_heads(self.q_proj(query))  # (B, h, n_q, d_h)
-        k = self._split_heads(self.k_proj(key))  # (B, h, n_k, d_h)
-        v = self._split_heads(self.v_proj(value))  # (B, h, n_k, d_h)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, h, n_q, n_k)
-        if mask is not None:
-            scores = scores.masked_fill(~mask.to(torch.bool), float("-inf"))  # blocked: exp(-inf) = 0
-        weights = F.softmax(scores, dim=-1)  # (B, h, n_q, n_k), rows sum to 1
-        weights = self.attn_dropout(weights)  # identity in eval mode
-        heads = weights @ v  # (B, h, n_q, d_h)
-        batch, _, n_q, _ = heads.shape
-        merged = heads.transpose(1, 2).reshape(batch, n_q, -1)  # (B, h, n_q, d_h) -> (B, n_q, h*d_h)
-        return self.out_proj(merged), weights
+# GIVEN from lab06_multi_head_attention: scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention
 
 
 # %% tags=["otter_ignore"]

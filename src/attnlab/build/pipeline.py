@@ -2,7 +2,8 @@
 
 The chain, in order (each step is one file in ``transforms/``):
 
-    read_master -> parse_questions            (labels every cell; everything after reads the labels)
+    read_master -> include_given              (fills "# GIVEN from labNN: names" cells from that lab's master)
+      -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
       -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master)
@@ -22,6 +23,7 @@ from ..course import Course, Lab
 from ..grading.hidden import load_suite
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
+from .transforms.include_given import include_given
 from .transforms.insert_setup_cell import insert_setup_cell
 from .transforms.lock_cells import lock_cells
 from .transforms.normalize import normalize, notebook_bytes
@@ -37,7 +39,7 @@ from .transforms.strip_solutions import strip_solutions
 
 def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     """Every output file of ``lab`` (absolute path -> bytes), computed in memory."""
-    master = read_master(lab.master)
+    master = resolved_master(course, lab.id)
     labelled, questions = parse_questions(master)
     suite = load_suite(lab.hidden_tests)
     _check_questions(lab, [q.name for q in questions], list(suite.questions()))
@@ -80,6 +82,14 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         out[lab.autograder_dir / f"{lab.id}-gradescope.zip"] = gradescope_zip(support, lab_id=lab.id,
                                                                               install_spec=course.install_spec)
     return out
+
+
+def resolved_master(course: Course, lab_id: str, _seen: tuple[str, ...] = ()):
+    """The master of ``lab_id`` with its given cells filled from earlier labs (recursively)."""
+    if lab_id in _seen:
+        raise MasterError(f"given cells form a cycle: {' -> '.join(_seen + (lab_id,))}")
+    master = read_master(course.lab(lab_id).master)
+    return include_given(master, load_master=lambda other: resolved_master(course, other, _seen + (lab_id,)))
 
 
 def _check_questions(lab: Lab, master_questions: list[str], hidden_questions: list[str]) -> None:

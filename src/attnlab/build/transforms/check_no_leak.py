@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from .markers import BEGIN_SOLUTION, END_SOLUTION, SOLUTION_SUFFIX
 
+GIVEN_PREFIX = "# Given (from "  # the first line include_given writes
+
 
 class LeakError(ValueError):
     """Solution code would ship to students."""
@@ -30,8 +32,11 @@ def solution_lines(nb) -> set[str]:
 
 
 def check_no_leak(master_nb, student_nb) -> None:
+    """Given cells (earlier labs' code, see include_given) are meant to be there and are not checked."""
     secret = solution_lines(master_nb)
     for i, cell in enumerate(student_nb.cells):
+        if cell.source.startswith(GIVEN_PREFIX):
+            continue
         for line in cell.source.split("\n"):
             if line.strip() in secret:
                 raise LeakError(f"student notebook cell {i} contains solution code: {line.strip()!r}; "

@@ -1,0 +1,56 @@
+"""Fill "given" cells with code from an earlier lab's reference solution.
+
+Labs are released one after another, so a later lab hands students the pieces it builds on as ready
+code (lab06 gives Lab 05's ``scaled_dot_product_attention``, lab07 gives Lab 06's ``MultiHeadAttention``).
+A master asks for them with a code cell whose first line is
+
+    # GIVEN from lab06_multi_head_attention: scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention
+
+and the build replaces the cell with those definitions, taken from that lab's master with its solution
+markers removed. The reference solution thus exists once, in its own lab. Runs first, on the raw master
+(before parse_questions), and resolves given cells of the earlier lab too.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Callable
+
+from ...grading.api import definition_source
+from ...grading.notebook_code import cells_from_notebook, joined_source
+from .drop_marker_cells import drop_marker_cells
+from .markers import first_line
+from .parse_questions import MasterError, parse_questions
+from .remove_solution_markers import remove_solution_markers
+from .replace_tests import replace_tests
+
+GIVEN = re.compile(r"^\s*#\s*GIVEN\s+from\s+(\w+)\s*:\s*(.+?)\s*$", re.I)
+
+HEADER = "# Given (from {lab}): {names}. Run this cell; it is the working code of the earlier lab.\n\n"
+
+
+def solution_code(master) -> str:
+    """The graded code of a (given-resolved) master with its solutions in place."""
+    labelled, _ = parse_questions(master)
+    nb = remove_solution_markers(drop_marker_cells(replace_tests(labelled)))
+    return joined_source(cells_from_notebook(nb))
+
+
+def include_given(nb, *, load_master: Callable[[str], object]):
+    """``load_master(lab_id)`` returns that lab's master notebook with its own given cells resolved."""
+    nb = copy.deepcopy(nb)
+    for i, cell in enumerate(nb.cells):
+        match = GIVEN.match(first_line(cell.source)) if cell.cell_type == "code" else None
+        if not match:
+            continue
+        lab_id, names = match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()]
+        code = solution_code(load_master(lab_id))
+        parts = []
+        for name in names:
+            source = definition_source(code, name)
+            if source is None:
+                raise MasterError(f"cell {i}: {lab_id} defines no `{name}` to give")
+            parts.append(source)
+        cell.source = HEADER.format(lab=lab_id, names=", ".join(names)) + "\n\n\n".join(parts)
+    return nb
