@@ -72,7 +72,7 @@ import math
 import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: F401 - for your code (F.relu, F.gelu, ...)
 from torch.utils.data import DataLoader, TensorDataset
 
 from attnlab.device import sized
