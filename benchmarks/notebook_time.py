@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,10 +26,11 @@ def run(path: Path, env: dict[str, str]) -> float:
     saved = dict(os.environ)
     os.environ.update(env)
     try:
-        start = time.perf_counter()
-        NotebookClient(nb, timeout=1800, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-        return time.perf_counter() - start
+        with tempfile.TemporaryDirectory() as cwd:  # Otter writes .OTTER_LOG into the kernel's folder
+            start = time.perf_counter()
+            NotebookClient(nb, timeout=1800, kernel_name="python3",
+                           resources={"metadata": {"path": cwd}}).execute()
+            return time.perf_counter() - start
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -113,7 +113,8 @@ def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:
     for lab in labs:
         files = build_lab(course, lab)
         stale = [p for d in _owned_dirs(lab) if d.exists() for p in d.rglob("*")
-                 if p.is_file() and p not in files and "__pycache__" not in p.parts]
+                 if p.is_file() and p not in files and "__pycache__" not in p.parts
+                 and not any(part.startswith(".") for part in p.relative_to(d).parts)]  # .OTTER_LOG, checkpoints
         for path, data in sorted(files.items()):
             rel = path.relative_to(course.root)
             if check:
