@@ -357,3 +357,13 @@ def test_isolation_is_reported(built_course, tmp_path):
     assert res["isolation"], "every result names the isolation in force"
     if os.geteuid() == 0:
         assert "uid" in res["isolation"] or "none" in res["isolation"]
+
+
+def test_slow_function_is_stopped_by_the_test_time_limit(built_course, tmp_path):
+    """Each call finishes within the call limit, but together they exceed the test's time."""
+    slow = "import time\n_right = double\ndef double(x):\n    time.sleep(0.8)\n    return x * 2\n"
+    res = grade_submission(built_course / "autograder" / LAB, _notebook(tmp_path / "slow.ipynb", slow),
+                           cell_timeout=10, call_timeout=10, test_timeout=1.0)
+    assert res["questions"]["double"]["score"] == 0
+    assert any("ran out of time" in m or "timed out" in m for m in res["questions"]["double"]["messages"])
+    assert res["questions"]["Scale"]["score"] == 1.0

@@ -174,3 +174,25 @@ def test_load_suite_imports_once_and_checks_the_file(tmp_path):
     bad.write_text("suite = 3\n")
     with pytest.raises(TypeError, match="must define `suite = HiddenSuite"):
         load_suite(bad)
+
+
+def test_run_suite_gives_each_test_a_deadline_and_lifts_it():
+    import time as _time
+
+    from attnlab.grading.hidden import HiddenSuite, run_suite
+
+    suite = HiddenSuite("labX")
+    seen = []
+
+    class Student:
+        def set_deadline(self, deadline):
+            seen.append(deadline)
+
+    @suite.test("q")
+    def t1(student, ref, rng):
+        pass
+
+    before = _time.monotonic()
+    run_suite(suite, Student(), None, seed=0, test_timeout=5.0)
+    assert len(seen) == 2 and seen[1] is None
+    assert before + 5.0 <= seen[0] <= _time.monotonic() + 5.0

@@ -70,12 +70,14 @@ def test_seed(seed: int, test_name: str) -> int:
 
 
 def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
-              on_result: Callable | None = None) -> dict[str, dict]:
+              on_result: Callable | None = None, test_timeout: float | None = None) -> dict[str, dict]:
     """Run the hidden tests; returns ``{question: {"score", "max_score", "messages"}}``.
 
     ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
-    after each test (progress, logs).
+    after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
+    to students that enforce it (``RemoteStudent.set_deadline``).
     """
+    set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
@@ -85,6 +87,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             continue
         rng = torch.Generator().manual_seed(test_seed(seed, test.name))
         start = time.monotonic()
+        if set_deadline is not None:
+            set_deadline(None if test_timeout is None else start + test_timeout)
         passed, message = False, ""
         try:
             test.func(student, ref, rng)
@@ -95,6 +99,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             message = str(exc)
         except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
             message = f"could not test your code: {type(exc).__name__}: {exc}"
+        if set_deadline is not None:
+            set_deadline(None)
         entry = results[test.question]
         if passed:
             entry["score"] += test.points

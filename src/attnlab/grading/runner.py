@@ -23,6 +23,7 @@ from .notebook_code import SubmissionError, joined_source, read_cells
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_LOAD_TIMEOUT = 300.0
 DEFAULT_CALL_TIMEOUT = 30.0
+DEFAULT_TEST_TIMEOUT = 60.0
 
 
 @dataclass
@@ -97,7 +98,7 @@ def _zero(bundle: Bundle, message: str) -> dict:
 
 def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
                      load_timeout: float = DEFAULT_LOAD_TIMEOUT, call_timeout: float = DEFAULT_CALL_TIMEOUT,
-                     seed: int | None = None) -> dict:
+                     test_timeout: float = DEFAULT_TEST_TIMEOUT, seed: int | None = None) -> dict:
     """Grade the notebook at ``path`` against the built autograder in ``lab_dir``; never raises for
     anything the submission does. Returns the result dict described in docs/ARCHITECTURE.md."""
     start = time.monotonic()
@@ -145,7 +146,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
                 result["errors"].extend(student.notebook_errors + [message])
                 result["isolation"] = isolation[0] if isolation else ""
                 return finish(_zero(bundle, message))
-            questions = run_suite(bundle.suite, student, bundle.reference, seed=seed)
+            questions = run_suite(bundle.suite, student, bundle.reference, seed=seed, test_timeout=test_timeout)
             result["errors"].extend(student.notebook_errors)
             if student.starts > 1:
                 result["errors"].append(f"the grading process was restarted {student.starts - 1} time(s) "
