@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import torch
 
 from .api import ModuleRef, Result, StudentAPI
+from .executor import tensor_leaves
 
 # (rtol, atol) per dtype: wide enough for every correct implementation we know of (einsum, manual
 # stable softmax, -1e9 masking, ...), narrow enough to catch each catalogued mistake.
@@ -103,20 +104,10 @@ def compare_values(actual: Any, expected: Any, *, name: str, rtol=None, atol=Non
         assert type(actual) is type(expected) and actual == expected, f"{name} is {actual!r}, expected {expected!r}"
 
 
-def _leaves(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _leaves(v)]
-    if isinstance(value, dict):
-        return [t for k in value for t in _leaves(value[k])]
-    return []
-
-
 def random_like_outputs(output: Any, rng: torch.Generator) -> list:
     """A random cotangent for every floating-point tensor in ``output`` (ones would hide bugs)."""
     return [torch.randn(t.shape, generator=rng, dtype=torch.float64).to(t.dtype)
-            if t.is_floating_point() else None for t in _leaves(output)]
+            if t.is_floating_point() else None for t in tensor_leaves(output)]  # the executor's order
 
 
 def _compare_grads(s: Result, r: Result, *, name: str, rtol, atol) -> None:
