@@ -196,3 +196,17 @@ def test_run_suite_gives_each_test_a_deadline_and_lifts_it():
     run_suite(suite, Student(), None, seed=0, test_timeout=5.0)
     assert len(seen) == 2 and seen[1] is None
     assert before + 5.0 <= seen[0] <= _time.monotonic() + 5.0
+
+
+def test_load_suite_from_many_threads_at_once(tmp_path):
+    """Batch jobs are threads: none may see the hidden tests half-imported."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attnlab.grading.hidden import HiddenSuite, load_suite
+
+    path = tmp_path / "hidden_tests.py"
+    path.write_text("import time\nfrom attnlab.grading.hidden import HiddenSuite\ntime.sleep(0.3)\n"
+                    "suite = HiddenSuite('labT')\n")
+    with ThreadPoolExecutor(8) as pool:
+        suites = list(pool.map(lambda _: load_suite(path), range(8)))
+    assert all(isinstance(s, HiddenSuite) for s in suites) and len({id(s) for s in suites}) == 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,9 +113,16 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     return results
 
 
+_IMPORT_LOCK = threading.Lock()  # batch jobs are threads: one import at a time, never half-imported
+
+
 def load_suite(path: str | Path) -> HiddenSuite:
-    """Import a ``hidden_tests.py`` file (trusted) and return its ``suite``."""
-    path = Path(path)
+    """Import a ``hidden_tests.py`` file (trusted) and return its ``suite``; safe from several threads."""
+    with _IMPORT_LOCK:
+        return _load_suite(Path(path))
+
+
+def _load_suite(path: Path) -> HiddenSuite:
     mod_name = f"_attnlab_hidden_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
     if mod_name in sys.modules:
         return sys.modules[mod_name].suite

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +44,19 @@ class Bundle:
 
 
 _BUNDLES: dict[Path, Bundle] = {}
+_BUNDLES_LOCK = threading.Lock()  # batch jobs are threads
 
 
 def load_bundle(directory: str | Path) -> Bundle:
-    """Load (once per process) the hidden tests, reference and manifest of a built lab."""
+    """Load (once per process, thread-safe) the hidden tests, reference and manifest of a built lab."""
     directory = Path(directory).resolve()
-    if directory in _BUNDLES:
+    with _BUNDLES_LOCK:
+        if directory not in _BUNDLES:
+            _BUNDLES[directory] = _load_bundle(directory)
         return _BUNDLES[directory]
+
+
+def _load_bundle(directory: Path) -> Bundle:
     manifest_path = directory / "manifest.json"
     if not manifest_path.exists():
         raise FileNotFoundError(f"{directory} holds no built autograder (manifest.json missing); "
@@ -60,9 +67,7 @@ def load_bundle(directory: str | Path) -> Bundle:
     reference = LocalStudent.from_code((directory / "reference.py").read_text(), f"<reference {manifest['lab']}>")
     env_secret = os.environ.get("ATTNLAB_GRADING_SECRET")
     secret = env_secret.encode() if env_secret else hashlib.sha256(hidden_path.read_bytes()).digest()
-    bundle = Bundle(manifest["lab"], directory, suite, reference, manifest, secret)
-    _BUNDLES[directory] = bundle
-    return bundle
+    return Bundle(manifest["lab"], directory, suite, reference, manifest, secret)
 
 
 def grading_seed(bundle: Bundle, submission_bytes: bytes) -> int:

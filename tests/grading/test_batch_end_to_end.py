@@ -1,0 +1,51 @@
+"""`attnlab grade LAB DIR --out OUT --jobs 2` with the real grader: one gradebook row per file whatever
+the file holds, a CSV export, and a rerun that resumes without regrading."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sqlite3
+
+import nbformat
+
+from attnlab.cli import main
+
+LAB = "lab99_demo"
+
+
+def test_batch_of_good_blank_buggy_corrupt_and_empty(built_course, tmp_path, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(built_course / "solutions" / LAB / f"{LAB}.ipynb", subs / "good.ipynb")
+    shutil.copy(built_course / "labs" / LAB / f"{LAB}.ipynb", subs / "blank.ipynb")
+    buggy = nbformat.read(built_course / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
+    buggy.cells.append(nbformat.v4.new_code_cell("def double(x):\n    return x * 2 + 1"))
+    nbformat.write(buggy, subs / "buggy.ipynb")
+    (subs / "corrupt.ipynb").write_bytes(b'{"cells": [ this is not json')
+    (subs / "empty.ipynb").write_bytes(b"")
+    out = tmp_path / "out"
+    args = ["--root", str(built_course), "grade", LAB, str(subs), "--out", str(out), "--jobs", "2", "--json"]
+
+    assert main(args) == 0
+    graded = json.loads(capsys.readouterr().out)
+    results = {r["submission"].rsplit("/", 1)[-1]: r["score"] for r in graded}
+    assert results == {"good.ipynb": 3.0, "blank.ipynb": 0.0, "buggy.ipynb": 1.0, "corrupt.ipynb": 0.0,
+                       "empty.ipynb": 0.0}
+    with sqlite3.connect(out / "gradebook.db") as db:
+        assert db.execute("select count(*) from submissions").fetchone()[0] == 5
+        assert db.execute("select count(*) from questions").fetchone()[0] == 10
+    for stem in ("good", "blank", "buggy", "corrupt", "empty"):
+        assert (out / stem / "results.json").exists() and (out / stem / "feedback.md").exists()
+    feedback = (out / "corrupt" / "feedback.md").read_text()
+    assert "not a Jupyter notebook" in feedback and "double_values" not in feedback.split("messages")[0]
+
+    assert main(["--root", str(built_course), "gradebook", str(out), "--csv", str(tmp_path / "g.csv")]) == 0
+    rows = list(csv.reader((tmp_path / "g.csv").open()))
+    assert rows[0][:3] == ["submission", "score", "max_score"] and set(rows[0][3:]) == {"double", "Scale"}
+    assert len(rows) == 6
+
+    capsys.readouterr()
+    assert main(args) == 0  # a rerun resumes: nothing is graded again
+    assert "5 skipped" in capsys.readouterr().err
