@@ -132,14 +132,22 @@ def compare_call(student: StudentAPI, ref: StudentAPI, name: str, *args, grad: b
                  rng: torch.Generator | None = None, rtol=None, atol=None, check_unmodified: bool = True,
                  **kwargs) -> tuple[Result, Result]:
     """Call ``name`` on both with the same arguments; compare outputs (and gradients when ``grad``)."""
-    r = ref.call(name, *args, **kwargs)
+    return _compare(lambda **g: ref.call(name, *args, **g, **kwargs),
+                    lambda **g: student.call(name, *args, **g, **kwargs),
+                    name=name, grad=grad, rng=rng, rtol=rtol, atol=atol, check_unmodified=check_unmodified)
+
+
+def _compare(call_ref, call_student, *, name: str, grad: bool, rng, rtol, atol,
+             check_unmodified: bool = True) -> tuple[Result, Result]:
+    """The reference first (its output shapes give the random output gradients), then the student."""
+    r = call_ref()
     gos = None
     if grad:
         if rng is None:
-            raise ValueError("compare_call(grad=True) needs rng= for the random output gradients")
+            raise ValueError(f"comparing {name} with grad=True needs rng= for the random output gradients")
         gos = random_like_outputs(r.output, rng)
-        r = ref.call(name, *args, grad=True, grad_outputs=gos, **kwargs)
-    s = student.call(name, *args, grad=grad, grad_outputs=gos, **kwargs)
+        r = call_ref(grad=True, grad_outputs=gos)
+    s = call_student(grad=grad, grad_outputs=gos)
     compare_values(s.output, r.output, name=f"the output of {name}", rtol=rtol, atol=atol)
     if check_unmodified:
         assert not s.modified, (f"{name} modified its input argument(s) {s.modified} in place; "
@@ -191,20 +199,9 @@ def compare_module_call(s_mod: ModuleRef, r_mod: ModuleRef, *args, rng: torch.Ge
                         grad: bool = False, method: str = "forward", train: bool = False, rtol=None,
                         atol=None, name: str | None = None, **kwargs) -> tuple[Result, Result]:
     """Run the same method on both modules; compare outputs and (with ``grad``) input/parameter gradients."""
-    name = name or f"{r_mod.name}.{method}"
-    r = r_mod.call(*args, method=method, train=train, **kwargs)
-    gos = None
-    if grad:
-        if rng is None:
-            raise ValueError("compare_module_call(grad=True) needs rng=")
-        gos = random_like_outputs(r.output, rng)
-        r = r_mod.call(*args, method=method, train=train, grad=True, grad_outputs=gos, **kwargs)
-    s = s_mod.call(*args, method=method, train=train, grad=grad, grad_outputs=gos, **kwargs)
-    compare_values(s.output, r.output, name=f"the output of {name}", rtol=rtol, atol=atol)
-    assert not s.modified, f"{name} modified its input argument(s) {s.modified} in place"
-    if grad:
-        _compare_grads(s, r, name=name, rtol=rtol, atol=atol)
-    return s, r
+    return _compare(lambda **g: r_mod.call(*args, method=method, train=train, **g, **kwargs),
+                    lambda **g: s_mod.call(*args, method=method, train=train, **g, **kwargs),
+                    name=name or f"{r_mod.name}.{method}", grad=grad, rng=rng, rtol=rtol, atol=atol)
 
 
 def forbidden_uses(code: str | None, names: Iterable[str]) -> list[str]:

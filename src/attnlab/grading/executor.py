@@ -96,6 +96,12 @@ class Executor:
         except KeyError:
             raise StudentError(f"object #{handle.id} does not exist") from None
 
+    def _module(self, handle: ModuleHandle) -> torch.nn.Module:
+        obj = self._obj(handle)
+        if not isinstance(obj, torch.nn.Module):
+            raise StudentError(f"`{type(obj).__name__}` is not an nn.Module: subclass torch.nn.Module")
+        return obj
+
     # -- operations -----------------------------------------------------------------------------
     def call(self, name, args=(), kwargs=None, grad=False, grad_outputs=None):
         fn = self._lookup(name)
@@ -116,21 +122,15 @@ class Executor:
         return ModuleHandle(hid)
 
     def state_dict(self, handle):
-        obj = self._obj(handle)
-        if not isinstance(obj, torch.nn.Module):
-            raise StudentError(f"`{type(obj).__name__}` is not an nn.Module: subclass torch.nn.Module")
+        obj = self._module(handle)
         return {k: v.detach().clone() for k, v in obj.state_dict().items()}
 
     def param_shapes(self, handle):
-        obj = self._obj(handle)
-        if not isinstance(obj, torch.nn.Module):
-            raise StudentError(f"`{type(obj).__name__}` is not an nn.Module: subclass torch.nn.Module")
+        obj = self._module(handle)
         return {k: tuple(p.shape) for k, p in obj.named_parameters()}
 
     def load_state_dict(self, handle, state):
-        obj = self._obj(handle)
-        if not isinstance(obj, torch.nn.Module):
-            raise StudentError(f"`{type(obj).__name__}` is not an nn.Module: subclass torch.nn.Module")
+        obj = self._module(handle)
         try:
             res = obj.load_state_dict(state, strict=False)
         except Exception as exc:  # noqa: BLE001 - size mismatches land here
@@ -147,9 +147,7 @@ class Executor:
 
     def module_call(self, handle, method="forward", args=(), kwargs=None, train=False, grad=False,
                     grad_outputs=None):
-        obj = self._obj(handle)
-        if not isinstance(obj, torch.nn.Module):
-            raise StudentError(f"`{type(obj).__name__}` is not an nn.Module: subclass torch.nn.Module")
+        obj = self._module(handle)
         obj.train(bool(train))
         fn = obj if method in ("forward", "__call__") else getattr(obj, method, None)
         if fn is None:
