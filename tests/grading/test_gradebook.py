@@ -1,6 +1,7 @@
 """The gradebook on SQLite. The backend-independent tests (taking the ``book`` fixture) also run on a real
 PostgreSQL server in test_postgres.py."""
 
+import multiprocessing
 import sqlite3
 import sys
 import threading
@@ -147,6 +148,36 @@ def test_concurrent_writers_on_one_sqlite_file(tmp_path):
     assert errors == []
     assert len(shared.rows("lab05")) == 6 * 100
     shared.close()
+
+
+def _open_and_record(db, barrier, worker, errors):
+    """One process of the race below: wait for the others, open the new gradebook, write one row."""
+    try:
+        barrier.wait()
+        with open_gradebook(db) as gb:
+            gb.record("lab05", f"p{worker}.ipynb", "/s", "0" * 64, result({"q": (1.0, 1.0, [])}))
+    except Exception as exc:  # reported to the parent with the worker's number
+        errors.put((worker, repr(exc)))
+
+
+def test_processes_opening_a_new_sqlite_file_at_once(tmp_path):
+    """Processes that create one gradebook at the same moment (batch shards started together) all
+    open it and write their row. SQLite answers 'database is locked' at once, busy timeout or not, when
+    two of them switch a new file to WAL together; before the retry this failed about one trial in four."""
+    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    errors = ctx.Queue()
+    for trial in range(12):
+        db = tmp_path / f"gb{trial}.db"
+        barrier = ctx.Barrier(6)
+        procs = [ctx.Process(target=_open_and_record, args=(db, barrier, w, errors)) for w in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+        assert [p.exitcode for p in procs] == [0] * 6
+        assert errors.empty(), (trial, errors.get())
+        with open_gradebook(db) as gb:
+            assert sorted(r["key"] for r in gb.rows("lab05")) == [f"p{w}.ipynb" for w in range(6)]
 
 
 def test_open_gradebook_errors_name_the_target_and_the_fix(tmp_path, monkeypatch):

@@ -16,8 +16,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import random
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -294,9 +296,45 @@ def open_gradebook(target, *, create: bool = True) -> Gradebook:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    try:
+        _enable_wal(conn, path)
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        conn.close()
+        raise
     return Gradebook(conn, dialect="sqlite", target=str(path))
+
+
+def _enable_wal(conn: sqlite3.Connection, path: Path, *, deadline_s: float = BUSY_TIMEOUT_S) -> None:
+    """Switch ``conn``'s database to the WAL journal, retrying while another process holds a lock.
+
+    SQLite answers ``database is locked`` at once, without waiting on the busy timeout, when two
+    connections switch a new database to WAL at the same moment (waiting could deadlock). Several
+    batch processes sharing one gradebook do exactly that, so retry with a short, growing back-off.
+    """
+    start = time.monotonic()
+    pause = 0.005
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() - start > deadline_s:
+                raise sqlite3.OperationalError(
+                    f"gradebook {path} stayed locked for {deadline_s:.0f} s while switching it to the WAL "
+                    "journal: is another program holding it open in a transaction?"
+                ) from exc
+            time.sleep(pause + random.uniform(0, pause))
+            pause = min(pause * 2, 0.25)
+            continue
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(
+                f"gradebook {path} cannot use the WAL journal (SQLite answered {mode!r}): "
+                "SQLite on network file systems does not support it; put the gradebook on a local disk "
+                "or use a postgresql:// URL"
+            )
+        return
 
 
 def _open_postgres(url: str) -> Gradebook:
