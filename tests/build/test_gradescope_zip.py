@@ -34,7 +34,17 @@ def test_setup_installs_the_spec_as_one_shell_word_and_the_sandbox():
     pip_lines = [line for line in setup.splitlines() if " install " in line and "/opt/attnlab/bin/pip" in line]
     assert shlex.split(pip_lines[-1])[-1] == SPEC
     assert "bubblewrap" in setup
-    assert not any("torch" in word for line in pip_lines for word in shlex.split(line))
+
+
+def test_setup_takes_the_cpu_torch_before_the_kit():
+    """Gradescope has no GPU: a plain torch requirement would pull several GB of CUDA wheels."""
+    setup = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC))["setup.sh"][1].decode()
+    pip_lines = [shlex.split(line) for line in setup.splitlines() if line.startswith("/opt/attnlab/bin/pip install")]
+    torch_lines = [i for i, words in enumerate(pip_lines) if "torch" in words]
+    assert len(torch_lines) == 1, pip_lines
+    words = pip_lines[torch_lines[0]]
+    assert words[words.index("--index-url") + 1] == "https://download.pytorch.org/whl/cpu"
+    assert torch_lines[0] < len(pip_lines) - 1 and pip_lines[-1][-1] == SPEC  # torch first, the kit last
 
 
 def test_run_autograder_grades_the_lab_from_the_bundle():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -24,8 +25,20 @@ def _zero(bundle_dir: Path, submission: str, message: str) -> dict:
             "isolation": "", "elapsed_s": 0.0, "errors": [message]}
 
 
+def lock_away(bundle_dir: Path) -> None:
+    """Make the bundle (hidden tests, reference) readable by root only.
+
+    Gradescope's ``/autograder`` is world-readable, and a container without namespaces leaves the sandbox
+    only ``setpriv`` (another uid, no private file system), under which the worker could read the bundle.
+    The grader runs as root there, so it keeps access; elsewhere the sandbox hides the folder anyway.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chmod(bundle_dir, 0o700)
+
+
 def run(*, lab: str, bundle: str, submission: str, results: str) -> dict:
     bundle_dir, folder = Path(bundle), Path(submission)
+    lock_away(bundle_dir)
     notebooks = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     if len(notebooks) != 1:
         found = ", ".join(p.name for p in notebooks) or "none"

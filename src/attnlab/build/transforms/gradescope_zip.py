@@ -14,15 +14,20 @@ from .package_zip import deterministic_zip
 
 SETUP_SH = """\
 #!/usr/bin/env bash
-# Gradescope image set-up: the sandbox (bubblewrap) and the kit. torch comes with the kit (any >= 2.2).
+# Gradescope image set-up: the sandbox (bubblewrap), git (for a git+ install spec), then the kit.
+# Gradescope graders have no GPU: take torch's CPU build first (about 200 MB instead of several GB of
+# CUDA wheels); the kit accepts any torch >= 2.2, so installing it keeps that torch.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq bubblewrap python3-pip python3-venv
+apt-get install -y -qq bubblewrap git python3-pip python3-venv
 python3 -m venv /opt/attnlab
 /opt/attnlab/bin/pip install -q --upgrade pip
+/opt/attnlab/bin/pip install -q torch --index-url {torch_index}
 /opt/attnlab/bin/pip install -q {spec}
 """
+
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
@@ -36,6 +41,6 @@ exec "$python" -m attnlab.grading.gradescope_run --lab {lab!r} \\
 
 def gradescope_zip(support_files: dict[str, bytes], *, lab_id: str, install_spec: str) -> bytes:
     files = {f"bundle/{name}": data for name, data in support_files.items()}
-    files["setup.sh"] = SETUP_SH.format(spec=shlex.quote(install_spec)).encode()
+    files["setup.sh"] = SETUP_SH.format(spec=shlex.quote(install_spec), torch_index=TORCH_CPU_INDEX).encode()
     files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id).encode()
     return deterministic_zip(files, executable=frozenset({"setup.sh", "run_autograder"}))
