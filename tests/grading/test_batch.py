@@ -378,8 +378,12 @@ def test_two_processes_grade_two_shards_into_one_sqlite_gradebook(tmp_path):
 
 
 INTERRUPTIBLE = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from attnlab.grading.batch import BatchInterrupted, grade_batch
+
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps that:
+    # take Ctrl-C back, as an interactive terminal would deliver it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def slow(lab, path):
         time.sleep(0.3)
