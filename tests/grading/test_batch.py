@@ -175,7 +175,9 @@ def test_interrupt_then_resume_grades_only_the_rest(subs, tmp_path, jobs):
     summary = info.value.summary
     assert isinstance(info.value, KeyboardInterrupt) and summary.interrupted
     recorded = sorted(rows_by_key(out))
-    assert recorded == [r["key"] for r in summary.results] and summary.graded == len(recorded) >= 2
+    # The third call raises; with 2 jobs it starts once one grade is recorded, and the other one still in
+    # flight is dropped or recorded depending on which thread finishes first.
+    assert recorded == [r["key"] for r in summary.results] and summary.graded == len(recorded) >= 3 - jobs
     if jobs == 1:
         assert recorded == ALL_KEYS[:2] and first.calls == ALL_KEYS[:3]  # nothing started after Ctrl-C
     second = Grader()
