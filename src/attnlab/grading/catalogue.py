@@ -9,14 +9,12 @@ worker: fast): a mutant must lose points on ``question``, a variant must keep fu
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from textwrap import dedent
 
 from .api import LocalStudent
-from .hidden import HiddenSuite, run_suite
+from .hidden import HiddenSuite, import_file, run_suite
 
 
 @dataclass(frozen=True)
@@ -41,11 +39,5 @@ def grade_entry(suite: HiddenSuite, reference: LocalStudent, reference_code: str
 def load_catalogue(path: str | Path) -> tuple[list[Entry], list[Entry]]:
     """Import ``catalogue.py`` and return ``(MUTANTS, VARIANTS)``."""
     path = Path(path)
-    name = f"_attnlab_catalogue_{path.parent.name}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    module = import_file(path, f"_attnlab_catalogue_{path.parent.name}", what="")
     return list(getattr(module, "MUTANTS", [])), list(getattr(module, "VARIANTS", []))

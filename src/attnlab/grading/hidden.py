@@ -122,16 +122,23 @@ def load_suite(path: str | Path) -> HiddenSuite:
         return _load_suite(Path(path))
 
 
+def import_file(path: Path, module_name: str, *, what: str):
+    """Import the Python file ``path`` as ``module_name`` (registered in ``sys.modules``) and return it;
+    ``what`` names the file in the error when it cannot be imported."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"cannot import {what}{path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load_suite(path: Path) -> HiddenSuite:
     mod_name = f"_attnlab_hidden_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
     if mod_name in sys.modules:
         return sys.modules[mod_name].suite
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"cannot import hidden tests from {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    module = import_file(path, mod_name, what="hidden tests from ")
     suite = getattr(module, "suite", None)
     if not isinstance(suite, HiddenSuite):
         raise TypeError(f"{path} must define `suite = HiddenSuite(...)`")
