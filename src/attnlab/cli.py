@@ -26,7 +26,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
     g.add_argument("--out", default=S, help="batch mode: write results, feedback and gradebook.db here")
     g.add_argument("--jobs", type=int, default=S, help="submissions graded at once")
-    g.add_argument("--shard", default=S, help="i/N: grade only this machine's share")
+    g.add_argument("--shard", default=S,
+                   help="i/N: grade only this machine's share; auto: from a Slurm array job or Kubernetes indexed Job")
     g.add_argument("--gradebook", default=S, help="SQLite file or postgresql:// URL (default: OUT/gradebook.db)")
     g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
     g.set_defaults(func=commands.grade)

@@ -32,6 +32,7 @@ from attnlab.grading.gradebook import (
     validate_result,
 )
 from attnlab.grading.gradescope import write_results_json
+from attnlab.grading.scheduler import is_auto, shard_from_environment
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
     "The grader itself failed on this submission, so it has not been graded yet. "
@@ -114,7 +115,9 @@ def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
 
 
 def parse_shard(shard: str) -> tuple[int, int]:
-    """``"2/3"`` -> ``(2, 3)``: the second of three shards (1-based)."""
+    """``"2/3"`` -> ``(2, 3)``: the second of three shards (1-based). ``"auto"``: from Slurm or Kubernetes."""
+    if is_auto(shard):
+        shard = shard_from_environment(shard)
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
     if not match:
         raise ValueError(f"shard {shard!r} is not of the form i/N (for example 2/3: the 2nd of 3 shards)")
