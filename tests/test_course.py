@@ -1,5 +1,6 @@
 """course: instructor/course.yml, lab id resolution, finding the repository."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -99,7 +100,30 @@ def test_defaults_when_the_config_is_sparse(tmp_path):
     (tmp_path / COURSE_FILE).parent.mkdir(parents=True)
     (tmp_path / COURSE_FILE).write_text("labs:\n  - id: lab01_embeddings\n")
     course = load_course(tmp_path)
-    assert course.name == "attnlab" and course.install_spec == "attnlab"
+    assert course.name == "attnlab" and course.install_spec == ""
     assert [(lab.id, lab.title) for lab in course.labs] == [("lab01_embeddings", "lab01_embeddings")]
     (tmp_path / COURSE_FILE).write_text("")
     assert load_course(tmp_path).labs == ()
+
+
+def test_the_placeholder_install_spec_is_refused_and_an_empty_one_warned_about():
+    from attnlab.course import CourseError, check_install_spec
+
+    with pytest.raises(CourseError, match="still the placeholder.*attnlab release OUT --url URL"):
+        check_install_spec("attnlab @ git+https://github.com/attnlab/attnlab")
+    assert "cannot install it on Colab" in check_install_spec("  ")
+    assert check_install_spec("attnlab @ git+https://example.invalid/course") is None
+
+
+def test_build_refuses_the_placeholder_with_a_one_line_error(tmp_path, capsys):
+    from attnlab.commands import build
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURE, root)
+    config = root / COURSE_FILE
+    config.write_text(re.sub(r"install_spec:.*", 'install_spec: "attnlab @ git+https://github.com/attnlab/attnlab"',
+                             config.read_text()))
+    assert build(root=str(root)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attnlab build: instructor/course.yml: install_spec is still the placeholder")
+    assert "Traceback" not in err and not (root / "labs").exists()

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .course import load_course
+from .course import CourseError, load_course
 
 
 def build(*, labs: list[str] = (), check: bool = False, root: str | None = None) -> int:
@@ -14,7 +14,11 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
     from .build.pipeline import build as run_build
 
     course = load_course(root)
-    report = run_build(course, course.select(labs), check=check)
+    try:
+        report = run_build(course, course.select(labs), check=check)
+    except CourseError as exc:
+        print(f"attnlab build: {exc}", file=sys.stderr)
+        return 2
     for line in report:
         print(line)
     if check:

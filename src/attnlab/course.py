@@ -9,6 +9,27 @@ from pathlib import Path
 import yaml
 
 COURSE_FILE = Path("instructor") / "course.yml"
+# The install_spec the kit once shipped with: no repository answers it, so a notebook built with it cannot set up.
+PLACEHOLDER_SPECS = ("attnlab @ git+https://github.com/attnlab/attnlab",)
+
+
+class CourseError(ValueError):
+    """instructor/course.yml cannot be used as it is; the message says what to set."""
+
+
+def check_install_spec(spec: str) -> str | None:
+    """Raise ``CourseError`` for the placeholder; return a warning for an empty spec, else None."""
+    if spec.strip() in PLACEHOLDER_SPECS:
+        raise CourseError(
+            f"{COURSE_FILE}: install_spec is still the placeholder {spec.strip()!r}, which no repository answers, "
+            "so the notebooks could not install the kit on Colab. Set it to where your students install attnlab "
+            "from (for example 'attnlab @ git+https://github.com/<you>/<your-course>'), or leave it empty and "
+            "publish with `attnlab release OUT --url URL`, which sets it to the released repository.")
+    if not spec.strip():
+        return (f"{COURSE_FILE} has no install_spec: the notebooks in labs/ run where attnlab is installed "
+                "(pip install -e .), but cannot install it on Colab, and the Gradescope zip cannot set up. "
+                "Publish with `attnlab release OUT --url URL`, or set install_spec.")
+    return None
 
 
 @dataclass(frozen=True)
@@ -82,4 +103,4 @@ def load_course(root: str | Path | None = None) -> Course:
     root = Path(root).resolve() if root else find_root()
     data = yaml.safe_load((root / COURSE_FILE).read_text()) or {}
     labs = tuple(Lab(str(item["id"]), str(item.get("title", item["id"])), root) for item in data.get("labs", []))
-    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec", "attnlab")), labs)
+    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs)

@@ -32,8 +32,26 @@ def test_layout_support_files_in_bundle_and_scripts_executable():
 def test_setup_installs_the_spec_as_one_shell_word_and_the_sandbox():
     setup = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC))["setup.sh"][1].decode()
     pip_lines = [line for line in setup.splitlines() if " install " in line and "/opt/attnlab/bin/pip" in line]
-    assert shlex.split(pip_lines[-1])[-1] == SPEC
+    assert shlex.split(pip_lines[-1])[-1] == "$kit"
+    assert [shlex.split(line) for line in setup.splitlines() if line.startswith("kit=")] == [[f"kit={SPEC}"]]
     assert "bubblewrap" in setup
+
+
+def _kit_guard(setup):
+    """The lines of setup.sh from `kit=` to the kit's install, with the install replaced by an echo."""
+    lines = setup.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("kit="))
+    end = next(i for i, line in enumerate(lines) if line.startswith("/opt/attnlab/bin/pip install -q \"$kit\""))
+    return "\n".join(lines[start:end] + ['echo "would install: $kit"'])
+
+
+def test_setup_without_an_install_spec_stops_with_a_message():
+    import subprocess
+
+    for spec, code, says in (("", 1, "built without install_spec"), (SPEC, 0, f"would install: {SPEC}")):
+        setup = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=spec))["setup.sh"][1].decode()
+        proc = subprocess.run(["bash", "-c", _kit_guard(setup)], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == code and says in proc.stdout + proc.stderr
 
 
 def test_setup_takes_the_cpu_torch_before_the_kit():
@@ -44,7 +62,7 @@ def test_setup_takes_the_cpu_torch_before_the_kit():
     assert len(torch_lines) == 1, pip_lines
     words = pip_lines[torch_lines[0]]
     assert words[words.index("--index-url") + 1] == "https://download.pytorch.org/whl/cpu"
-    assert torch_lines[0] < len(pip_lines) - 1 and pip_lines[-1][-1] == SPEC  # torch first, the kit last
+    assert torch_lines[0] < len(pip_lines) - 1 and pip_lines[-1][-1] == "$kit"  # torch first, the kit last
 
 
 def test_run_autograder_grades_the_lab_from_the_bundle():

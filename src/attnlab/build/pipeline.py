@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..course import Course, Lab
+from ..course import Course, Lab, check_install_spec
 from ..grading.hidden import load_suite
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
@@ -109,7 +109,8 @@ def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:
 
     Returns the problems found (``check``) or the files written.
     """
-    report: list[str] = []
+    warning = check_install_spec(course.install_spec)  # raises CourseError for the placeholder
+    report: list[str] = [f"warning: {warning}"] if warning and not check else []
     for lab in labs:
         files = build_lab(course, lab)
         stale = [p for d in _owned_dirs(lab) if d.exists() for p in d.rglob("*")

@@ -24,7 +24,12 @@ apt-get install -y -qq bubblewrap git python3-pip python3-venv
 python3 -m venv /opt/attnlab
 /opt/attnlab/bin/pip install -q --upgrade pip
 /opt/attnlab/bin/pip install -q torch --index-url {torch_index}
-/opt/attnlab/bin/pip install -q {spec}
+kit={spec}
+if [ -z "$kit" ]; then
+  echo "attnlab: this autograder was built without install_spec in instructor/course.yml; set it and rebuild" >&2
+  exit 1
+fi
+/opt/attnlab/bin/pip install -q "$kit"
 """
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

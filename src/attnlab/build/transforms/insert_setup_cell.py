@@ -16,12 +16,25 @@ from .markers import META
 SETUP_TEMPLATE = '''\
 # Set-up: run this cell first. It installs the attnlab kit if it is missing (on Colab, say),
 # keeping the torch that is already installed, picks the GPU when there is one, and loads the checks.
+import importlib
 import importlib.util
 import subprocess
 import sys
 
+KIT = {spec!r}  # where this course installs the kit from (set by the instructor)
 if importlib.util.find_spec("attnlab") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", {spec!r}], check=True)
+    print("Installing the attnlab kit, about a minute (torch stays as it is)...", flush=True)
+    pip = None
+    if KIT:
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], capture_output=True, text=True)
+    if pip is None or pip.returncode != 0:
+        said = (pip.stderr or pip.stdout).strip().splitlines()[-1:] if pip is not None else []
+        print("The course set-up is incomplete: the attnlab kit could not be installed from", file=sys.stderr)
+        print("   ", KIT or "(no address: this notebook was built without one)", file=sys.stderr)
+        print("Tell your instructor, with this message.", *(["pip said:", said[0]] if said else []), file=sys.stderr)
+        raise SystemExit("attnlab is not installed; the cells below need it")
+    importlib.invalidate_caches()
+    print("attnlab installed.")
 
 from attnlab.labkit import start_lab
 
