@@ -41,6 +41,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("lab")
     c.set_defaults(func=commands.catalogue)
 
+    r = sub.add_parser("release", help="write a student repository a course can push: notebooks, kit, README")
+    r.add_argument("out", help="the folder to write (its .git is kept, everything else replaced)")
+    r.add_argument("--url", required=True, help="where the course pushes OUT, e.g. https://github.com/you/course")
+    r.add_argument("--labs", nargs="*", default=S, help="lab ids to release (default: all)")
+    r.add_argument("--wheel", action="store_true", default=S, help="also write the kit's wheel into OUT/dist")
+    r.add_argument("--branch", default=S, help="the branch Colab links point at (default: main)")
+    r.set_defaults(func=commands.release)
+
     d = sub.add_parser("demo", help="build everything and grade sample submissions")
     d.add_argument("--lab", default=S)
     d.add_argument("--out", default=S)

@@ -82,6 +82,22 @@ def score_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def release(*, out: str, url: str, labs: list[str] = (), wheel: bool = False, branch: str = "main",
+            root: str | None = None) -> int:
+    """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence)."""
+    from .release import release as run_release
+
+    course = load_course(root)
+    try:
+        written = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
+    except (CourseError, ValueError) as exc:
+        print(f"attnlab release: {exc}", file=sys.stderr)
+        return 2
+    print(f"attnlab release: wrote {len(written)} files to {out}; the leak gate found no instructor material. "
+          f"Push it to {url}.")
+    return 0
+
+
 def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
     """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV."""
     from .grading.batch import export_gradebook

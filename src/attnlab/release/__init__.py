@@ -1,0 +1,103 @@
+"""``attnlab release OUT --url URL``: a student repository a course can push as it is.
+
+What it writes (and nothing else):
+
+    OUT/README.md                      for students: an "Open in Colab" badge per lab, local set-up, how to submit
+    OUT/LICENSE, OUT/.gitignore
+    OUT/pyproject.toml, OUT/src/attnlab/   the kit with its public checks (``pip install`` works on OUT)
+    OUT/labs/<lab>/<lab>.ipynb         the student notebooks, installing the kit from ``attnlab @ git+URL``
+    OUT/dist/attnlab-*.whl             with ``wheel=True``, for courses that host a wheel instead
+
+No solution, hidden test, reference, catalogue, master or instructor note: ``leak_gate.check_release`` scans every
+file written (inside the wheel too) and fails the release otherwise. The output is deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..course import PLACEHOLDER_SPECS, Course, CourseError, Lab
+from .leak_gate import check_release
+from .readme import LICENSE, student_readme
+
+GITIGNORE = ".venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\nbuild/\n"
+# 1980-01-01, the earliest time a zip entry can hold: the wheel's bytes then depend on its contents only.
+SOURCE_DATE_EPOCH = "315532800"
+
+
+def install_spec_for(url: str) -> str:
+    """The pip requirement a released notebook installs: ``attnlab @ git+URL`` (``URL`` may already say git+)."""
+    url = url.strip().rstrip("/")
+    if not url or " " in url or "://" not in url:
+        raise CourseError(f"--url {url!r} is not a repository URL; give where the course pushes this folder, for "
+                          "example https://github.com/<you>/<course>")
+    spec = f"attnlab @ {url if url.startswith('git+') else 'git+' + url}"
+    if spec in PLACEHOLDER_SPECS:
+        raise CourseError(f"--url {url} is the kit's placeholder address, which no repository answers; give the "
+                          "repository your course pushes this release to")
+    return spec
+
+
+def _package_files(root: Path) -> dict[Path, bytes]:
+    """The kit as students install it: pyproject.toml and src/attnlab (public checks included), no caches."""
+    files = {Path("pyproject.toml"): (root / "pyproject.toml").read_bytes()}
+    package = root / "src" / "attnlab"
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".typed", ".json", ".txt"):
+            files[path.relative_to(root)] = path.read_bytes()
+    return files
+
+
+def _notebooks(course: Course, labs: list[Lab], spec: str) -> dict[Path, bytes]:
+    from ..build.pipeline import build_lab
+
+    released = dataclasses.replace(course, install_spec=spec)
+    return {lab.student_notebook.relative_to(course.root): build_lab(released, lab)[lab.student_notebook]
+            for lab in labs}
+
+
+def _write(out: Path, files: dict[Path, bytes]) -> None:
+    if out.exists() and any(out.iterdir()):
+        kept = {".git"}
+        for child in out.iterdir():
+            if child.name not in kept:
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    for rel, data in sorted(files.items()):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+
+
+def _build_wheel(out: Path) -> Path:
+    """``pip wheel`` of OUT itself, with fixed timestamps; the wheel lands in OUT/dist."""
+    env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PIP_NO_CACHE_DIR": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "src"
+        shutil.copytree(out, work, ignore=shutil.ignore_patterns(".git", "dist"))
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out / "dist"),
+                               str(work)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building the wheel failed: {(proc.stderr or proc.stdout).strip()[-800:]}")
+    (wheel,) = sorted((out / "dist").glob("attnlab-*.whl"))
+    return wheel
+
+
+def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel: bool = False,
+            branch: str = "main") -> list[str]:
+    """Write the student repository for ``labs`` into ``out``; return what was written. Raises on a leak."""
+    spec = install_spec_for(url)
+    out = Path(out)
+    files = {**_package_files(course.root), **_notebooks(course, labs, spec),
+             Path("README.md"): student_readme(course, labs, url=url, branch=branch).encode(),
+             Path("LICENSE"): LICENSE.encode(), Path(".gitignore"): GITIGNORE.encode()}
+    _write(out, files)
+    written = [rel.as_posix() for rel in sorted(files)]
+    if wheel:
+        written.append(_build_wheel(out).relative_to(out).as_posix())
+    check_release(course, labs, out)
+    return written

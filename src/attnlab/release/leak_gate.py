@@ -1,0 +1,94 @@
+"""The release's leak gate: nothing a student must not see reaches the student repository.
+
+Secret lines are the lines of every lab's solution blocks (the master), hidden tests and catalogue (mutants are
+near-solutions). A line is a leak when it appears in any released file, the wheel's members included, unless the
+released student notebooks show it themselves (prose, stubs, public checks, code given from an earlier lab) or
+the kit's hand-written modules hold it (their docstrings show hidden-test idioms).
+Instructor-only files (solutions, autograder, masters, hidden tests, catalogues, references) may not appear at all.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from ..course import Course, Lab
+
+FORBIDDEN_DIRS = {"solutions", "autograder", "instructor"}
+FORBIDDEN_NAMES = {"hidden_tests.py", "catalogue.py", "reference.py", "manifest.json"}
+MIN_LENGTH = 16  # shorter lines ("return out, w") are too common to mean anything
+
+
+class ReleaseLeak(ValueError):
+    """Instructor material would ship to students; the message names the file and the line."""
+
+
+def _meaningful(text: str) -> set[str]:
+    lines = set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if len(line) >= MIN_LENGTH and not line.startswith(("#", "import ", "from ", '"""')):
+            lines.add(line)
+    return lines
+
+
+def secret_lines(course: Course) -> dict[str, str]:
+    """line -> where it comes from, over every lab of the course (not only the released ones)."""
+    from ..build.transforms.check_no_leak import solution_lines
+    from ..build.transforms.read_master import read_master
+
+    secrets: dict[str, str] = {}
+    for lab in course.labs:
+        for path in (lab.catalogue, lab.hidden_tests):
+            if path.exists():
+                secrets.update(dict.fromkeys(_meaningful(path.read_text()), f"{lab.id}/{path.name}"))
+        for line in solution_lines(read_master(lab.master)):
+            if len(line) >= MIN_LENGTH:
+                secrets[line] = f"{lab.id} solution"
+    return secrets
+
+
+def _released_texts(out: Path):
+    """(name, text) of every file under out, and of every member of the wheels in it."""
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts):
+        rel = path.relative_to(out).as_posix()
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as zf:
+                for member in zf.namelist():
+                    yield f"{rel}!{member}", zf.read(member).decode("utf-8", "replace")
+        else:
+            yield rel, path.read_bytes().decode("utf-8", "replace")
+
+
+def _notebook_lines(out: Path, labs: list[Lab]) -> set[str]:
+    lines: set[str] = set()
+    for lab in labs:
+        nb = nbformat.reads((out / "labs" / lab.id / f"{lab.id}.ipynb").read_text(), as_version=4)
+        for cell in nb.cells:
+            lines |= {line.strip() for line in cell.source.splitlines()}
+    return lines
+
+
+def _kit_source_lines(course: Course) -> set[str]:
+    """Lines of the kit's hand-written modules (its docstrings show hidden-test idioms); the generated public
+    checks are not among them, so a secret line in a check is still caught."""
+    package = course.root / "src" / "attnlab"
+    return {line.strip() for path in package.rglob("*.py") if "public_tests" not in path.relative_to(package).parts
+            for line in path.read_text().splitlines()}
+
+
+def check_release(course: Course, labs: list[Lab], out: Path) -> None:
+    """Raise ``ReleaseLeak`` naming the first instructor file or secret line found in ``out``."""
+    secrets = secret_lines(course)
+    shown = _notebook_lines(out, labs) | _kit_source_lines(course)
+    for name, text in _released_texts(out):
+        parts = name.replace("!", "/").split("/")
+        kit_module = "attnlab" in parts and name.endswith(".py")  # the kit's own modules (grading/catalogue.py)
+        if set(parts) & FORBIDDEN_DIRS or (parts[-1] in FORBIDDEN_NAMES and not kit_module):
+            raise ReleaseLeak(f"release holds an instructor-only file: {name}")
+        for line in text.splitlines():
+            line = line.strip()
+            if line in secrets and line not in shown:
+                raise ReleaseLeak(f"{name} holds a line of {secrets[line]}: {line[:120]!r}; it must not reach students")
