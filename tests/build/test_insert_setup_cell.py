@@ -87,7 +87,7 @@ def test_nothing_is_installed_where_the_kit_is_present():
 def test_a_failed_install_says_the_course_set_up_is_incomplete_without_a_traceback():
     pip_error = "ERROR: Error [Errno 2] No such file or directory: 'git' while executing command git version"
     printed, stopped, calls = _run_install_part(setup_source("lab01_x", SPEC), returncode=1,
-                                                stderr="noise\n" + pip_error + "\n")
+                                                stderr="noise\n\x1b[31m" + pip_error + "\x1b[0m\n\x1b[0m")
     assert len(calls) == 1 and stopped == "attnlab is not installed; the cells below need it"
     assert "The course set-up is incomplete" in printed and SPEC in printed
     assert "Tell your instructor" in printed and pip_error in printed and "noise" not in printed

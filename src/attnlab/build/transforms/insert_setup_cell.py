@@ -18,6 +18,7 @@ SETUP_TEMPLATE = '''\
 # keeping the torch that is already installed, picks the GPU when there is one, and loads the checks.
 import importlib
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -28,7 +29,8 @@ if importlib.util.find_spec("attnlab") is None:
     if KIT:
         pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], capture_output=True, text=True)
     if pip is None or pip.returncode != 0:
-        said = (pip.stderr or pip.stdout).strip().splitlines()[-1:] if pip is not None else []
+        lines = re.sub(r"\\x1b\\[[0-9;]*m", "", (pip.stderr + pip.stdout) if pip else "").splitlines()
+        said = ([x for x in lines if x.startswith("ERROR")] or [x for x in lines if x.strip()])[-1:]
         print("The course set-up is incomplete: the attnlab kit could not be installed from", file=sys.stderr)
         print("   ", KIT or "(no address: this notebook was built without one)", file=sys.stderr)
         print("Tell your instructor, with this message.", *(["pip said:", said[0]] if said else []), file=sys.stderr)
