@@ -63,6 +63,10 @@ class Lab:
         return self.root / "autograder" / self.id
 
     @property
+    def nbgrader_source(self) -> Path:
+        return self.root / "nbgrader" / "source" / self.id / f"{self.id}.ipynb"
+
+    @property
     def public_tests_dir(self) -> Path:
         return self.root / "src" / "attnlab" / "public_tests" / self.id
 

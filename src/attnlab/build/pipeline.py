@@ -26,6 +26,7 @@ from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.include_given import include_given
 from .transforms.insert_setup_cell import insert_setup_cell
 from .transforms.lock_cells import lock_cells
+from .transforms.nbgrader_source import nbgrader_config, nbgrader_source
 from .transforms.normalize import normalize, notebook_bytes
 from .transforms.otter_zip import otter_zip
 from .transforms.parse_questions import MasterError, parse_questions
@@ -49,6 +50,8 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     student = normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student")
     check_no_leak(labelled, student)
     solution = normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution")
+    nbgrader = normalize(nbgrader_source(common, lab_id=lab.id, points=suite.questions()), lab_id=lab.id,
+                         kind="nbgrader")
 
     ref = reference_code(solution, lab_id=lab.id).encode()
     hidden = lab.hidden_tests.read_bytes()
@@ -67,6 +70,8 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     out: dict[Path, bytes] = {
         lab.student_notebook: notebook_bytes(student),
         lab.solution_notebook: notebook_bytes(solution),
+        lab.nbgrader_source: notebook_bytes(nbgrader),
+        course.root / "nbgrader" / "nbgrader_config.py": nbgrader_config(course.name).encode(),
         lab.autograder_dir / "manifest.json": manifest_bytes,
         lab.autograder_dir / "hidden_tests.py": hidden,
         lab.autograder_dir / "reference.py": ref,
@@ -101,7 +106,8 @@ def _check_questions(lab: Lab, master_questions: list[str], hidden_questions: li
 
 
 def _owned_dirs(lab: Lab) -> list[Path]:
-    return [lab.student_notebook.parent, lab.solution_notebook.parent, lab.autograder_dir, lab.public_tests_dir]
+    return [lab.student_notebook.parent, lab.solution_notebook.parent, lab.autograder_dir, lab.public_tests_dir,
+            lab.nbgrader_source.parent]
 
 
 def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:

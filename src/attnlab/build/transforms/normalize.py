@@ -13,7 +13,7 @@ import nbformat
 
 from .markers import META
 
-KEEP_CELL_METADATA = ("tags", "editable", "deletable")
+KEEP_CELL_METADATA = ("tags", "editable", "deletable", "nbgrader")
 
 
 def normalize(nb, *, lab_id: str, kind: str):

@@ -1,0 +1,82 @@
+"""What the autograded cells of the nbgrader version of a lab call, in the student's kernel (nbgrader's isolation).
+
+- ``require_checks(grader, question, env)``: the question's public checks, shown as usual; raises when one fails,
+  so that nbgrader's Validate and autograde see the failure (a bare ``grader.check`` only prints it).
+- ``run_hidden_tests(env, lab, question)``: the question's hidden tests through the narrow interface
+  (``LocalStudent`` over the notebook's globals), as plain Otter does. nbgrader keeps the cell that calls it out
+  of the student's copy (``### BEGIN HIDDEN TESTS``) and puts it back when it autogrades. The bundle (hidden tests,
+  reference, manifest) is ``autograder/<lab>/`` of the course repository, found from the working folder upwards,
+  or ``$ATTNLAB_BUNDLE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from .api import LocalStudent, StudentError
+from .hidden import test_seed
+from .notebook_code import SubmissionError, cells_from_notebook, joined_source
+from .runner import grading_seed, load_bundle
+
+
+def require_checks(grader, question: str, env: dict) -> None:
+    """Run ``grader.check(question)`` on ``env``; raise ``AssertionError`` naming the question if any check fails."""
+    result = grader.check(question, env)
+    failed = [str(r.message).strip() for r in result.test_case_results if not r.passed and not r.test_case.hidden]
+    if failed:
+        raise AssertionError(f"{len(failed)} check(s) of {question} do not pass yet:\n" + "\n".join(failed))
+    # Printed, not returned: nbgrader reads a test cell's result value as partial credit.
+    print(f"{question}: all {len(result.test_case_results)} checks pass")
+
+
+def find_bundle(lab: str, start: Path | None = None) -> Path:
+    explicit = os.environ.get("ATTNLAB_BUNDLE")
+    if explicit:
+        return Path(explicit)
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "autograder" / lab
+        if (candidate / "manifest.json").exists() and (candidate / "hidden_tests.py").exists():
+            return candidate
+    raise FileNotFoundError(f"no autograder/{lab}/ (hidden tests, reference, manifest) in {here} or its parents; "
+                            "grade inside the course repository or set ATTNLAB_BUNDLE")
+
+
+def _is_test_cell(cell: dict) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _submission() -> tuple[bytes, str | None]:
+    """The notebook's bytes (the grading seed) and the student's code: nbgrader's test cells are the course's,
+    not the student's, so the source checks (forbidden calls) skip them."""
+    notebooks = sorted(Path.cwd().glob("*.ipynb"))
+    if len(notebooks) != 1:
+        return b"", None
+    try:
+        data = notebooks[0].read_bytes()
+        nb = json.loads(data)
+        nb["cells"] = [c for c in nb.get("cells", []) if not _is_test_cell(c)]
+        return data, joined_source(cells_from_notebook(nb))
+    except (SubmissionError, OSError, ValueError, AttributeError):
+        return b"", None
+
+
+def run_hidden_tests(env: dict, lab: str, question: str) -> None:
+    """All hidden tests of ``question``; raises ``AssertionError`` listing the failed ones with their messages."""
+    bundle = load_bundle(find_bundle(lab))
+    data, code = _submission()
+    student, failures = LocalStudent(env, code), []
+    tests = [t for t in bundle.suite.tests if t.question == question]
+    for test in tests:
+        rng = torch.Generator().manual_seed(test_seed(grading_seed(bundle, data), test.name))
+        try:
+            test.func(student, bundle.reference, rng)
+        except (AssertionError, StudentError) as exc:
+            failures.append(f"{test.name}: {str(exc)[:500]}")
+    if failures:
+        raise AssertionError(f"{len(failures)} of {len(tests)} hidden tests of {question} failed:\n" + "\n".join(failures))
