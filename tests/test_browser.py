@@ -1,0 +1,150 @@
+"""JupyterLab in a real browser: a student opens the lab, runs the set-up cell, types an answer into a TODO cell
+and runs its check, once wrong and once right, and reads what a student sees. Headless Chromium from Debian's
+packages (installed by .ci/run), driven by Playwright; Playwright never downloads a browser here.
+
+Screenshots go to out/browser/ (ignored by git) for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "out" / "browser"
+CHROMIUM = next((p for p in (os.environ.get("ATTNLAB_CHROMIUM"), shutil.which("chromium"),
+                             shutil.which("chromium-browser")) if p), None)
+JUPYTER = Path(sys.executable).parent / "jupyter"
+# Chromium as root, headless, on a machine with no network beyond loopback (the probe's flags).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: apt-get install chromium (.ci/run does), "
+                                                "or set ATTNLAB_CHROMIUM to a Chromium binary"),
+    pytest.mark.skipif(not JUPYTER.exists(), reason="JupyterLab is not installed: pip install -e '.[student]'"),
+]
+
+WRONG = '''def simple_self_attention(x):
+    w = torch.softmax(x @ x.transpose(-2, -1), dim=-2)
+    return w @ x, w'''
+RIGHT = '''def simple_self_attention(x):
+    w = torch.softmax(x @ x.transpose(-2, -1), dim=-1)
+    return w @ x, w'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """JupyterLab on loopback serving a folder that holds the lab05 student notebook; yields its URL."""
+    shutil.copy(ROOT / "labs" / "lab05_self_attention" / "lab05_self_attention.ipynb", tmp_path)
+    port, token = _free_port(), secrets.token_hex(16)
+    settings = tmp_path / ".settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}')
+    log = open(tmp_path / "jupyterlab.log", "w")
+    proc = subprocess.Popen(
+        [str(JUPYTER), "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
+         f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp_path / '.workspaces'}"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "MPLBACKEND": "Agg"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
+            time.sleep(0.5)
+    try:
+        yield f"{base}/lab/tree/lab05_self_attention.ipynb?token={token}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _cell(page, text: str):
+    return page.locator(".jp-Notebook .jp-Cell").filter(has_text=text).first
+
+
+def _run(page, cell, timeout_s=120):
+    """Run one cell (click into it, Shift+Enter) and wait until the kernel is idle again; return its output text."""
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_timeout(300)
+    page.wait_for_function("() => !document.querySelector('.jp-Notebook .jp-InputPrompt')?.textContent"
+                           ".includes('[*]') && ![...document.querySelectorAll('.jp-InputPrompt')]"
+                           ".some(p => p.textContent.includes('*'))", timeout=timeout_s * 1000)
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
+def _type_answer(page, cell, code: str):
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(code)  # no key events: the editor's auto-indent and bracket closing stay out
+
+
+def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    seen = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(jupyterlab, timeout=90_000)
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-KernelStatus",
+                               timeout=90_000)
+        page.wait_for_timeout(2000)  # the kernel connects
+        page.screenshot(path=str(SHOTS / "1-opened.png"))
+
+        seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))
+        page.screenshot(path=str(SHOTS / "2-setup.png"))
+        _run(page, _cell(page, "import matplotlib.pyplot as plt"))
+
+        question = _cell(page, "def simple_self_attention(x):")
+        check = _cell(page, 'grader.check("simple_self_attention")')
+        _run(page, question)  # the stub as the student first finds it
+        seen["blank"] = _run(page, check)
+        _type_answer(page, question, WRONG)
+        _run(page, question)
+        seen["wrong"] = _run(page, check)
+        check.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "3-wrong-answer.png"))
+        _type_answer(page, question, RIGHT)
+        _run(page, question)
+        seen["right"] = _run(page, check)
+        check.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "4-right-answer.png"))
+        browser.close()
+    (SHOTS / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
+
+    assert re.search(r"attnlab lab05_self_attention: .*(cpu|CPU|cuda|CUDA)", seen["setup"]), seen["setup"]
+    assert "Traceback" not in seen["setup"]
+    assert "❌" in seen["blank"], seen["blank"]
+    assert "simple_self_attention" in seen["wrong"] and "❌" in seen["wrong"], seen["wrong"]
+    assert "passed" in seen["right"] and "❌" not in seen["right"], seen["right"]
