@@ -1,0 +1,64 @@
+"""Student-derived text, made safe for where it is shown: a terminal, Markdown, Gradescope, and bounded in size.
+
+Anything a submission controls (its error messages, file names, exception text) may hold control characters
+(``ESC[2K``, ``\\r`` to overwrite a score on a terminal), bidirectional overrides, Markdown headings, raw HTML or
+megabytes of text. Every string that leaves the grader for a person goes through one of these.
+
+    >>> for_terminal("9.0 / 30\\r\\x1b[2K30.0 / 30")
+    '9.0 / 30\\\\x0d\\\\x1b[2K30.0 / 30'
+    >>> clip("x" * 50, 10)
+    'xxxxxxxxxx… (40 more characters)'
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_MESSAGE_CHARS = 2000  # one message (an error, a failed test's explanation)
+MAX_MESSAGES = 20  # notebook-level errors kept per submission; the rest are counted
+
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional formatting characters.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text: str) -> str:
+    """Control and bidi characters as visible escapes (``\\x1b``); tab and newline stay."""
+    return _CONTROL.sub(_escape, str(text))
+
+
+def for_terminal(text: str) -> str:
+    """One line for a terminal table: controls escaped, newlines and tabs shown as ``\\n`` and ``\\t``."""
+    return escape_controls(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def cap_messages(messages: list[str], limit: int = MAX_MESSAGES) -> list[str]:
+    """At most ``limit`` messages, each clipped, then one line counting the rest."""
+    kept = [clip(m) for m in messages[:limit]]
+    if len(messages) > limit:
+        kept.append(f"… and {len(messages) - limit:,} more")
+    return kept
+
+
+def for_markdown(text: str) -> str:
+    """A fenced code block that the text cannot close: headings, HTML, links and tables inside stay literal."""
+    body = escape_controls(text)
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def markdown_inline(text: str) -> str:
+    """Text for one Markdown line (a name in a heading or a table cell): escaped, never markup."""
+    body = for_terminal(text)
+    body = body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~])", r"\\\1", body)
