@@ -22,7 +22,8 @@ class Entry:
     name: str        # short id, e.g. "sdpa_no_scale"
     question: str    # the graded name it breaks (mutant) or reimplements (variant)
     source: str      # Python source redefining one or more graded names
-    why: str = ""    # the mistake a student makes, in words
+    why: str = ""    # the mistake a student makes, in words (for instructors)
+    hint: str = ""   # the same, addressed to the student: "your weights are the softmax over the queries (dim=-2)"
 
 
 def student_with(reference_code: str, entry: Entry) -> LocalStudent:
