@@ -49,7 +49,11 @@ def main() -> None:
         env["ATTNLAB_FAST"] = "1" if args.fast else "0"
     if args.device:
         env["ATTNLAB_DEVICE"] = args.device
-    course = load_course(Path(__file__).resolve().parents[1])
+    root = Path(__file__).resolve().parents[1]
+    shared = root.parent / "shared" / "data"  # the real data copies beside the repository (no internet here)
+    if "ATTNLAB_DATA_MIRROR" not in os.environ and shared.is_dir():
+        env["ATTNLAB_DATA_MIRROR"] = shared.as_uri()
+    course = load_course(root)
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; env {env}")
     for lab in course.select(args.labs):
         seconds = run(lab.solution_notebook, env)
