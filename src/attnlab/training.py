@@ -574,8 +574,8 @@ def fit(
     training with a FloatingPointError (checked every 10 steps and at the end of each epoch).
     """
     _check_epochs(epochs)
+    objective = _Objective(task, loss_fn, metric, pad_id)  # checks task and metric
     _check_clip(clip_grad_norm)
-    objective = _Objective(task, loss_fn, metric, pad_id)
     device = _resolve_device(model, device)
     optimizer = optimizer if optimizer is not None else _default_optimizer(model, lr)
     _check_scheduler(scheduler, optimizer)
