@@ -100,9 +100,9 @@ def last_valid_state(outputs, lengths):
     """
     batch, steps, _ = outputs.shape
     lengths = lengths.to(outputs.device)
-    bad = (lengths < 1) | (lengths > steps)
-    if bad.any():
-        raise ValueError(f"lengths must be between 1 and T={steps}, got {lengths[bad].tolist()}")
+    out_of_range = (lengths < 1) | (lengths > steps)
+    if out_of_range.any():
+        raise ValueError(f"lengths must be between 1 and T={steps}, got {lengths[out_of_range].tolist()}")
     return outputs[torch.arange(batch, device=outputs.device), lengths - 1]  # (B, H)
 
 
