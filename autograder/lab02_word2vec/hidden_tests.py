@@ -20,8 +20,6 @@ zero row has cosine 0); equal scores are ordered by id, lower first; ``analogy``
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from attnlab.grading import checks

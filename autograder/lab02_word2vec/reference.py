@@ -9,10 +9,11 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from attnlab.datasets.multi30k import load_multi30k
 from attnlab.device import sized
-from attnlab.plotting import embedding_scatter, line_plot
+from attnlab.plotting import embedding_scatter
 from attnlab.seeding import seed_everything
 from attnlab.training import fit
 

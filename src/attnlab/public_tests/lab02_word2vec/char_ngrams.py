@@ -8,7 +8,7 @@ name = 'char_ngrams'
 points = None
 
 _PUBLIC = [
-    '# the worked examples: by n, then by position\ngot = char_ngrams("cat", 3, 4)\nassert got == ["<ca", "cat", "at>", "<cat", "cat>"], f"char_ngrams(\'cat\', 3, 4) should be [\'<ca\', \'cat\', \'at>\', \'<cat\', \'cat>\'], got {got}"\ngot = char_ngrams("where", 3, 3)\nassert got == ["<wh", "whe", "her", "ere", "re>"], f"char_ngrams(\'where\', 3, 3) gave {got}"',
+    '# the worked examples: by n, then by position\ngot = char_ngrams("cat", 3, 4)\nexpected = ["<ca", "cat", "at>", "<cat", "cat>"]\nassert got == expected, f"char_ngrams(\'cat\', 3, 4) should be {expected}, got {got}"\ngot = char_ngrams("where", 3, 3)\nassert got == ["<wh", "whe", "her", "ere", "re>"], f"char_ngrams(\'where\', 3, 3) gave {got}"',
     '# repeats are kept, short words give few n-grams or none\ngot = char_ngrams("aaaa", 3, 3)\nassert got == ["<aa", "aaa", "aaa", "aa>"], f"char_ngrams(\'aaaa\', 3, 3) should keep both \'aaa\': got {got}"\nassert char_ngrams("a") == ["<a>"], f"char_ngrams(\'a\') should be [\'<a>\'], got {char_ngrams(\'a\')}"\nassert char_ngrams("") == [], f"char_ngrams(\'\') should be [] (\'<>\' is shorter than 3), got {char_ngrams(\'\')}"',
     '# the defaults are n_min=3 and n_max=6\ngot = char_ngrams("dog")\nexpected = ["<do", "dog", "og>", "<dog", "dog>", "<dog>"]\nassert got == expected, f"char_ngrams(\'dog\') should be {expected}, got {got}"\nassert isinstance(got, list) and all(isinstance(g, str) for g in got), "return a list of str"',
 ]
