@@ -780,9 +780,10 @@ for word in ("man", "dog", "red", "running", "guitar", "water"):
 # %% [markdown]
 # What to look for (the exact lists depend on the seed and the size; on a CPU at the small size we saw):
 # `man` near `guy`, `person`; `dog` near `puppy`, `poodle`, `shepherd`; `red` near the other colours (`blue`,
-# `green`, `purple`, `yellow`); `running` near `runs`, `bounding`, `run`; `guitar` near `bass`, `violin`, `cello`. The vectors learned which words play
-# the same role from nothing but the words around them. Neighbours are not synonyms: `dog` is also near
-# `collar` (they share contexts), and colours are near each other although they mean different things.
+# `green`, `purple`, `yellow`); `running` near `runs`, `bounding`, `run`; `guitar` near `bass`, `violin`,
+# `cello`. The vectors learned which words play the same role from nothing but the words around them.
+# Neighbours are not synonyms: `dog` is also near `collar` (they share contexts), and colours are near each
+# other although they mean different things.
 #
 # ### 7.5 Analogies
 #
