@@ -707,7 +707,7 @@ freq = counts / counts.sum()  # (V,)
 t = 1e-3
 keep_prob = torch.clamp((t / freq).sqrt() + t / freq, max=1.0)  # (V,); inf for the pad, never used
 all_pairs = []
-for sentence in sentences:
+for sentence in tqdm(sentences, desc="pairs", mininterval=1.0):
     ids = torch.tensor([vocab[w] for w in sentence if w in vocab], dtype=torch.long)  # (L,)
     ids = ids[torch.rand(len(ids), generator=gen) < keep_prob[ids]]  # (L',) the kept words, joined
     all_pairs.append(skipgram_pairs(ids, WINDOW))
