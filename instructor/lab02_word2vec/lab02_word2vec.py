@@ -828,8 +828,9 @@ ax = embedding_scatter(points, shown, title="skip-gram vectors, PCA to 2-D")
 plt.show()
 
 # %% [markdown]
-# The groups form clusters: colours together, animals together, the actions together, the people in one
-# region with singular and plural forms nearby.
+# The groups form clusters (on a CPU at the small size we saw): the colours in one corner, the people in
+# another (`man` next to `guy`, `woman` next to `lady`), the actions in a third. The places are less tidy: `water`
+# and `beach` sit with the animals, `snow` and `field` with the actions, the words they occur with.
 #
 # ### 7.7 A count-based baseline: PPMI + SVD
 #
