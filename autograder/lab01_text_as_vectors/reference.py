@@ -8,7 +8,7 @@ from collections import Counter
 import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: F401 (F.one_hot, F.pad, ... for your answers)
 from torch.utils.data import DataLoader, TensorDataset
 
 from attnlab.datasets.download import DatasetUnavailable

@@ -291,7 +291,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts * idf
     return w / w.norm(dim=0, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "normalises the columns (dim=0) instead of the rows",
@@ -300,7 +300,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts * idf
     return w / w.abs().sum(dim=1, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "L1 instead of L2 normalisation", hint="divide each row by its L2 norm (square root of the sum of squares), "
@@ -309,7 +309,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts * idf
     return w / w.norm(dim=1, keepdim=True) if normalize else w
 ''', "divides by the row norm without a guard: an all-zero row becomes 0 / 0 = nan",
@@ -318,7 +318,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log10(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log10(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts * idf
     return w / w.norm(dim=1, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "log10 instead of the natural log (invisible after normalisation)",
@@ -327,7 +327,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = (counts > 0).to(counts.dtype) * idf
     return w / w.norm(dim=1, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "uses presence (counts > 0) as tf instead of the counts",
@@ -336,7 +336,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts / counts.sum(1, keepdim=True).clamp_min(1e-12) * idf
     return w / w.norm(dim=1, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "divides tf by the document length (invisible with normalize=True)",
@@ -345,7 +345,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[0] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts * idf
     return w / w.norm(dim=1, keepdim=True).clamp_min(1e-12)
 ''', "ignores normalize=False", hint="with normalize=False return tf * idf without dividing by the row norms"),
@@ -353,7 +353,7 @@ def tfidf(counts, normalize=True):
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
     df = (counts > 0).sum(0)
-    idf = torch.where(df > 0, torch.log(counts.shape[1] / df.clamp_min(1).to(counts.dtype)), torch.zeros((), dtype=counts.dtype))
+    idf = torch.where(df > 0, torch.log(counts.shape[1] / df.clamp_min(1).to(counts.dtype)), 0.0)
     w = counts * idf
     return w / w.norm(dim=1, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "N taken from the vocabulary size (shape[1]) instead of the number of documents",

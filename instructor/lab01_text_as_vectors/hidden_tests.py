@@ -190,7 +190,7 @@ def vocab_empty_input(student, ref, rng):
 def vocab_max_size_below_two_raises(student, ref, rng):
     compare_vocab(student, ref, [["a", "b", "b"]], max_size=3)
     for bad in (1, 0):
-        expect_student_error(lambda: student.call("build_vocab", [["a", "b"]], max_size=bad), "ValueError",
+        expect_student_error(lambda bad=bad: student.call("build_vocab", [["a", "b"]], max_size=bad), "ValueError",
                              what=f"build_vocab(..., max_size={bad})", mention=str(bad))
 
 
