@@ -342,6 +342,7 @@ MEC = "MeanEmbeddingClassifier"
 def classifier_no_padding_float64_grad(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, MEC, 15, 8, rng=rng, dtype=F64)
     ids = torch.randint(1, 15, (3, 6), generator=rng)
+    ids[1, 2] = 1  # <unk> is a real token
     checks.compare_module_call(s_mod, r_mod, ids, grad=True, rng=rng)
 
 
@@ -349,6 +350,7 @@ def classifier_no_padding_float64_grad(student, ref, rng):
 def classifier_padding_float64_grad(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, MEC, 20, 6, rng=rng, dtype=F64)
     ids = padded_ids(rng, random_lengths(rng, 5, 7), 7, 20)
+    ids[0, :2] = 1  # row 0 is full: two <unk>, which are real tokens
     checks.compare_module_call(s_mod, r_mod, ids, grad=True, rng=rng)
 
 
