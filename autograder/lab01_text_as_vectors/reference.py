@@ -12,7 +12,6 @@ import torch.nn.functional as F  # noqa: F401 (F.one_hot, F.pad, ... for your an
 from torch.utils.data import DataLoader, TensorDataset
 
 from attnlab.datasets.download import DatasetUnavailable
-from attnlab.datasets.imdb import IMDB_ARCHIVE, load_imdb_splits
 from attnlab.datasets.multi30k import load_multi30k
 from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
 from attnlab.device import sized

@@ -64,7 +64,6 @@ import torch.nn.functional as F  # noqa: F401 (F.one_hot, F.pad, ... for your an
 from torch.utils.data import DataLoader, TensorDataset
 
 from attnlab.datasets.download import DatasetUnavailable
-from attnlab.datasets.imdb import IMDB_ARCHIVE, load_imdb_splits
 from attnlab.datasets.multi30k import load_multi30k
 from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
 from attnlab.device import sized
@@ -851,6 +850,8 @@ plt.show()
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded, full size only): bag of words and mean of embeddings on IMDB
+from attnlab.datasets.imdb import IMDB_ARCHIVE, load_imdb_splits
+
 imdb = None
 if sized(True, False):
     print("IMDB is skipped at the fast size; run with ATTNLAB_FAST=0 (or on a GPU) for the real benchmark.")
