@@ -678,7 +678,7 @@ assert MeanEmbeddingClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), (
     "num_classes=3: the logits should have shape (B, 3)")
 
 # %%
-# the logit is the classifier applied to the mean of the real embeddings
+# the logit is the classifier of the mean real embedding
 from attnlab.expect import expect_close
 
 torch.manual_seed(1)
