@@ -26,16 +26,51 @@ def _modules() -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", _modules())
-def test_the_map_names_every_module(module):
+def _module_lines() -> dict[str, list[str]]:
+    """Module (path relative to src/attnlab) -> the bullet lines of the map's module list that lead with it."""
     text = ARCHITECTURE.read_text()
-    name = module.removesuffix(".py")
-    dotted = "attnlab." + name.replace("/", ".")
-    parts = module.split("/")
-    spellings = {dotted, *("/".join(parts[i:]) for i in range(len(parts)))}
-    named = any(re.search(rf"[`/ .]{re.escape(s)}\b", text) for s in spellings)
-    assert named, (
-        f"docs/ARCHITECTURE.md does not mention src/attnlab/{module}; add a one-line entry to its module list")
+    section = text[text.index("## Package modules"):]
+    section = section[:section.index("\n## ", 1)]
+    modules = _modules() + ["release/__init__.py"]
+    found: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        head = re.match(r"- `([^`]+)`", line)
+        if not head:
+            continue
+        token = head.group(1)
+        if token.startswith("attnlab."):
+            token = token.removeprefix("attnlab.").replace(".", "/") + ".py"
+        matches = [m for m in modules if m == token or m.endswith("/" + token)]
+        assert len(matches) == 1, f"docs/ARCHITECTURE.md: {line[:60]!r} names no module (or several): {matches}"
+        found.setdefault(matches[0], []).append(line)
+    return found
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_the_map_names_every_module_in_one_line(module):
+    lines = _module_lines().get(module, [])
+    assert len(lines) == 1, (
+        f"docs/ARCHITECTURE.md's module list has {len(lines)} lines for src/attnlab/{module}; it needs exactly one "
+        f"line that starts with its name (- `{module.split('/')[-1]}`: what it does)")
+
+
+@pytest.mark.parametrize("module", sorted(_module_lines()))
+def test_the_names_the_map_gives_exist(module):
+    """A name in backticks that looks like a Python name (`fit`, `sized(fast, full)`) occurs in that module."""
+    source = (ROOT / "src" / "attnlab" / module).read_text()
+    names = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)(?:\(|`)", _module_lines()[module][0])
+    missing = [n for n in names if not re.search(rf"\b{n}\b", source)]
+    assert not missing, f"docs/ARCHITECTURE.md says src/attnlab/{module} has {missing}, which it does not mention"
+
+
+def test_the_data_flow_names_every_stage_in_order():
+    text = ARCHITECTURE.read_text()
+    flow = text[text.index("## Data flow"):text.index("## Package modules")]
+    stages = ["(master)", "build/transforms", "autograder/", "grade_submission", "RemoteStudent", "worker.py",
+              "executor.py", "checks.py", "results", "feedback.py", "gradebook.py"]
+    where = [flow.find(stage) for stage in stages]
+    assert -1 not in where, f"the data flow does not name {[s for s, i in zip(stages, where) if i == -1]}"
+    assert where == sorted(where), f"the data flow names the stages out of order: {sorted(zip(where, stages))}"
 
 
 def _graded_names(master: Path) -> list[str]:
@@ -56,6 +91,12 @@ def test_every_graded_name_is_in_the_contract(lab):
     assert names, f"{lab.master} has no question"
     missing = [n for n in names if not re.search(rf"`(class )?{n}\b", section)]
     assert not missing, f"{lab.id} grades {missing}, which docs/CURRICULUM.md's Lab {lab.id[3:5]} section does not define"
+
+
+def test_the_readmes_cite_the_contract():
+    readmes = [ROOT / "README.md", *sorted(ROOT.glob("instructor/*/README.md"))]
+    silent = [p.relative_to(ROOT).as_posix() for p in readmes if "docs/CURRICULUM.md" not in p.read_text()]
+    assert not silent, f"these READMEs do not cite the contract, docs/CURRICULUM.md: {silent}"
 
 
 def test_docs_cite_the_contract_in_the_repository():

@@ -12,7 +12,7 @@ from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from attnlab import training  # noqa: E402
-from attnlab.training import History, default_loss, evaluate, fit  # noqa: E402
+from attnlab.training import TASKS, History, default_loss, evaluate, fit, infer_task  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -379,6 +379,76 @@ def test_nan_loss_stops_with_advice():
     x[0, 0] = float("nan")
     with pytest.raises(FloatingPointError, match=r"nan at epoch 1.*lr="):
         fit(Binary(), _loader(x, y), epochs=1, progress=False)
+
+
+def test_nan_reports_the_first_step_whose_loss_is_not_finite():
+    x, y = _binary_data(n=60)
+    x[13, 0] = float("nan")  # batches of 4: the fourth batch (step 3) holds example 13; the NaN then spreads
+    # to the weights, and the host sees it at step 10 (losses are copied every 10 steps): the message names step 3
+    with pytest.raises(FloatingPointError, match=r"nan at epoch 1, step 3;"):
+        fit(Binary(), _loader(x, y, batch_size=4), epochs=1, progress=False)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the task: explicit, or inferred from shapes in one place
+
+
+def test_infer_task_reads_the_shape_table():
+    ids = torch.tensor([0, 2, 1])
+    assert infer_task(torch.zeros(3), torch.tensor([0.0, 1.0, 1.0])) == "binary"
+    assert infer_task(torch.zeros(3, 1), ids) == "binary"  # one output unit is binary, not a 1-class softmax
+    assert infer_task(torch.zeros(3, 4), ids) == "classification"
+    assert infer_task(torch.zeros(3, 5, 7), torch.zeros(3, 5, dtype=torch.long)) == "language_model"
+    assert infer_task(torch.zeros(3, 4), torch.zeros(3, 4)) is None  # a float (B, C) target: no default
+    assert infer_task(torch.zeros(3, 4), ids.float()) is None  # class ids must be integers
+    assert set(TASKS) == {"binary", "classification", "language_model", "regression"}
+
+
+def test_explicit_task_gives_the_same_training_as_the_inferred_one():
+    x, y = _binary_data(n=64)
+    histories = []
+    for task in ("auto", "binary"):
+        torch.manual_seed(0)
+        histories.append(fit(Binary(), _loader(x, y), epochs=2, progress=False, task=task,
+                             val_loader=_loader(x, y)).as_dict())
+    for h in histories:
+        h.pop("seconds")
+    assert histories[0] == histories[1]
+    ids, target = _tagging_data(n=32)
+    torch.manual_seed(0)
+    auto = evaluate(Tagger(), _loader(ids, target))
+    torch.manual_seed(0)
+    assert evaluate(Tagger(), _loader(ids, target), task="language_model") == auto
+
+
+def test_regression_task_fits_real_values_with_mse_and_no_accuracy():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(128, 3, generator=g)
+    y = x @ torch.tensor([1.5, -2.0, 0.5]) + 0.25  # (B,) real-valued
+    model = nn.Linear(3, 1)  # (B, 1) predictions against a (B,) target
+    h = fit(model, _loader(x, y, shuffle=True), epochs=30, lr=0.05, task="regression", val_loader=_loader(x, y),
+            progress=False)
+    assert h.val_loss[-1] < 0.01 * h.val_loss[0]
+    assert h.train_metric == [] and h.val_metric == [] and h.metric_name is None
+    with torch.no_grad():
+        expected = F.mse_loss(model(x).squeeze(-1), y).item()
+    loss, metric = evaluate(model, _loader(x, y, batch_size=128), task="regression")
+    assert loss == pytest.approx(expected, rel=1e-5) and metric is None
+    # without task="regression", (B,) float targets would be read as binary labels
+    pred = torch.randn(6, generator=g)
+    target = torch.randn(6, generator=g)
+    assert torch.allclose(default_loss(pred, target, task="regression"), F.mse_loss(pred, target))
+
+
+def test_a_task_that_does_not_fit_the_shapes_says_so():
+    x, y = _binary_data(n=8)
+    with pytest.raises(ValueError, match=r"task='classification' expects logits \(B, C\).*shape \(8,\)"):
+        fit(Binary(), _loader(x, y), epochs=1, task="classification", progress=False)
+    with pytest.raises(ValueError, match=r"task='tokens' is not understood.*'language_model'"):
+        fit(Binary(), _loader(x, y), epochs=1, task="tokens", progress=False)
+    with pytest.raises(ValueError, match="task='regression'"):
+        default_loss(torch.zeros(3, 4), torch.zeros(3, 4))  # the error points at the explicit task
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ OUTPUTS = sorted([
     f"autograder/{LAB}/{LAB}-gradescope.zip",
     f"autograder/{LAB}/reference.py", f"labs/{LAB}/{LAB}.ipynb", f"solutions/{LAB}/{LAB}.ipynb",
     f"src/attnlab/public_tests/{LAB}/Scale.py", f"src/attnlab/public_tests/{LAB}/double.py",
+    "nbgrader/nbgrader_config.py", f"nbgrader/source/{LAB}/{LAB}.ipynb",
 ])
 SOLUTION_LINES = ("result = x * 2", "return result", "return x * self.weight")
 HIDDEN_TEXT = ("double_values", "scale_values", "compare_call", "build_pair", "generator=rng", "HiddenSuite")
@@ -70,10 +71,10 @@ def test_check_reports_a_changed_master_without_writing(copy):
     master.write_text(master.read_text().replace("result = x * 2", "result = x + x"))
     before = outputs(copy)
     report = check(copy)
-    # the student notebook does not show the solution, so it does not change
+    # the student notebook does not show the solution, so it does not change (the nbgrader source does)
     assert sorted(report) == sorted(f"differs from a fresh build: {p}" for p in (
         f"solutions/{LAB}/{LAB}.ipynb", f"autograder/{LAB}/reference.py", f"autograder/{LAB}/{LAB}-otter.zip",
-        f"autograder/{LAB}/{LAB}-gradescope.zip"))
+        f"autograder/{LAB}/{LAB}-gradescope.zip", f"nbgrader/source/{LAB}/{LAB}.ipynb"))
     assert outputs(copy) == before
 
 

@@ -118,6 +118,20 @@ def test_unknown_mechanism_names_the_value_and_the_choices(monkeypatch):
         probe()
 
 
+def test_each_mechanism_is_one_class_behind_one_interface():
+    kinds = {name: sandbox._kind(name) for name in sandbox.MECHANISMS}
+    assert [k.name for k in kinds.values()] == list(sandbox.MECHANISMS)  # best first
+    for kind in kinds.values():
+        assert isinstance(kind, sandbox.Mechanism)
+        for method in ("check", "start"):  # no mechanism falls back on the base class
+            assert getattr(type(kind), method) is not getattr(sandbox.Mechanism, method), (kind.name, method)
+    assert {name for name, k in kinds.items() if k.namespaces} == set(NAMESPACES)
+    assert sandbox._kind("off") is kinds[sandbox.NONE] and sandbox._kind("bwrap") is kinds[sandbox.BWRAP]
+    assert sandbox.available("off") == sandbox.available(sandbox.NONE) == ""  # 'off' is the none mechanism
+    with pytest.raises(ValueError, match=r"'chroot'.*bwrap"):
+        sandbox.available("chroot")
+
+
 def test_without_bwrap_it_degrades_and_says_why(monkeypatch, fresh_probe):
     real_which = shutil.which
     monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool == "bwrap" else real_which(tool))

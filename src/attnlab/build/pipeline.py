@@ -1,6 +1,6 @@
-"""``attnlab build``: master -> student notebook, solution notebook, public checks, autograder.
+"""``attnlab build``: master -> student notebook, solution notebook, public checks, autograder, nbgrader source.
 
-The chain, in order (each step is one file in ``transforms/``):
+The chain, in order (each step is one file in ``transforms/``; the constraint that fixes its place beside it):
 
     read_master -> include_given              (fills "# GIVEN from labNN: names" cells from that lab's master)
       -> parse_questions                      (labels every cell; everything after reads the labels)
@@ -8,6 +8,7 @@ The chain, in order (each step is one file in ``transforms/``):
       -> drop_marker_cells -> insert_setup_cell
       -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master)
       -> solution: remove_solution_markers -> normalize
+      -> nbgrader: nbgrader_source (solution cells, locked cells, tests with the hidden tests' points) -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
                      -> otter_zip -> gradescope_zip
 
@@ -23,6 +24,7 @@ from ..course import Course, Lab, check_install_spec
 from ..grading.hidden import load_suite
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
+from .transforms.gradescope_zip import gradescope_zip
 from .transforms.include_given import include_given
 from .transforms.insert_setup_cell import insert_setup_cell
 from .transforms.lock_cells import lock_cells
@@ -76,16 +78,11 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         lab.autograder_dir / "hidden_tests.py": hidden,
         lab.autograder_dir / "reference.py": ref,
         lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, support, requirements=course.install_spec + "\n"),
+        lab.autograder_dir / f"{lab.id}-gradescope.zip": gradescope_zip(support, lab_id=lab.id,
+                                                                         install_spec=course.install_spec),
     }
     for name, text in public_test_files(questions).items():
         out[lab.public_tests_dir / name] = text.encode()
-    try:
-        from .transforms.gradescope_zip import gradescope_zip
-    except ImportError:
-        pass
-    else:
-        out[lab.autograder_dir / f"{lab.id}-gradescope.zip"] = gradescope_zip(support, lab_id=lab.id,
-                                                                              install_spec=course.install_spec)
     return out
 
 

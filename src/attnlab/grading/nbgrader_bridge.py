@@ -2,6 +2,8 @@
 
 - ``require_checks(grader, question, env)``: the question's public checks, shown as usual; raises when one fails,
   so that nbgrader's Validate and autograde see the failure (a bare ``grader.check`` only prints it).
+- ``register_experiment_magic()``: the ``%%experiment`` cell magic of experiment and demo cells, which runs the
+  cell for the student and skips it while nbgrader validates or autogrades (``NBGRADER_EXECUTION`` is set).
 - ``run_hidden_tests(env, lab, question)``: the question's hidden tests through the narrow interface
   (``LocalStudent`` over the notebook's globals), as plain Otter does. nbgrader keeps the cell that calls it out
   of the student's copy (``### BEGIN HIDDEN TESTS``) and puts it back when it autogrades. The bundle (hidden tests,
@@ -31,6 +33,27 @@ def require_checks(grader, question: str, env: dict) -> None:
         raise AssertionError(f"{len(failed)} check(s) of {question} do not pass yet:\n" + "\n".join(failed))
     # Printed, not returned: nbgrader reads a test cell's result value as partial credit.
     print(f"{question}: all {len(result.test_case_results)} checks pass")
+
+
+def register_experiment_magic() -> None:
+    """Register ``%%experiment`` in the running IPython kernel (nothing happens outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def experiment(line: str, cell: str) -> None:
+        if os.environ.get("NBGRADER_EXECUTION"):
+            print(f"Experiment skipped while nbgrader {os.environ['NBGRADER_EXECUTION']}s this notebook.")
+            return
+        result = shell.run_cell(cell)  # as IPython's own %%capture runs its cell
+        if not result.success:  # its traceback is shown above; stop "Run All" here as a plain cell would
+            raise RuntimeError("the experiment in this cell failed (see the error above)")
+
+    shell.register_magic_function(experiment, magic_kind="cell", magic_name="experiment")
 
 
 def find_bundle(lab: str, start: Path | None = None) -> Path:

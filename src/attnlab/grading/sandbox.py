@@ -1,15 +1,18 @@
 """Start an untrusted worker process in isolation, and say honestly which isolation holds.
 
 The grader calls ``spawn([sys.executable, "-m", "attnlab.grading.worker"], workdir=..., limits=...)`` and talks to
-the worker over ``stdin``/``stdout``. Mechanisms, best first (``ATTNLAB_SANDBOX=bwrap|unshare|setpriv|none`` or
-``mechanism=`` forces one):
+the worker over ``stdin``/``stdout``. Mechanisms, best first (``ATTNLAB_SANDBOX=bwrap|unshare|setpriv|none|off`` or
+``mechanism=`` forces one; ``off`` is ``none``). Each is one subclass of :class:`Mechanism` (``check``: does it work
+here; ``start``: the worker in it; attributes and hooks: what it enforces, which ``_report`` turns into the
+:class:`IsolationReport`):
 
-- ``bubblewrap``: new mount, pid, network, ipc and uts namespaces. The worker sees only what Python needs (read-only),
-  ``/proc`` of its own pid namespace, a minimal ``/dev``, and private tmpfs mounts for its workdir, ``/tmp`` and
-  ``/dev/shm``.
-- ``unshare``: the same picture built with util-linux ``unshare`` + ``chroot`` (machines without bwrap).
-- ``setpriv-only``: root without namespaces (e.g. Docker's default seccomp profile): another uid and rlimits only.
-- ``none``: a plain subprocess in a new session with rlimits.
+- ``bubblewrap`` (:class:`Bubblewrap`): new mount, pid, network, ipc and uts namespaces. The worker sees only what
+  Python needs (read-only), ``/proc`` of its own pid namespace, a minimal ``/dev``, and private tmpfs mounts for its
+  workdir, ``/tmp`` and ``/dev/shm``.
+- ``unshare`` (:class:`Unshare`): the same picture built with util-linux ``unshare`` + ``chroot`` (machines without bwrap).
+- ``setpriv-only`` (:class:`SetprivOnly`): root without namespaces (e.g. Docker's default seccomp profile): another
+  uid and rlimits only.
+- ``none`` (:class:`NoIsolation`): a plain subprocess in a new session with rlimits.
 
 As root, every sandbox runs as its own dedicated uid (default 64000-64255, ``ATTNLAB_SANDBOX_UIDS=FIRST-LAST``), not
 as ``nobody``: RLIMIT_NPROC counts per uid (threads included), so parallel workers sharing ``nobody`` would eat each
@@ -119,45 +122,22 @@ def _missing(*tools: str) -> str:
     return f"{', '.join(absent)} not found on PATH" if absent else ""
 
 
-def _check(mechanism: str) -> str:
-    root = os.geteuid() == 0
-    if not sys.platform.startswith("linux") and mechanism != NONE:
-        return f"needs Linux (this is {sys.platform})"
-    if mechanism == BWRAP:
-        why = _missing("bwrap", "prlimit", *(["setpriv"] if root else []))
-        if why:
-            return why + " (Debian/Ubuntu: apt-get install bubblewrap util-linux)"
-        drop = [shutil.which("setpriv"), *_setpriv_drop(65534)] if root else []
-        why = _run_quietly([shutil.which("bwrap"), *_bwrap_namespace_flags(root, network=False), "--ro-bind", "/",
-                            "/", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", "65536",
-                            "--tmpfs", "/tmp", "--", *drop, "/bin/true"])
-        return why + " (needs bubblewrap 0.8 or newer)" if "Unknown option" in why else why
-    if mechanism == UNSHARE:
-        why = _missing("unshare", "chroot", "setpriv", "prlimit", "env", "mount", "cp")
-        if why:
-            return why + " (Debian/Ubuntu: apt-get install util-linux coreutils mount)"
-        scratch = tempfile.mkdtemp(prefix="attnlab-sandbox-probe-")
-        try:
-            return _run_quietly([shutil.which("unshare"), *_unshare_flags(root, network=False), "--", "/bin/sh",
-                                 "-c", f"mount -t tmpfs -o size=4k attnlab-probe {shlex.quote(scratch)}"])
-        finally:
-            os.rmdir(scratch)
-    if mechanism == SETPRIV:
-        if not root:
-            return "needs root (there is no other user to switch to)"
-        return _missing("setpriv", "prlimit") or _run_quietly(
-            [shutil.which("setpriv"), *_setpriv_drop(65534), "/bin/true"])
-    return ""
+def _kind(name: str) -> Mechanism:
+    """The Mechanism called `name` (an alias such as 'bwrap' or 'off' is accepted)."""
+    kind = _KINDS.get(_ALIASES.get(name.lower(), name))
+    if kind is None:
+        raise ValueError(f"sandbox mechanism {name!r}: expected one of {', '.join(sorted(_ALIASES))}")
+    return kind
 
 
 def available(mechanism: str, refresh: bool = False) -> str:
     """'' when ``mechanism`` works on this machine, else why not (cached)."""
     if refresh or mechanism not in _availability:
-        _availability[mechanism] = _check(mechanism)
+        _availability[mechanism] = _kind(mechanism).available_here()
     return _availability[mechanism]
 
 
-def _choose(mechanism: str | None, refresh: bool = False) -> tuple[str, list[str]]:
+def _choose(mechanism: str | None, refresh: bool = False) -> tuple[Mechanism, list[str]]:
     """The mechanism to use and notes on the better ones that do not work here."""
     forced = mechanism or os.environ.get(ENV_MECHANISM, "").strip()
     if forced:
@@ -169,70 +149,59 @@ def _choose(mechanism: str | None, refresh: bool = False) -> tuple[str, list[str
         if why:
             raise RuntimeError(f"sandbox mechanism {name} does not work here: {why}. Unset ${ENV_MECHANISM} "
                                f"(or pass mechanism=None) to use the best one that works.")
-        return name, []
+        return _KINDS[name], []
     notes = []
-    for name in MECHANISMS:
-        why = available(name, refresh)
-        if not why and name == SETPRIV:
-            why = _others_cannot_run(sys.executable)
+    for kind in _KINDS.values():  # best first
+        why = available(kind.name, refresh) or kind.skipped_when_automatic()
         if not why:
-            return name, notes
-        notes.append(f"{name} unavailable: {why}")
+            return kind, notes
+        notes.append(f"{kind.name} unavailable: {why}")
     raise AssertionError("mechanism 'none' always works")
 
 
 def probe(refresh: bool = False, mechanism: str | None = None) -> IsolationReport:
     """What isolation ``spawn`` gives on this machine with default Limits (cached; ``refresh`` re-tests)."""
-    name, notes = _choose(mechanism, refresh)
+    kind, notes = _choose(mechanism, refresh)
     root = os.geteuid() == 0
-    return _report(name, Limits(), uid=None if root and name != NONE else os.getuid(), notes=notes)
+    return _report(kind, Limits(), uid=None if root and kind.dedicated_uid else os.getuid(), notes=notes)
 
 
-def _report(mechanism: str, limits: Limits, *, uid: int | None, notes: list[str]) -> IsolationReport:
-    root = os.geteuid() == 0
-    namespaces = mechanism in (BWRAP, UNSHARE)
-    notes = list(notes)
-    if uid is None:
-        first, last = _uid_range()[0], _uid_range()[-1]
-        user = f"a dedicated uid from {first}-{last}"
-    elif uid == os.getuid():
-        user = f"{_user_name(uid)} (uid {uid}, the grader's own user)"
-        if mechanism == UNSHARE:
-            user += ", uid 0 without capabilities inside its user namespace"
-    else:
-        user = f"uid {uid} (dedicated to this sandbox, no login)"
-    worker_is_root = root and mechanism == NONE
+def _report(kind: Mechanism, limits: Limits, *, uid: int | None, notes: list[str]) -> IsolationReport:
+    """What `kind` enforces for a worker running as `uid` (None: a dedicated uid not yet claimed)."""
+    worker_is_root = os.geteuid() == 0 and not kind.dedicated_uid
     limits_held = {
         "memory_bytes": sys.platform.startswith("linux"),  # macOS accepts RLIMIT_AS but does not enforce it
         "cpu_seconds": True,
         "max_processes": not worker_is_root,
         "file_size_bytes": True,
         "open_files": True,
-        "disk_bytes": namespaces,
+        "disk_bytes": kind.namespaces,
     }
+    notes = list(notes)
     if not limits_held["memory_bytes"]:
         notes.append(f"memory_bytes not enforced: {sys.platform} does not enforce RLIMIT_AS")
     if worker_is_root:
         notes.append("max_processes not enforced: RLIMIT_NPROC does not bind root, and the worker runs as root")
-    elif mechanism == NONE:
-        notes.append(f"max_processes counts every process and thread of {_user_name(os.getuid())}, "
-                     "the grader's own included")
-    if not namespaces:
+    notes += kind.limit_notes(worker_is_root)
+    if not kind.namespaces:
         notes.append("disk_bytes not enforced: the worker writes to the host workdir (file_size_bytes holds "
                      "per file)")
-    if mechanism == SETPRIV and _others_cannot_run(sys.executable):
-        notes.append(f"spawn cannot run this grader's Python: {_others_cannot_run(sys.executable)}")
-    if mechanism == SETPRIV:
-        notes.append("no namespaces: the worker sees every world-readable file (grader files are protected only "
-                     "by their permissions) and can use the network")
-    if mechanism == NONE:
-        notes.append("no isolation: the worker can read what the grader can read and use the network; "
-                     "a detached process that also clears its environment can survive kill_tree")
-    network_isolated = namespaces and not limits.network
-    if namespaces and limits.network:
+    notes += kind.weaknesses()
+    if kind.namespaces and limits.network:
         notes.append("network allowed by Limits.network=True")
-    return IsolationReport(mechanism=mechanism, user=user, network_isolated=network_isolated,
-                           filesystem_hidden=namespaces, pid_namespace=namespaces, limits=limits_held, notes=notes)
+    return IsolationReport(mechanism=kind.name, user=_describe_user(kind, uid),
+                           network_isolated=kind.namespaces and not limits.network,
+                           filesystem_hidden=kind.namespaces, pid_namespace=kind.namespaces, limits=limits_held,
+                           notes=notes)
+
+
+def _describe_user(kind: Mechanism, uid: int | None) -> str:
+    if uid is None:
+        first, last = _uid_range()[0], _uid_range()[-1]
+        return f"a dedicated uid from {first}-{last}"
+    if uid == os.getuid():
+        return f"{_user_name(uid)} (uid {uid}, the grader's own user){kind.own_user_detail}"
+    return f"uid {uid} (dedicated to this sandbox, no login)"
 
 
 def _others_cannot_run(program: str) -> str:
@@ -380,43 +349,143 @@ def _set_rlimits(limits: Limits) -> None:
             resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def _bwrap_namespace_flags(root: bool, network: bool) -> list[str]:
-    if root:  # no user namespace: it would map the worker to uid 0 outside; setpriv switches uid instead
-        flags = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                 "--cap-add", "CAP_SETPCAP"]
-        return flags + ([] if network else ["--unshare-net"])
-    flags = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-    return flags + (["--share-net"] if network else [])
+# ---------------------------------------------------------------- the mechanisms, one class each
 
 
-def _bwrap_argv(mounts: list[_Mount], workdir: str, limits: Limits, uid: int | None) -> tuple[list[str], list]:
-    """bwrap command line and the open files it copies in (their fds must be passed to it)."""
-    argv = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--hostname", "sandbox",
-            *_bwrap_namespace_flags(uid is not None, limits.network)]
-    opened = []
-    for m in _with_parents(mounts):
+@dataclass
+class _Job:
+    """What spawn hands a mechanism: the worker's command, its workdir and limits, and what it may see."""
+
+    argv: list[str]
+    workdir: str
+    limits: Limits
+    env: dict | None  # variables added to the minimal environment
+    hide: tuple
+    readable: tuple
+    uid: int | None  # the uid claimed for this sandbox (root), else None
+    lock_fd: int | None  # holds the claim on `uid`
+    report: IsolationReport
+
+    def command(self, *wrapper: str) -> list[str]:
+        """`wrapper`, then prlimit (where installed), then the worker's argv."""
+        return [*wrapper, *_rlimit_argv(self.limits), *self.argv]
+
+    def preexec(self):
+        """Where prlimit is missing, the rlimits are set between fork and exec instead."""
+        return None if _rlimit_argv(self.limits) else (lambda: _set_rlimits(self.limits))
+
+
+class Mechanism:
+    """One way to isolate the worker, behind one small interface (Otter has one runner class per language).
+
+    ``check(root)``: '' when it works on this machine, else why not. ``start(job)``: the worker started in it,
+    a :class:`Sandboxed`. What it enforces is declared by the attributes and hooks below; ``_report`` turns them
+    into the :class:`IsolationReport`, and :class:`Sandboxed` uses ``namespaces`` to find and kill the process
+    tree.
+    """
+
+    name = ""
+    # private mount, pid, network, ipc and uts namespaces: grader files hidden, the process tree dies with the
+    # sandbox, disk_bytes holds (tmpfs), and a worker killed by signal N is reported as exit status 128 + N
+    namespaces = False
+    dedicated_uid = True  # as root, the worker runs as a uid claimed for this sandbox (see _claim_uid)
+    linux_only = True
+    own_user_detail = ""  # added to the report's user when the worker runs as the grader's own uid
+
+    def available_here(self) -> str:
+        if self.linux_only and not sys.platform.startswith("linux"):
+            return f"needs Linux (this is {sys.platform})"
+        return self.check(os.geteuid() == 0)
+
+    def check(self, root: bool) -> str:
+        raise NotImplementedError
+
+    def skipped_when_automatic(self) -> str:
+        """Why the automatic choice passes over this mechanism although it works ('' when it does not)."""
+        return ""
+
+    def limit_notes(self, worker_is_root: bool) -> list[str]:
+        """Notes on limits this mechanism weakens, beyond what the attributes say."""
+        return []
+
+    def weaknesses(self) -> list[str]:
+        """Notes on what the worker can still reach."""
+        return []
+
+    def start(self, job: _Job) -> Sandboxed:
+        raise NotImplementedError
+
+
+class Bubblewrap(Mechanism):
+    """bwrap: new namespaces, a root file system built from read-only binds and tmpfs mounts."""
+
+    name, namespaces = BWRAP, True
+
+    def check(self, root: bool) -> str:
+        why = _missing("bwrap", "prlimit", *(["setpriv"] if root else []))
+        if why:
+            return why + " (Debian/Ubuntu: apt-get install bubblewrap util-linux)"
+        drop = [shutil.which("setpriv"), *_setpriv_drop(65534)] if root else []
+        why = _run_quietly([shutil.which("bwrap"), *self.namespace_flags(root, network=False), "--ro-bind", "/",
+                            "/", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", "65536",
+                            "--tmpfs", "/tmp", "--", *drop, "/bin/true"])
+        return why + " (needs bubblewrap 0.8 or newer)" if "Unknown option" in why else why
+
+    def start(self, job: _Job) -> Sandboxed:
+        mounts = _plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=job.uid is not None)
+        cmd, opened = self.argv(mounts, job.workdir, job.limits, job.uid)
+        try:
+            return Sandboxed(job.command(*cmd), kind=self, report=job.report, cwd="/",
+                             env=_minimal_env(job.workdir, "/tmp", job.env), pass_fds=[f.fileno() for f in opened],
+                             preexec_fn=job.preexec(), uid=job.uid, lock_fd=job.lock_fd)
+        finally:
+            for f in opened:
+                f.close()
+
+    @staticmethod
+    def namespace_flags(root: bool, network: bool) -> list[str]:
+        if root:  # no user namespace: it would map the worker to uid 0 outside; setpriv switches uid instead
+            flags = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+                     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                     "--cap-add", "CAP_SETPCAP"]
+            return flags + ([] if network else ["--unshare-net"])
+        flags = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        return flags + (["--share-net"] if network else [])
+
+    def argv(self, mounts: list[_Mount], workdir: str, limits: Limits, uid: int | None) -> tuple[list[str], list]:
+        """bwrap command line and the open files it copies in (their fds must be passed to it)."""
+        argv = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                *self.namespace_flags(uid is not None, limits.network)]
+        opened = []
+        for m in _with_parents(mounts):
+            if m.kind == "copy-file":
+                opened.append(open(m.source, "rb"))
+                argv += ["--perms", f"{m.mode:o}", "--file", str(opened[-1].fileno()), m.dest]
+            else:
+                argv += self.mount_flags(m, limits)
+        argv += ["--chdir", workdir, "--"]
+        if uid is not None:
+            argv += [shutil.which("setpriv"), *_setpriv_drop(uid)]
+        return argv, opened
+
+    @staticmethod
+    def mount_flags(m: _Mount, limits: Limits) -> list[str]:
+        """The bwrap options for one mount (copy-file needs an open file: see argv)."""
         if m.kind == "ro":
-            argv += ["--ro-bind", m.source, m.dest]
-        elif m.kind in ("symlink", "copy-link"):
-            argv += ["--symlink", m.source, m.dest]
-        elif m.kind in ("dir", "copy-dir"):
-            argv += ["--perms", f"{m.mode:o}", "--dir", m.dest]
-        elif m.kind == "tmpfs":
-            argv += ["--perms", f"{m.mode:o}", "--size", str(limits.disk_bytes), "--tmpfs", m.dest]
-        elif m.kind == "hide":
-            argv += ["--tmpfs", m.dest] if m.mode == 0o755 else ["--ro-bind", "/dev/null", m.dest]
-        elif m.kind == "copy-file":
-            opened.append(open(m.source, "rb"))
-            argv += ["--perms", f"{m.mode:o}", "--file", str(opened[-1].fileno()), m.dest]
-        elif m.kind == "proc":
-            argv += ["--proc", m.dest]
-        elif m.kind == "dev":
-            argv += ["--dev", m.dest]
-    argv += ["--chdir", workdir, "--"]
-    if uid is not None:
-        argv += [shutil.which("setpriv"), *_setpriv_drop(uid)]
-    return argv, opened
+            return ["--ro-bind", m.source, m.dest]
+        if m.kind in ("symlink", "copy-link"):
+            return ["--symlink", m.source, m.dest]
+        if m.kind in ("dir", "copy-dir"):
+            return ["--perms", f"{m.mode:o}", "--dir", m.dest]
+        if m.kind == "tmpfs":
+            return ["--perms", f"{m.mode:o}", "--size", str(limits.disk_bytes), "--tmpfs", m.dest]
+        if m.kind == "hide":
+            return ["--tmpfs", m.dest] if m.mode == 0o755 else ["--ro-bind", "/dev/null", m.dest]
+        if m.kind == "proc":
+            return ["--proc", m.dest]
+        if m.kind == "dev":
+            return ["--dev", m.dest]
+        return []
 
 
 def _with_parents(mounts: list[_Mount]) -> list[_Mount]:
@@ -435,57 +504,155 @@ def _with_parents(mounts: list[_Mount]) -> list[_Mount]:
     return out
 
 
-def _unshare_flags(root: bool, network: bool) -> list[str]:
-    flags = ["--mount", "--pid", "--fork", "--ipc", "--uts", "--kill-child"]
-    flags += [] if network else ["--net"]
-    return flags if root else ["--user", "--map-root-user", *flags]
+class Unshare(Mechanism):
+    """util-linux unshare + a shell script that mounts the same picture as bubblewrap and chroots into it."""
 
+    name, namespaces = UNSHARE, True
+    own_user_detail = ", uid 0 without capabilities inside its user namespace"
 
-def _unshare_argv(mounts: list[_Mount], newroot: str, workdir: str, limits: Limits,
-                  uid: int | None) -> list[str]:
-    """unshare + a shell script that builds the new root from `mounts` and chroots into it."""
-    q = shlex.quote
-    root = uid is not None
-    lines = ["set -e", "umask 022", f"mount -t tmpfs -o mode=0755,size=1m attnlab-root {q(newroot)}"]
-    for m in mounts:
-        dest = q(newroot + m.dest)
+    def check(self, root: bool) -> str:
+        why = _missing("unshare", "chroot", "setpriv", "prlimit", "env", "mount", "cp")
+        if why:
+            return why + " (Debian/Ubuntu: apt-get install util-linux coreutils mount)"
+        scratch = tempfile.mkdtemp(prefix="attnlab-sandbox-probe-")
+        try:
+            return _run_quietly([shutil.which("unshare"), *self.flags(root, network=False), "--", "/bin/sh",
+                                 "-c", f"mount -t tmpfs -o size=4k attnlab-probe {shlex.quote(scratch)}"])
+        finally:
+            os.rmdir(scratch)
+
+    def start(self, job: _Job) -> Sandboxed:
+        mounts = _plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=job.uid is not None)
+        newroot = tempfile.mkdtemp(prefix="attnlab-sandbox-root-")  # empty: mounted on only inside
+        try:
+            cmd = self.argv(mounts, newroot, job.workdir, job.limits, job.uid)
+            return Sandboxed(job.command(*cmd), kind=self, report=job.report, cwd="/",
+                             env=_minimal_env(job.workdir, "/tmp", job.env), preexec_fn=job.preexec(), uid=job.uid,
+                             lock_fd=job.lock_fd, cleanup_dirs=[newroot])
+        except BaseException:
+            os.rmdir(newroot)
+            raise
+
+    @staticmethod
+    def flags(root: bool, network: bool) -> list[str]:
+        flags = ["--mount", "--pid", "--fork", "--ipc", "--uts", "--kill-child"]
+        flags += [] if network else ["--net"]
+        return flags if root else ["--user", "--map-root-user", *flags]
+
+    def argv(self, mounts: list[_Mount], newroot: str, workdir: str, limits: Limits, uid: int | None) -> list[str]:
+        """unshare + a shell script that builds the new root from `mounts` and chroots into it."""
+        lines = ["set -e", "umask 022", f"mount -t tmpfs -o mode=0755,size=1m attnlab-root {shlex.quote(newroot)}"]
+        for m in mounts:
+            lines += self.mount_lines(m, newroot + m.dest, workdir, limits, uid)
+        drop = [shutil.which("setpriv"), *(_setpriv_drop(uid) if uid is not None else _SETPRIV_CAPS_ONLY)]
+        inner = [shutil.which("chroot"), newroot, "/usr/bin/env", "-C", workdir, *drop]
+        # the shell stays as pid 1 of the namespace, reaping orphans; the worker is its child. A background job's
+        # stdin is /dev/null before its redirections apply, hence the copy of the pipe on fd 3.
+        lines += ["exec 3<&0", f"{shlex.join(inner)} \"$@\" <&3 3<&- & wait $!"]
+        return [shutil.which("unshare"), *self.flags(uid is not None, limits.network), "--", "/bin/sh", "-c",
+                "\n".join(lines), "attnlab-sandbox"]
+
+    @staticmethod
+    def mount_lines(m: _Mount, target: str, workdir: str, limits: Limits, uid: int | None) -> list[str]:
+        """Shell lines that make one mount at `target` (its path under the new root)."""
+        q, dest = shlex.quote, shlex.quote(target)
         if m.kind == "ro":
             make = f"mkdir -p {dest}" if os.path.isdir(m.source) else f"mkdir -p $(dirname {dest}); touch {dest}"
-            lines += [make, f"mount --rbind {q(m.source)} {dest}",
-                      f"mount -o remount,bind,ro,nosuid,nodev {dest}"]
-        elif m.kind == "symlink":
-            lines.append(f"mkdir -p $(dirname {dest}); ln -s {q(m.source)} {dest}")
-        elif m.kind == "tmpfs":
-            owner = f",uid={uid},gid={uid}" if root and m.dest == workdir else ""
-            lines += [f"mkdir -p {dest}",
-                      f"mount -t tmpfs -o nosuid,nodev,size={limits.disk_bytes},mode={m.mode:o}{owner} attnlab "
-                      f"{dest}"]
+            return [make, f"mount --rbind {q(m.source)} {dest}", f"mount -o remount,bind,ro,nosuid,nodev {dest}"]
+        if m.kind == "symlink":
+            return [f"mkdir -p $(dirname {dest}); ln -s {q(m.source)} {dest}"]
+        if m.kind == "tmpfs":
+            owner = f",uid={uid},gid={uid}" if uid is not None and m.dest == workdir else ""
+            lines = [f"mkdir -p {dest}",
+                     f"mount -t tmpfs -o nosuid,nodev,size={limits.disk_bytes},mode={m.mode:o}{owner} attnlab {dest}"]
             if m.dest == workdir:
                 lines.append(f"cp -a {q(workdir)}/. {dest}/")
-                if root:
+                if uid is not None:
                     lines.append(f"chown -R {uid}:{uid} {dest}")
-        elif m.kind == "hide":
+            return lines
+        if m.kind == "hide":
             if m.mode == 0o755:
-                lines.append(f"mount -t tmpfs -o size=4k,mode=755 attnlab-hidden {dest}")
-            else:
-                lines.append(f"mount --bind /dev/null {dest}")
-        elif m.kind == "proc":
-            lines += [f"mkdir -p {dest}", f"mount -t proc -o nosuid,nodev,noexec proc {dest}"]
-        elif m.kind == "dev":
-            lines.append(f"mkdir -p {dest}")
+                return [f"mount -t tmpfs -o size=4k,mode=755 attnlab-hidden {dest}"]
+            return [f"mount --bind /dev/null {dest}"]
+        if m.kind == "proc":
+            return [f"mkdir -p {dest}", f"mount -t proc -o nosuid,nodev,noexec proc {dest}"]
+        if m.kind == "dev":
+            lines = [f"mkdir -p {dest}"]
             for node in _DEV_NODES:
                 lines += [f"touch {dest}/{node}", f"mount --bind /dev/{node} {dest}/{node}"]
-            for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                                 ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-                lines.append(f"ln -s {target} {dest}/{link}")
-        # copy-* entries are the workdir copy, done by cp -a above
-    drop = [shutil.which("setpriv"), *(_setpriv_drop(uid) if root else _SETPRIV_CAPS_ONLY)]
-    inner = [shutil.which("chroot"), newroot, "/usr/bin/env", "-C", workdir, *drop]
-    # the shell stays as pid 1 of the namespace, reaping orphans; the worker is its child. A background job's
-    # stdin is /dev/null before its redirections apply, hence the copy of the pipe on fd 3.
-    lines += ["exec 3<&0", f"{shlex.join(inner)} \"$@\" <&3 3<&- & wait $!"]
-    return [shutil.which("unshare"), *_unshare_flags(root, limits.network), "--", "/bin/sh", "-c",
-            "\n".join(lines), "attnlab-sandbox"]
+            for link, to in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                             ("stderr", "/proc/self/fd/2")):
+                lines.append(f"ln -s {to} {dest}/{link}")
+            return lines
+        return []  # copy-* entries are the workdir copy, done by cp -a with the workdir's tmpfs
+
+
+class SetprivOnly(Mechanism):
+    """Root without namespaces (e.g. Docker's default seccomp profile): another uid and rlimits only."""
+
+    name = SETPRIV
+
+    def check(self, root: bool) -> str:
+        if not root:
+            return "needs root (there is no other user to switch to)"
+        return _missing("setpriv", "prlimit") or _run_quietly(
+            [shutil.which("setpriv"), *_setpriv_drop(65534), "/bin/true"])
+
+    def skipped_when_automatic(self) -> str:
+        return _others_cannot_run(sys.executable)
+
+    def weaknesses(self) -> list[str]:
+        notes = []
+        if _others_cannot_run(sys.executable):
+            notes.append(f"spawn cannot run this grader's Python: {_others_cannot_run(sys.executable)}")
+        notes.append("no namespaces: the worker sees every world-readable file (grader files are protected only "
+                     "by their permissions) and can use the network")
+        return notes
+
+    def start(self, job: _Job) -> Sandboxed:
+        why = _others_cannot_run(job.argv[0])
+        if why:
+            raise PermissionError(f"setpriv-only runs the worker as uid {job.uid} without a private file system, "
+                                  f"and {why}; install Python where other users can read it, or use "
+                                  "bubblewrap or unshare")
+        os.chown(job.workdir, job.uid, job.uid)
+        os.chmod(job.workdir, 0o700)
+        for folder, dirs, files in os.walk(job.workdir):
+            for entry in dirs + files:
+                os.chown(os.path.join(folder, entry), job.uid, job.uid, follow_symlinks=False)
+        return Sandboxed(job.command(shutil.which("setpriv"), *_setpriv_drop(job.uid)), kind=self,
+                         report=job.report, cwd=job.workdir, env=_minimal_env(job.workdir, job.workdir, job.env),
+                         preexec_fn=job.preexec(), uid=job.uid, lock_fd=job.lock_fd, restore_owner=job.workdir)
+
+
+class NoIsolation(Mechanism):
+    """A plain subprocess in a new session with rlimits; its processes are found again by a token in their
+    environment."""
+
+    name, dedicated_uid, linux_only = NONE, False, False
+
+    def check(self, root: bool) -> str:
+        return ""
+
+    def limit_notes(self, worker_is_root: bool) -> list[str]:
+        if worker_is_root:
+            return []
+        return [f"max_processes counts every process and thread of {_user_name(os.getuid())}, "
+                "the grader's own included"]
+
+    def weaknesses(self) -> list[str]:
+        return ["no isolation: the worker can read what the grader can read and use the network; "
+                "a detached process that also clears its environment can survive kill_tree"]
+
+    def start(self, job: _Job) -> Sandboxed:
+        token = os.urandom(8).hex()
+        env = {**_minimal_env(job.workdir, job.workdir, job.env), "ATTNLAB_SANDBOX_TOKEN": token}
+        return Sandboxed(job.command(), kind=self, report=job.report, cwd=job.workdir, env=env,
+                         preexec_fn=job.preexec(), token=f"ATTNLAB_SANDBOX_TOKEN={token}".encode())
+
+
+_KINDS: dict[str, Mechanism] = {kind.name: kind for kind in (Bubblewrap(), Unshare(), SetprivOnly(), NoIsolation())}
+assert tuple(_KINDS) == MECHANISMS, "the mechanisms, best first"
 
 
 # ---------------------------------------------------------------- dedicated uids (root only)
@@ -593,11 +760,12 @@ class Sandboxed:
     """A worker in its sandbox; Popen-like. ``pid`` is the process the grader started (bwrap or unshare in the
     namespace mechanisms). As with Popen, ``wait()`` returns -N when the worker died of signal N."""
 
-    def __init__(self, argv, *, mechanism: str, report: IsolationReport, cwd: str | None, env: dict,
+    def __init__(self, argv, *, kind: Mechanism, report: IsolationReport, cwd: str | None, env: dict,
                  pass_fds=(), preexec_fn=None, uid: int | None = None, lock_fd: int | None = None,
                  token: bytes | None = None, cleanup_dirs=(), restore_owner: str | None = None):
         self.report = report
-        self.mechanism = mechanism
+        self.mechanism = kind.name
+        self._namespaces = kind.namespaces
         self.uid = uid
         self._lock_fd, self._token = lock_fd, token
         self._cleanup_dirs, self._restore_owner = list(cleanup_dirs), restore_owner
@@ -626,7 +794,7 @@ class Sandboxed:
 
     def _status(self, code: int | None) -> int | None:
         # bwrap and the unshare script report a worker killed by signal N as 128 + N
-        if code is not None and self.mechanism in (BWRAP, UNSHARE) and 128 < code < 128 + signal.NSIG:
+        if code is not None and self._namespaces and 128 < code < 128 + signal.NSIG:
             return -(code - 128)
         return code
 
@@ -644,10 +812,11 @@ class Sandboxed:
     def _members(self, started: bool) -> set[int]:
         """Live processes of this sandbox, the started process itself excluded. `started`: it is still unreaped,
         so its descendants are the sandbox's (in a pid namespace, orphans are adopted by the namespace's init)."""
-        by_uid = self.mechanism == SETPRIV and self.uid != os.getuid()  # a uid used by this sandbox only
+        # without namespaces, a uid claimed for this sandbox is used by this sandbox only
+        by_uid = not self._namespaces and self.uid is not None and self.uid != os.getuid()
         procs = _processes(with_uid=by_uid)
         members = _descendants(self.pid, procs) if started else set()
-        if self.mechanism in (SETPRIV, NONE) and started:
+        if not self._namespaces and started:
             members |= {p.pid for p in procs.values() if self.pid in (p.pgid, p.sid)}
         if by_uid:
             members |= {p.pid for p in procs.values() if p.uid == self.uid}
@@ -677,7 +846,6 @@ class Sandboxed:
             # bwrap and unshare exit only after the namespace's init, whose death kills the whole namespace: once
             # they are gone nothing is left. Without a pid namespace, orphans are found by uid or token.
             running = self._popen.poll() is None
-            namespaced = self.mechanism in (BWRAP, UNSHARE)
             if running:
                 self._sweep(started=True)
             try:
@@ -687,7 +855,7 @@ class Sandboxed:
             if self._popen.poll() is None:
                 self._popen.kill()
             self._popen.wait()
-            if not namespaced:
+            if not self._namespaces:
                 self._sweep(started=False)
             self._killed = True
             self._release()
@@ -745,55 +913,15 @@ def spawn(argv, *, workdir, limits: Limits | None = None, env=None, hide=(), rea
     workdir = os.path.abspath(workdir)
     if not os.path.isdir(workdir):
         raise NotADirectoryError(f"workdir={workdir!r}: not a folder; create it before spawn()")
-    name, notes = _choose(mechanism)
-    root = os.geteuid() == 0
-    uid, lock_fd = _claim_uid() if root and name != NONE else (None, None)
-    report = _report(name, limits, uid=uid if uid is not None else os.getuid(), notes=notes)
-    rlimits = _rlimit_argv(limits)
-    preexec = None if rlimits else (lambda: _set_rlimits(limits))
-    newroot = None
+    kind, notes = _choose(mechanism)
+    uid, lock_fd = _claim_uid() if os.geteuid() == 0 and kind.dedicated_uid else (None, None)
+    report = _report(kind, limits, uid=uid if uid is not None else os.getuid(), notes=notes)
+    job = _Job(argv, workdir, limits, env, tuple(hide), tuple(readable), uid, lock_fd, report)
     try:
-        if name == BWRAP:
-            mounts = _plan(workdir, limits, hide, readable, dedicated_uid=root)
-            cmd, opened = _bwrap_argv(mounts, workdir, limits, uid)
-            try:
-                return Sandboxed([*cmd, *rlimits, *argv], mechanism=name, report=report, cwd="/",
-                                 env=_minimal_env(workdir, "/tmp", env), pass_fds=[f.fileno() for f in opened],
-                                 preexec_fn=preexec, uid=uid, lock_fd=lock_fd)
-            finally:
-                for f in opened:
-                    f.close()
-        if name == UNSHARE:
-            mounts = _plan(workdir, limits, hide, readable, dedicated_uid=root)
-            newroot = tempfile.mkdtemp(prefix="attnlab-sandbox-root-")  # empty: mounted on only inside
-            cmd = _unshare_argv(mounts, newroot, workdir, limits, uid)
-            return Sandboxed([*cmd, *rlimits, *argv], mechanism=name, report=report, cwd="/",
-                             env=_minimal_env(workdir, "/tmp", env), preexec_fn=preexec, uid=uid,
-                             lock_fd=lock_fd, cleanup_dirs=[newroot])
-        if name == SETPRIV:
-            why = _others_cannot_run(argv[0])
-            if why:
-                raise PermissionError(f"setpriv-only runs the worker as uid {uid} without a private file system, "
-                                      f"and {why}; install Python where other users can read it, or use "
-                                      "bubblewrap or unshare")
-            os.chown(workdir, uid, uid)
-            os.chmod(workdir, 0o700)
-            for folder, dirs, files in os.walk(workdir):
-                for entry in dirs + files:
-                    os.chown(os.path.join(folder, entry), uid, uid, follow_symlinks=False)
-            cmd = [shutil.which("setpriv"), *_setpriv_drop(uid)]
-            return Sandboxed([*cmd, *rlimits, *argv], mechanism=name, report=report, cwd=workdir,
-                             env=_minimal_env(workdir, workdir, env), preexec_fn=preexec, uid=uid,
-                             lock_fd=lock_fd, restore_owner=workdir)
-        token = os.urandom(8).hex()
-        full_env = {**_minimal_env(workdir, workdir, env), "ATTNLAB_SANDBOX_TOKEN": token}
-        return Sandboxed([*rlimits, *argv], mechanism=name, report=report, cwd=workdir, env=full_env,
-                         preexec_fn=preexec, token=f"ATTNLAB_SANDBOX_TOKEN={token}".encode())
+        return kind.start(job)
     except BaseException:
         if lock_fd is not None:
             os.close(lock_fd)
-        if newroot is not None:
-            os.rmdir(newroot)
         raise
 
 

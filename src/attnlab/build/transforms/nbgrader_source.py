@@ -4,6 +4,9 @@ Runs on the common notebook (after replace_tests, drop_marker_cells and insert_s
 solution branches split). Solution blocks become nbgrader's ``### BEGIN SOLUTION`` regions in solution cells; each
 ``grader.check`` cell becomes an autograded test cell worth the question's points that requires the public checks
 to pass and, inside ``### BEGIN HIDDEN TESTS``, runs the hidden tests; prose, set-up and given code are locked.
+Experiment and demo cells (tagged ``otter_ignore``, which Otter and attnlab's grader skip) start with the cell
+magic ``%%experiment``: they run for the student, and nbgrader's Validate and autograde skip them (nbgrader sets
+``NBGRADER_EXECUTION`` then), so grading never re-runs training.
 """
 
 from __future__ import annotations
@@ -36,6 +39,15 @@ c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplemente
 c.ExecutePreprocessor.timeout = 600
 c.Execute.timeout = 600
 '''
+
+
+SETUP_SUFFIX = '''
+
+# nbgrader: cells that start with %%experiment run here, and are skipped while nbgrader validates or grades.
+from attnlab.grading.nbgrader_bridge import register_experiment_magic
+
+register_experiment_magic()'''
+EXPERIMENT_MAGIC = "%%experiment\n"
 
 
 def _nbgrader_meta(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
@@ -78,6 +90,10 @@ def nbgrader_source(nb, *, lab_id: str, points: dict[str, float]):
             cell.metadata["nbgrader"] = _nbgrader_meta(f"test_{question}", grade=True, locked=True,
                                                        points=float(points[question]))
             continue
+        if label.get("role") == "setup":
+            cell.source += SETUP_SUFFIX
+        elif cell.cell_type == "code" and "otter_ignore" in cell.metadata.get("tags", []):
+            cell.source = EXPERIMENT_MAGIC + cell.source
         solution = _solution_source(cell.source) if cell.cell_type == "code" else None
         if solution is not None:
             cell.source = solution
