@@ -245,7 +245,7 @@ class RemoteStudent(StudentAPI):
         """Start the worker and run the cells; a cell that kills the worker is skipped and the load retried."""
         while True:
             if self.starts > self.max_restarts:
-                self._give_up(f"the worker was started {self.starts} times and kept dying; giving up")
+                self._give_up(f"the worker was restarted {self.starts - 1} times; giving up")
             timeout = self._timeout(self.load_timeout)
             self.starts += 1
             self.proc = self.spawn()

@@ -107,13 +107,25 @@ def ungraded(submission, questions: dict[str, float], message: str, *, lab: str 
             "errors": [message] if errors is None else errors}
 
 
+def _manifest(lab_dir: str | Path) -> dict:
+    try:
+        manifest = json.loads((Path(lab_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
 def manifest_questions(lab_dir: str | Path) -> dict[str, float]:
     """Question -> points from a built autograder's manifest ({} when there is none)."""
     try:
-        manifest = json.loads((Path(lab_dir) / "manifest.json").read_text())
-        return {str(q): float(p) for q, p in manifest["questions"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {str(q): float(p) for q, p in _manifest(lab_dir).get("questions", {}).items()}
+    except (TypeError, ValueError, AttributeError):
         return {}
+
+
+def manifest_lab(lab_dir: str | Path) -> str:
+    """The lab id in a built autograder's manifest ('' when there is none)."""
+    return str(_manifest(lab_dir).get("lab", ""))
 
 
 def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
