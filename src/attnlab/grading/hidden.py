@@ -117,7 +117,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    apply_policy(suite, results, student.source(None))
+    source = getattr(student, "source", None)
+    apply_policy(suite, results, source(None) if source is not None else None)
     return results
 
 
