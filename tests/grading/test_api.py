@@ -261,6 +261,9 @@ FAKE = textwrap.dedent('''
     if mode == "progress-then-exit":
         send({"__dict__": [["progress", 7]]})
         os._exit(9)
+    if mode == "stop-reading":  # a load reply that the grader before issue 12 accepted too
+        ok({"__dict__": [["errors", []], ["failed", 0], ["cells", []], ["names", []]]})
+        time.sleep(60)
     ok({"__dict__": [["errors", []], ["failed", 0]]})
     while True:
         req = request()
