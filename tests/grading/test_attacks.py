@@ -8,16 +8,21 @@ machine running the tests: at most 8 GB touched gradually, 300 processes, 1 GB o
 
 from __future__ import annotations
 
+import json as _json
 import os
 import socket
+import struct as _struct
 import sys
 import textwrap
 import threading
+import time as _time
+import tracemalloc as _tracemalloc
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from attnlab.grading import wire as _wire
 from attnlab.grading.runner import grade_submission
 
 LAB = "lab99_demo"
@@ -376,13 +381,6 @@ def test_slow_function_is_stopped_by_the_test_time_limit(built_course, tmp_path)
 # These run the worker through the sandbox's `none` mechanism (ATTNLAB_SANDBOX=off): the attacks are on the
 # grader, not on the isolation.
 
-import json as _json
-import stat as _stat
-import struct as _struct
-import time as _time
-import tracemalloc as _tracemalloc
-
-from attnlab.grading import wire as _wire
 
 FAST = dict(cell_timeout=10, call_timeout=10, load_timeout=60)
 MiB = 2**20

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.grading.safe_text import markdown_inline
 from attnlab.grading.batch import (
     BatchInterrupted,
     collect_submissions,
@@ -20,6 +19,7 @@ from attnlab.grading.batch import (
     parse_shard,
 )
 from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.safe_text import markdown_inline
 
 LAB = "lab05_self_attention"
 QUESTIONS = {"softmax": 2.0, "attention": 3.0}  # the result order: not alphabetical on purpose

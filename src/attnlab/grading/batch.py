@@ -230,16 +230,7 @@ def grade_batch(
 
     own_gradebook = not isinstance(gradebook, Gradebook)
     gb_target = out_dir / DEFAULT_NAME if gradebook is None else gradebook
-    exclude = []  # the gradebook's own files, when it lies in an input folder
-    if own_gradebook and "://" not in str(gb_target):
-        db = sqlite_path(gb_target)
-        exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
-    submissions = collect_submissions(inputs, exclude=exclude)
-    if shard_spec:
-        submissions = {k: p for k, p in submissions.items() if in_shard(k, *shard_spec)}
-    folders = output_folders(submissions, reserved=[p.name for p in exclude if p.parent.resolve() ==
-                                                    out_dir.resolve()])
-
+    submissions, folders = _select(inputs, out_dir, gb_target if own_gradebook else None, shard_spec)
     out_dir.mkdir(parents=True, exist_ok=True)
     book = open_gradebook(gb_target) if own_gradebook else gradebook
     summary = BatchSummary(lab=lab)
@@ -253,24 +244,7 @@ def grade_batch(
             else:
                 todo.append((key, path, sha))
         bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
-
-        def finish(item, outcome) -> None:
-            (key, path, sha), (result, grader_error) = item, outcome
-            stem_dir = out_dir / folders[key]
-            write_results_json(result, stem_dir / "results.json")
-            write_feedback(result, stem_dir / "feedback.md")
-            book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
-            summary.results.append({**result, "key": key, "grader_error": grader_error})
-            if grader_error:
-                summary.failed += 1
-                last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
-                tqdm.write(for_terminal(f"grader error on {key} (recorded as 0, retried next run): {last_line}"),
-                           file=sys.stderr)
-            else:
-                summary.graded += 1
-            bar.set_postfix_str(f"{for_terminal(key)}: {format_score(result['score'])}/{format_score(result['max_score'])}")
-            bar.update(1)
-
+        finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
         if jobs == 1:
             for item in todo:
                 finish(item, _grade_one(grade_fn, lab_dir, item[1]))
@@ -287,6 +261,42 @@ def grade_batch(
         if own_gradebook:
             book.close()
     return summary
+
+
+def _select(inputs, out_dir: Path, gb_target, shard_spec) -> tuple[dict[str, Path], dict[str, str]]:
+    """The submissions of this shard (never the gradebook's own files) and their output folders."""
+    exclude = []  # the gradebook's own files, when it lies in an input folder
+    if gb_target is not None and "://" not in str(gb_target):
+        db = sqlite_path(gb_target)
+        exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+    submissions = collect_submissions(inputs, exclude=exclude)
+    if shard_spec:
+        submissions = {k: p for k, p in submissions.items() if in_shard(k, *shard_spec)}
+    beside = [p.name for p in exclude if p.parent.resolve() == out_dir.resolve()]
+    return submissions, output_folders(submissions, reserved=beside)
+
+
+def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Path]):
+    """``finish(item, outcome)``: write one submission's files and gradebook row, count it, show it."""
+
+    def finish(item, outcome) -> None:
+        (key, path, sha), (result, grader_error) = item, outcome
+        write_results_json(result, folders[key] / "results.json")
+        write_feedback(result, folders[key] / "feedback.md")
+        book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
+        summary.results.append({**result, "key": key, "grader_error": grader_error})
+        if grader_error:
+            summary.failed += 1
+            last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
+            tqdm.write(for_terminal(f"grader error on {key} (recorded as 0, retried next run): {last_line}"),
+                       file=sys.stderr)
+        else:
+            summary.graded += 1
+        score = f"{format_score(result['score'])}/{format_score(result['max_score'])}"
+        bar.set_postfix_str(f"{for_terminal(key)}: {score}")
+        bar.update(1)
+
+    return finish
 
 
 def _run_pool(todo, jobs: int, work, finish) -> None:
