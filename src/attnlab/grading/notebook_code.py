@@ -129,7 +129,8 @@ _IPYTHON_SYNTAX = re.compile(r"%|!(?!=)|\?\s*$", re.MULTILINE)
 def python_source(source: str) -> str:
     """Cell source with IPython syntax (``%magic``, ``!cmd``) turned into plain Python."""
     if not _IPYTHON_SYNTAX.search(source):
-        return source  # plain Python (IPython's transformer takes seconds on a long expression)
+        # plain Python: what IPython's transformer returns for it, without its seconds on a long expression
+        return source if source.endswith("\n") else source + "\n"
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
