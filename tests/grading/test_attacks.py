@@ -503,7 +503,7 @@ def test_control_characters_never_reach_a_terminal(built_course, tmp_path, off):
 
 
 # 4. ---------------------------------------------------------------- forged progress frames
-@pytest.mark.parametrize("value", ['"not a number"', "10 ** 30", "-5", "[1]"])
+@pytest.mark.parametrize("value", ['"not a number"', "[1]"])
 def test_forged_progress_frames_give_a_row(value, built_course, tmp_path, off):
     attack = f"""
     import os, struct, json
