@@ -45,8 +45,7 @@ def main() -> None:
         for jobs in (1, 2):
             out = tmp / f"out{jobs}"
             start = time.perf_counter()
-            summary = grade_batch(lab.id, [str(batch)], out_dir=out, jobs=jobs, progress=False,
-                                  grade_fn=lambda _l, path: grade_submission(lab.autograder_dir, path))
+            summary = grade_batch(lab.autograder_dir, [str(batch)], out_dir=out, jobs=jobs, progress=False)
             wall = time.perf_counter() - start
             per = [r["elapsed_s"] for r in summary.results]
             print(f"attnlab grade --jobs {jobs}: {len(per)} submissions in {wall:.1f} s "

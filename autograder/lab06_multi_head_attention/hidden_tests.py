@@ -28,7 +28,10 @@ from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn, random_mask
 
-suite = HiddenSuite("lab06_multi_head_attention")
+# The deny-by-default rules (checks.policy_violations: private torch APIs such as torch._C, torch.ops, getattr/setattr
+# with a computed name on a module, importlib, __import__, exec, eval, compile, anywhere in the graded cells) cost
+# every question of this lab, as its rules cell says. None: every question.
+suite = HiddenSuite("lab06_multi_head_attention", policy_questions=None)
 
 FORBIDDEN = ["MultiheadAttention", "scaled_dot_product_attention"]
 WHY = ("this lab asks you to build multi-head attention yourself: nn.MultiheadAttention and "

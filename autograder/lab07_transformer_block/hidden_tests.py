@@ -36,7 +36,10 @@ from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn
 
-suite = HiddenSuite("lab07_transformer_block")
+# The deny-by-default rules (checks.policy_violations: private torch APIs such as torch._C, torch.ops, getattr/setattr
+# with a computed name on a module, importlib, __import__, exec, eval, compile, anywhere in the graded cells) cost
+# every question of this lab, as its rules cell says. None: every question.
+suite = HiddenSuite("lab07_transformer_block", policy_questions=None)
 
 F32, F64 = torch.float32, torch.float64
 EPS32 = torch.finfo(torch.float32).eps

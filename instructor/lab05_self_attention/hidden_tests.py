@@ -27,7 +27,10 @@ from attnlab.grading import checks
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import padded_ids, randn, random_lengths, random_mask
 
-suite = HiddenSuite("lab05_self_attention")
+# The deny-by-default rules (checks.policy_violations: private torch APIs such as torch._C, torch.ops, getattr/setattr
+# with a computed name on a module, importlib, __import__, exec, eval, compile, anywhere in the graded cells) cost
+# every question of this lab, as its rules cell says. None: every question.
+suite = HiddenSuite("lab05_self_attention", policy_questions=None)
 
 FORBIDDEN = ["scaled_dot_product_attention", "MultiheadAttention"]
 WHY = ("this lab asks you to build attention by hand: F.scaled_dot_product_attention and nn.MultiheadAttention "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -31,10 +33,13 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
 
 
 def _expand(paths: list[str]) -> list[Path]:
+    """Files and folders to grade; a folder's entries are never followed or opened here (the grader checks
+    each with lstat and gives a link, pipe or device a row saying so)."""
     files: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")))
+        if p.is_dir() and not p.is_symlink():
+            files.extend(sorted(f for f in p.iterdir() if not f.name.startswith(".")
+                                and not stat.S_ISDIR(os.lstat(f).st_mode)))
         else:
             files.append(p)
     return files
@@ -52,9 +57,8 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
         from .grading.batch import BatchInterrupted, grade_batch
 
         try:
-            summary = grade_batch(lab_info.id, paths, out_dir=out or "grading-out", jobs=jobs, shard=shard,
-                                  gradebook=gradebook, regrade=regrade,
-                                  grade_fn=lambda _lab, path: grade_submission(lab_info.autograder_dir, path))
+            summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out or "grading-out", jobs=jobs,
+                                  shard=shard, gradebook=gradebook, regrade=regrade)
         except BatchInterrupted as exc:
             print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
             return 130
@@ -71,13 +75,17 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
 
 
 def score_table(results: list[dict]) -> str:
+    """One line per result; the student's file name and messages with control characters escaped."""
+    from .grading.safe_text import for_terminal
+
     if not results:
         return "no submissions"
-    width = max(len(Path(r["submission"]).name) for r in results)
+    names = [for_terminal(Path(r["submission"]).name) for r in results]
+    width = max(len(n) for n in names)
     lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
-    for r in results:
-        note = "; ".join(r.get("errors", []))[:70]
-        lines.append(f"{Path(r['submission']).name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
+    for name, r in zip(names, results):
+        note = for_terminal("; ".join(r.get("errors", [])[:20]))[:70]
+        lines.append(f"{name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ from attnlab.grading.batch import (
     parse_shard,
 )
 from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.safe_text import markdown_inline
 
 LAB = "lab05_self_attention"
 QUESTIONS = {"softmax": 2.0, "attention": 3.0}  # the result order: not alphabetical on purpose
@@ -126,7 +127,7 @@ def test_every_file_gets_a_row_results_json_and_feedback(subs, tmp_path):
         gradescope = json.loads((stem / "results.json").read_text())
         assert gradescope["score"] == rows[key]["score"]
         assert [t["name"] for t in gradescope["tests"]] == ["softmax", "attention"]
-        assert (stem / "feedback.md").read_text().startswith(f"# Feedback: {key}\n")
+        assert (stem / "feedback.md").read_text().startswith(f"# Feedback: {markdown_inline(key)}\n")
     assert "attention: 0 of 3 points" in (out / "bob" / "feedback.md").read_text()
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [Path(k).stem for k in ALL_KEYS]
 

@@ -49,3 +49,17 @@ def test_batch_of_good_blank_buggy_corrupt_and_empty(built_course, tmp_path, cap
     capsys.readouterr()
     assert main(args) == 0  # a rerun resumes: nothing is graded again
     assert "5 skipped" in capsys.readouterr().err
+
+
+def test_grade_batch_default_grade_fn_grades_against_the_lab_folder(built_course, tmp_path):
+    """No grade_fn: the documented default, runner.grade_submission(lab_dir, path), grades for real."""
+    from attnlab.grading.batch import grade_batch
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(built_course / "solutions" / LAB / f"{LAB}.ipynb", subs / "good.ipynb")
+    (subs / "broken.ipynb").write_bytes(b"not json")
+    summary = grade_batch(built_course / "autograder" / LAB, [subs], out_dir=tmp_path / "out", progress=False)
+    assert summary.lab == LAB and (summary.graded, summary.failed) == (2, 0)
+    scores = {r["key"]: (r["score"], r["max_score"]) for r in summary.results}
+    assert scores == {"good.ipynb": (3.0, 3.0), "broken.ipynb": (0.0, 3.0)}

@@ -30,12 +30,15 @@ def test_gradescope_results_schema():
         "score": 3.5,
         "execution_time": 3.14,
         "output": "Total: 3.5 / 9\ncell 4 raised NameError: name 'tokens' is not defined",
+        "output_format": "text",
+        "test_output_format": "text",
         "tests": [
-            {"name": "softmax", "score": 2.0, "max_score": 2.0, "output": "", "visibility": "visible"},
+            {"name": "softmax", "score": 2.0, "max_score": 2.0, "output": "", "output_format": "text",
+             "visibility": "visible"},
             {"name": "scaled_dot_product_attention", "score": 1.5, "max_score": 6.0,
              "output": "the weights must sum to 1 over the keys\nmasked positions got weight 0.2\nexpected 0",
-             "visibility": "visible"},
-            {"name": "MultiHeadAttention", "score": 0.0, "max_score": 1.0, "output": "",
+             "output_format": "text", "visibility": "visible"},
+            {"name": "MultiHeadAttention", "score": 0.0, "max_score": 1.0, "output": "", "output_format": "text",
              "visibility": "visible"},
         ],
     }
@@ -49,12 +52,13 @@ def test_write_results_json_round_trips_and_leaves_no_temp_file(tmp_path):
 
 def test_feedback_markdown_content():
     text = feedback_markdown(RESULT)
-    assert text.startswith("# Feedback: alice.ipynb\n\n**Total: 3.5 / 9**\n")
-    assert "## About your notebook\n\n- cell 4 raised NameError: name 'tokens' is not defined\n" in text
+    assert text.startswith("# Feedback: alice\\.ipynb\n\n**Total: 3.5 / 9**\n")
+    assert ("## About your notebook\n\n```text\n- cell 4 raised NameError: name 'tokens' is not defined\n"
+            "```\n") in text
     assert "| `scaled_dot_product_attention` | 1.5 / 6 |" in text
-    assert ("## `scaled_dot_product_attention`: 1.5 / 6\n\n"
+    assert ("## `scaled_dot_product_attention`: 1.5 / 6\n\n```text\n"
             "- the weights must sum to 1 over the keys\n"
-            "- masked positions got weight 0.2\n  expected 0\n") in text
+            "- masked positions got weight 0.2\nexpected 0\n```\n") in text
     assert "## `softmax`: 2 / 2\n\nAll checks passed.\n" in text
     assert "## `MultiHeadAttention`: 0 / 1\n\nNo details were given" in text
     # the order of the result is kept

@@ -8,7 +8,7 @@ from attnlab.grading.runner import grade_submission, grading_seed, load_bundle
 
 LAB = "lab99_demo"
 KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors"}
-PLAIN = "none: plain subprocess (no sandbox)"
+PLAIN = "none as "  # ATTNLAB_SANDBOX=off: the sandbox's `none` mechanism, its report's first words
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def test_solution_gets_full_marks(lab_dir, built_course):
         "double": {"score": 2.0, "max_score": 2.0, "messages": ["passed: double_values"]},
         "Scale": {"score": 1.0, "max_score": 1.0, "messages": ["passed: scale_values"]},
     }
-    assert res["errors"] == [] and res["isolation"] == PLAIN
+    assert res["errors"] == [] and res["isolation"].startswith(PLAIN)
     assert 0 < res["elapsed_s"] < 120
     json.dumps(res)  # plain JSON, ready for results files
 
@@ -80,15 +80,12 @@ def test_missing_file_scores_zero(lab_dir, tmp_path):
 
 
 def test_same_file_graded_twice_in_the_sandbox_gives_the_same_result(lab_dir, built_course, monkeypatch):
-    import importlib.util
-
-    if importlib.util.find_spec("attnlab.grading.sandbox") is None:
-        pytest.skip("no attnlab.grading.sandbox: nothing but the plain subprocess to compare with")
     sol = built_course / "solutions" / LAB / f"{LAB}.ipynb"
     first = grade_submission(lab_dir, sol)
     monkeypatch.delenv("ATTNLAB_SANDBOX")  # the best mechanism this machine has
     second = grade_submission(lab_dir, sol)
-    assert first["isolation"] == PLAIN and second["isolation"] and second["isolation"] != PLAIN
+    assert first["isolation"].startswith(PLAIN) and second["isolation"]
+    assert not second["isolation"].startswith(PLAIN)
     for key in ("score", "max_score", "questions", "errors"):
         assert second[key] == first[key], key
     assert second["score"] == 3.0

@@ -20,12 +20,16 @@ from __future__ import annotations
 import ast
 import os
 import select
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from . import wire
 from .executor import Executor, StudentError
+from .safe_text import MAX_MESSAGES, clip
 from .wire import ModuleHandle
 
 __all__ = ["StudentAPI", "ModuleRef", "Result", "LocalStudent", "RemoteStudent", "StudentError",
@@ -49,12 +53,38 @@ class Result:
     modified: list = field(default_factory=list)
 
 
-def _result(raw: Any) -> Result:
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype and values, NaN equal to NaN (an untouched NaN input is not 'modified')."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return torch.equal(a, b)
+
+
+def _sent_tensors(args, kwargs) -> dict[str, torch.Tensor]:
+    sent = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    sent.update({k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)})
+    return sent
+
+
+def _result(raw: Any, args=(), kwargs=None) -> Result:
+    """A call's reply as a ``Result``. Which arguments were modified in place is decided here, from the
+    arguments as the callee left them (``inputs_after``) and the tensors this process sent: nothing the
+    worker computes is trusted."""
+    malformed = StudentError("the grading process sent a malformed reply (did your code write to its pipes?)")
     if not (isinstance(raw, dict) and "output" in raw and isinstance(raw.get("grads", {}), dict)
-            and isinstance(raw.get("param_grads", {}), dict) and isinstance(raw.get("modified", []), list)):
-        raise StudentError("the grading process sent a malformed reply (did your code write to its pipes?)")
+            and isinstance(raw.get("param_grads", {}), dict) and isinstance(raw.get("inputs_after"), dict)):
+        raise malformed
+    after, modified = raw["inputs_after"], []
+    for key, sent in _sent_tensors(args, kwargs or {}).items():
+        now = after.get(key)
+        if not isinstance(now, torch.Tensor):
+            raise malformed
+        if not _same(now, sent):
+            modified.append(int(key) if key.isdigit() else key)
     grads = {int(k) if str(k).isdigit() else k: v for k, v in raw.get("grads", {}).items()}
-    return Result(raw["output"], grads, dict(raw.get("param_grads", {})), list(raw.get("modified", [])))
+    return Result(raw["output"], grads, dict(raw.get("param_grads", {})), modified)
 
 
 class StudentAPI:
@@ -72,7 +102,7 @@ class StudentAPI:
 
     def call(self, name: str, *args, grad: bool = False, grad_outputs=None, **kwargs) -> Result:
         return _result(self._op("call", name=name, args=list(args), kwargs=kwargs, grad=grad,
-                                grad_outputs=grad_outputs))
+                                grad_outputs=grad_outputs), args, kwargs)
 
     def create(self, name: str, *args, **kwargs) -> "ModuleRef":
         return ModuleRef(self, self._op("create", name=name, args=list(args), kwargs=kwargs), name)
@@ -102,7 +132,7 @@ class ModuleRef:
     def call(self, *args, method: str = "forward", train: bool = False, grad: bool = False,
              grad_outputs=None, **kwargs) -> Result:
         return _result(self.api._op("module_call", handle=self.handle, method=method, args=list(args),
-                                    kwargs=kwargs, train=train, grad=grad, grad_outputs=grad_outputs))
+                                    kwargs=kwargs, train=train, grad=grad, grad_outputs=grad_outputs), args, kwargs)
 
 
 def definition_source(code: str, name: str | None) -> str | None:
@@ -111,7 +141,7 @@ def definition_source(code: str, name: str | None) -> str | None:
         return code
     try:
         tree = ast.parse(code)
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         return None
     found = None
     for node in tree.body:
@@ -160,66 +190,92 @@ class WorkerDied(StudentError):
 class RemoteStudent(StudentAPI):
     """Student code in a worker process, reached through its stdin/stdout pipes.
 
-    ``spawn()`` starts ``python -m attnlab.grading.worker`` (a ``subprocess.Popen`` or a sandboxed process)
-    and returns it. ``cells`` are the submission's graded cells (``[{"index", "source"}]``) and ``code`` their
-    source as the grader read it from the notebook (a trusted copy, for ``source``).
+    ``spawn()`` starts ``python -m attnlab.grading.worker`` (a sandboxed process) and returns it. ``cells`` are the
+    submission's graded cells (``[{"index", "source"}]``) and ``code`` their source as the grader read it from the
+    notebook (a trusted copy, for ``source``).
 
     When the worker dies (a crash, ``os._exit``, a memory or time limit), the call in progress fails and the
-    next call starts a fresh worker (at most ``max_restarts`` times), so one bad function costs only the
-    tests that call it. A cell that kills the worker while loading is skipped on the next start.
+    next call starts a fresh worker, so one bad function costs only the tests that call it. A cell that kills
+    the worker while loading is skipped on the next start.
+
+    Every resource is bounded whatever the worker sends: at most ``1 + max_restarts`` starts in all (loads that
+    skip a cell included), every read and write against a deadline, and everything against ``deadline``
+    (``time.monotonic``), the end of this submission's time.
     """
 
     def __init__(self, spawn, cells: list[dict], code: str, *, cell_timeout: float, load_timeout: float,
-                 call_timeout: float, max_restarts: int = 4):
+                 call_timeout: float, max_restarts: int = 4, deadline: float | None = None):
         self.spawn, self.cells, self.code = spawn, list(cells), code
         self.cell_timeout, self.load_timeout, self.call_timeout = cell_timeout, load_timeout, call_timeout
         self.max_restarts = max_restarts
+        self.deadline = deadline  # the whole submission's end (load, restarts, tests)
         self.proc = None
         self.starts = 0
         self.dead_reason: str | None = None  # set once no more restarts are allowed
         self.fatal_cells: dict[int, str] = {}  # cell index -> why it was skipped
         self.cell_errors: list[str] = []  # errors of the first complete load
         self._loaded_once = False
-        self._last_started: int | None = None
-        self._deadline: float | None = None  # end of the current test's time, see set_deadline
+        self._progress: tuple[list[int], int] | None = None  # (cells sent in this load, position reported)
+        self._test_deadline: float | None = None  # end of the current test's time, see set_deadline
 
     def set_deadline(self, deadline: float | None) -> None:
         """Calls until ``deadline`` (time.monotonic) share what is left of it; None lifts it."""
-        self._deadline = deadline
+        self._test_deadline = deadline
 
     def source(self, name: str | None = None) -> str | None:
         return definition_source(self.code, name)
+
+    def _give_up(self, reason: str):
+        self._stop()
+        self.dead_reason = self.dead_reason or reason
+        raise WorkerDied(self.dead_reason)
+
+    def _timeout(self, limit: float) -> float:
+        """``limit``, cut to what is left of the submission's time (giving up when nothing is)."""
+        if self.deadline is None:
+            return limit
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self._give_up("grading this submission ran past its overall time limit; the tests still to run "
+                          "score 0 (make the notebook's graded cells faster)")
+        return min(limit, left)
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the worker and run the cells; a cell that kills the worker is skipped and the load retried."""
         while True:
-            if self.starts > self.max_restarts + len(self.fatal_cells):
-                self.dead_reason = self.dead_reason or "the worker kept dying"
-                raise WorkerDied(self.dead_reason)
+            if self.starts > self.max_restarts:
+                self._give_up(f"the worker was restarted {self.starts - 1} times; giving up")
+            timeout = self._timeout(self.load_timeout)
             self.starts += 1
             self.proc = self.spawn()
             cells = [c for c in self.cells if c["index"] not in self.fatal_cells]
-            self._last_started = None
+            self._progress = ([c["index"] for c in cells], -1)
             try:
-                loaded = self._request({"op": "load", "cells": cells, "cell_timeout": self.cell_timeout},
-                                       self.load_timeout)
+                loaded = self._request({"op": "load", "cells": cells, "cell_timeout": self.cell_timeout}, timeout)
             except WorkerDied as exc:
-                culprit = self._last_started
-                if culprit is None:
-                    self.dead_reason = f"the grading process could not start your code ({exc})"
-                    raise WorkerDied(self.dead_reason) from None
-                self.fatal_cells[culprit] = f"cell {culprit} was skipped: {exc}"
+                if self.dead_reason:
+                    raise
+                order, position = self._progress
+                if position < 0:
+                    self._give_up(f"the grading process could not start your code ({exc})")
+                self.fatal_cells[order[position]] = f"cell {order[position]} was skipped: {exc}"
                 continue
-            if not (isinstance(loaded, dict) and isinstance(loaded.get("cells"), list)
-                    and all(isinstance(c, dict) and "ok" in c for c in loaded["cells"])):
-                self._stop()
-                self.dead_reason = "the grading process sent a malformed reply (did your code write to its pipes?)"
-                raise WorkerDied(self.dead_reason)
-            if not self._loaded_once:
-                self.cell_errors = [str(c.get("error"))[:500] for c in loaded["cells"] if not c["ok"]]
-                self._loaded_once = True
+            finally:
+                self._progress = None
+            self._loaded(loaded)
             return
+
+    def _loaded(self, loaded: Any) -> None:
+        if not (isinstance(loaded, dict) and isinstance(loaded.get("errors"), list)
+                and all(isinstance(e, str) for e in loaded["errors"]) and len(loaded["errors"]) <= MAX_MESSAGES
+                and isinstance(loaded.get("failed"), int) and loaded["failed"] >= len(loaded["errors"])):
+            self._give_up("the grading process sent a malformed reply (did your code write to its pipes?)")
+        if not self._loaded_once:
+            self.cell_errors = [clip(e) for e in loaded["errors"]]
+            if loaded["failed"] > len(loaded["errors"]):
+                self.cell_errors.append(f"… and {loaded['failed'] - len(loaded['errors']):,} more cell errors")
+            self._loaded_once = True
 
     @property
     def notebook_errors(self) -> list[str]:
@@ -229,31 +285,25 @@ class RemoteStudent(StudentAPI):
         if self.dead_reason:
             raise WorkerDied(f"not run: {self.dead_reason}")
         if self.proc is None:
-            if self.starts > self.max_restarts:
-                self.dead_reason = f"the worker was restarted {self.max_restarts} times; giving up"
-                raise WorkerDied(self.dead_reason)
             began = time.monotonic()
             self.start()
-            if self._deadline is not None:  # restarting is the grader's time, not the test's
-                self._deadline += time.monotonic() - began
-        timeout = self.call_timeout
-        if self._deadline is not None:
-            left = self._deadline - time.monotonic()
+            if self._test_deadline is not None:  # restarting is the grader's time, not the test's
+                self._test_deadline += time.monotonic() - began
+        timeout = self._timeout(self.call_timeout)
+        if self._test_deadline is not None:
+            left = self._test_deadline - time.monotonic()
             if left <= 0:
                 raise StudentError("this test ran out of time in your code")
             timeout = min(timeout, left)
         return self._request({"op": op, "payload": payload}, timeout)
 
     def _request(self, message: dict, timeout: float) -> Any:
-        try:
-            os.write(self.proc.stdin.fileno(), wire.pack(message))
-        except (BrokenPipeError, OSError):
-            self._died(f"your code ended the Python process ({self._exit_text()})")
         deadline = time.monotonic() + timeout
+        self._write(wire.pack(message), deadline, timeout)
         while True:
             reply = self._read_frame(deadline, timeout)
             if isinstance(reply, dict) and set(reply) == {"progress"}:
-                self._last_started = int(reply["progress"])
+                self._on_progress(reply["progress"])
                 continue
             break
         if not isinstance(reply, dict) or "ok" not in reply:
@@ -262,11 +312,40 @@ class RemoteStudent(StudentAPI):
             return reply.get("value")
         raise StudentError(str(reply.get("error", "unknown error")))
 
+    def _on_progress(self, index: Any) -> None:
+        """The worker says it starts cell ``index``: only the next cells of this load, in order, are believed."""
+        if self._progress is None or type(index) is not int:
+            self._died("the worker sent a malformed progress report")
+        order, position = self._progress
+        try:
+            at = order.index(index, position + 1)
+        except ValueError:
+            self._died("the worker sent a malformed progress report")
+        self._progress = (order, at)
+
+    def _write(self, data: bytes, deadline: float, timeout: float) -> None:
+        """Write a whole request without ever blocking past ``deadline`` (a worker may stop reading)."""
+        fd = self.proc.stdin.fileno()
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._died(f"timed out after {timeout:g} s (your code stopped reading its requests)")
+            _, ready, _ = select.select([], [fd], [], left)
+            if not ready:
+                continue
+            try:
+                view = view[os.write(fd, view[: 1 << 16]):]
+            except BlockingIOError:
+                continue
+            except OSError:
+                self._died(f"your code ended the Python process ({self._exit_text()})")
+
     def _read_frame(self, deadline: float, timeout: float) -> Any:
         fd = self.proc.stdout.fileno()
         buf = bytearray()
-        need = 8
-        length = None
+        need, length = 8, None
         while len(buf) < need:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -281,10 +360,11 @@ class RemoteStudent(StudentAPI):
             if length is None and len(buf) >= 8:
                 length = int.from_bytes(buf[:8], "little")
                 if length > wire.MAX_FRAME_BYTES:
-                    self._died(f"the worker sent a reply of {length} bytes, over the limit")
+                    self._died(f"the worker sent a reply of {length} bytes, over the limit of "
+                               f"{wire.MAX_FRAME_BYTES}")
                 need = 8 + length
         try:
-            return wire.unpack_body(bytes(buf[8:]))
+            return wire.unpack_body(memoryview(buf)[8:])
         except wire.WireError as exc:
             self._died(f"the worker sent a malformed reply ({exc})")
 
@@ -294,8 +374,6 @@ class RemoteStudent(StudentAPI):
         except Exception:  # noqa: BLE001
             return "it stopped answering"
         if code is not None and code < 0:
-            import signal
-
             try:
                 return f"killed by signal {signal.Signals(-code).name}"
             except ValueError:

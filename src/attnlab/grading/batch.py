@@ -11,7 +11,9 @@ command resumes.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 import sys
 import time
 import traceback
@@ -32,6 +34,7 @@ from attnlab.grading.gradebook import (
     validate_result,
 )
 from attnlab.grading.gradescope import write_results_json
+from attnlab.grading.safe_text import for_terminal
 from attnlab.grading.scheduler import is_auto, shard_from_environment
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
@@ -73,7 +76,8 @@ class BatchInterrupted(KeyboardInterrupt):
 def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
     """Map key (file name) -> path for the given files and directories, sorted by key.
 
-    A directory contributes each regular, non-hidden file directly in it, whatever its extension.
+    A directory contributes each non-hidden entry directly in it that is not a folder, whatever its extension
+    (never followed or opened here: the grader gives a link, pipe or device a row saying so).
     ``exclude``: paths never taken (the batch's own outputs). Two different files with the same name,
     or with the same stem (both would write ``out_dir/<stem>/``), are an error naming both.
     """
@@ -83,12 +87,13 @@ def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for item in inputs:
         item = Path(item)
-        if item.is_dir():
+        if item.is_dir() and not item.is_symlink():
             files = sorted(
                 p for p in item.iterdir()
-                if not p.name.startswith(".") and p.is_file() and p.resolve() not in excluded
+                if not p.name.startswith(".") and not stat.S_ISDIR(os.lstat(p).st_mode)
+                and p.resolve() not in excluded
             )
-        elif item.is_file():
+        elif os.path.lexists(item) and not item.is_dir():
             if item.name.startswith("."):
                 raise ValueError(f"submission {item} is a hidden file (its results would go to a hidden "
                                  "or parent folder of out_dir): rename it without the leading dot")
@@ -133,40 +138,65 @@ def in_shard(key: str, index: int, count: int) -> bool:
 
 
 def file_sha256(path) -> str:
+    """The content's digest; a link, pipe or device is never opened (its digest says what it is)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):
+        return hashlib.sha256(f"not a regular file: mode {mode:o}".encode()).hexdigest()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
+def output_folders(keys, reserved=()) -> dict[str, str]:
+    """Key -> the folder under out_dir for its results: the file's stem, moved to ``<stem>.results`` when
+    the stem is one of the ``reserved`` names (the gradebook's files beside the folders)."""
+    reserved = set(reserved)
+    folders = {k: (f"{Path(k).stem}.results" if Path(k).stem in reserved else Path(k).stem) for k in keys}
+    taken: dict[str, str] = {}
+    for key, folder in folders.items():
+        other = taken.setdefault(folder, key)
+        if other != key or folder in reserved:
+            raise ValueError(f"submissions {other} and {key} would both write their results to "
+                             f"<out_dir>/{folder}/: rename one")
+    return folders
+
+
 # -- grading one ---------------------------------------------------------------------------------------
-def _failure(path: Path, elapsed_s: float) -> dict:
-    return {
-        "submission": str(path), "score": 0.0, "max_score": 0.0, "questions": {},
-        "isolation": "not run (grader error)", "elapsed_s": elapsed_s,
-        "errors": [STUDENT_MESSAGE_ON_GRADER_ERROR],
-    }
+def lab_id(lab_dir) -> str:
+    """The lab a built autograder folder grades (its manifest's ``lab``, else the folder's name)."""
+    from attnlab.grading.runner import manifest_lab
+
+    return manifest_lab(lab_dir) or Path(lab_dir).name
 
 
-def _grade_one(grade_fn, lab: str, path: Path) -> tuple[dict, str | None]:
+def _grade_one(grade_fn, lab_dir, path: Path) -> tuple[dict, str | None]:
     """(clean result, None) or (failure result, grader error text). Never raises an ``Exception``."""
+    from attnlab.grading.runner import manifest_questions, ungraded
+
     start = time.monotonic()
     try:
-        raw = grade_fn(lab, path)
+        raw = grade_fn(lab_dir, path)
+        error = None
     except Exception:
-        return _failure(path, time.monotonic() - start), traceback.format_exc()
-    try:
-        result = validate_result(raw)
-    except InvalidResult as exc:
-        return _failure(path, time.monotonic() - start), f"grade_fn returned an invalid result: {exc}"
-    result["submission"] = result["submission"] or str(path)
-    return result, None
+        error = traceback.format_exc()
+    if error is None:
+        try:
+            result = validate_result(raw)
+            result["submission"] = result["submission"] or str(path)
+            return result, None
+        except InvalidResult as exc:
+            error = f"grade_fn returned an invalid result: {exc}"
+    failure = ungraded(path, manifest_questions(lab_dir), STUDENT_MESSAGE_ON_GRADER_ERROR,
+                       isolation="not run (grader error)", elapsed_s=time.monotonic() - start)
+    return validate_result(failure), error
 
 
 # -- the batch -----------------------------------------------------------------------------------------
 def grade_batch(
-    lab: str,
+    lab_dir,
     inputs,
     *,
     out_dir,
@@ -177,12 +207,14 @@ def grade_batch(
     progress: bool = True,
     regrade: bool = False,
 ) -> BatchSummary:
-    """Grade the submissions in ``inputs`` (files and/or directories) for ``lab``.
+    """Grade the submissions in ``inputs`` (files and/or directories) against the built autograder folder
+    ``lab_dir`` (``autograder/<lab>/``; its manifest names the lab the gradebook rows are filed under).
 
-    ``out_dir``: gets ``<stem>/results.json`` (Gradescope) and ``<stem>/feedback.md`` per submission.
+    ``out_dir``: gets ``<stem>/results.json`` (Gradescope) and ``<stem>/feedback.md`` per submission (see
+    ``output_folders``).
     ``jobs``: submissions graded at once. ``shard``: ``"i/N"``, grade only the i-th of N disjoint parts.
     ``gradebook``: a ``Gradebook``, a SQLite path or a ``postgresql://`` URL (default
-    ``out_dir/gradebook.db``). ``grade_fn(lab, path) -> result`` (default
+    ``out_dir/gradebook.db``). ``grade_fn(lab_dir, path) -> result`` (default
     ``attnlab.grading.runner.grade_submission``). ``regrade``: grade even what the gradebook already has
     with the same content. Raises ``BatchInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C, after the
     submissions finished so far are recorded.
@@ -194,17 +226,11 @@ def grade_batch(
         from attnlab.grading.runner import grade_submission as grade_fn
     out_dir = Path(out_dir)
     start = time.monotonic()
+    lab = lab_id(lab_dir)
 
     own_gradebook = not isinstance(gradebook, Gradebook)
     gb_target = out_dir / DEFAULT_NAME if gradebook is None else gradebook
-    exclude = []  # the gradebook's own files, when it lies in an input folder
-    if own_gradebook and "://" not in str(gb_target):
-        db = sqlite_path(gb_target)
-        exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
-    submissions = collect_submissions(inputs, exclude=exclude)
-    if shard_spec:
-        submissions = {k: p for k, p in submissions.items() if in_shard(k, *shard_spec)}
-
+    submissions, folders = _select(inputs, out_dir, gb_target if own_gradebook else None, shard_spec)
     out_dir.mkdir(parents=True, exist_ok=True)
     book = open_gradebook(gb_target) if own_gradebook else gradebook
     summary = BatchSummary(lab=lab)
@@ -218,29 +244,12 @@ def grade_batch(
             else:
                 todo.append((key, path, sha))
         bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
-
-        def finish(item, outcome) -> None:
-            (key, path, sha), (result, grader_error) = item, outcome
-            stem_dir = out_dir / Path(key).stem
-            write_results_json(result, stem_dir / "results.json")
-            write_feedback(result, stem_dir / "feedback.md")
-            book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
-            summary.results.append({**result, "key": key, "grader_error": grader_error})
-            if grader_error:
-                summary.failed += 1
-                last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
-                tqdm.write(f"grader error on {key} (recorded as 0, retried next run): {last_line}",
-                           file=sys.stderr)
-            else:
-                summary.graded += 1
-            bar.set_postfix_str(f"{key}: {format_score(result['score'])}/{format_score(result['max_score'])}")
-            bar.update(1)
-
+        finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
         if jobs == 1:
             for item in todo:
-                finish(item, _grade_one(grade_fn, lab, item[1]))
+                finish(item, _grade_one(grade_fn, lab_dir, item[1]))
         else:
-            _run_pool(todo, jobs, lambda item: _grade_one(grade_fn, lab, item[1]), finish)
+            _run_pool(todo, jobs, lambda item: _grade_one(grade_fn, lab_dir, item[1]), finish)
     except KeyboardInterrupt:
         summary.interrupted = True
         raise BatchInterrupted(summary) from None
@@ -252,6 +261,42 @@ def grade_batch(
         if own_gradebook:
             book.close()
     return summary
+
+
+def _select(inputs, out_dir: Path, gb_target, shard_spec) -> tuple[dict[str, Path], dict[str, str]]:
+    """The submissions of this shard (never the gradebook's own files) and their output folders."""
+    exclude = []  # the gradebook's own files, when it lies in an input folder
+    if gb_target is not None and "://" not in str(gb_target):
+        db = sqlite_path(gb_target)
+        exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+    submissions = collect_submissions(inputs, exclude=exclude)
+    if shard_spec:
+        submissions = {k: p for k, p in submissions.items() if in_shard(k, *shard_spec)}
+    beside = [p.name for p in exclude if p.parent.resolve() == out_dir.resolve()]
+    return submissions, output_folders(submissions, reserved=beside)
+
+
+def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Path]):
+    """``finish(item, outcome)``: write one submission's files and gradebook row, count it, show it."""
+
+    def finish(item, outcome) -> None:
+        (key, path, sha), (result, grader_error) = item, outcome
+        write_results_json(result, folders[key] / "results.json")
+        write_feedback(result, folders[key] / "feedback.md")
+        book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
+        summary.results.append({**result, "key": key, "grader_error": grader_error})
+        if grader_error:
+            summary.failed += 1
+            last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
+            tqdm.write(for_terminal(f"grader error on {key} (recorded as 0, retried next run): {last_line}"),
+                       file=sys.stderr)
+        else:
+            summary.graded += 1
+        score = f"{format_score(result['score'])}/{format_score(result['max_score'])}"
+        bar.set_postfix_str(f"{for_terminal(key)}: {score}")
+        bar.update(1)
+
+    return finish
 
 
 def _run_pool(todo, jobs: int, work, finish) -> None:

@@ -235,3 +235,106 @@ def assert_not_used(student: StudentAPI, names: Iterable[str], *, why: str) -> N
     code = student.source(None)
     hits = forbidden_uses(code, names)
     assert not hits, f"{why}; found {', '.join(hits[:5])}"
+
+
+# -- the deny-by-default rules: a policy check on every graded cell (the sandbox is the security boundary) ----------
+DENIED_MODULES = ("importlib", "builtins", "runpy", "marshal", "code", "codeop")
+DENIED_NAMES = ("exec", "eval", "compile", "__import__", "__builtins__")
+_ALLOWED_DUNDERS = ("__version__", "__name__", "__doc__")
+_TORCH_NAMES = ("torch", "nn", "F")  # usual aliases, bound by the notebook's set-up cell
+
+
+class _PolicyScan(ast.NodeVisitor):
+    """Collects the uses the lab rules forbid everywhere: private torch APIs (``torch._*``, ``torch._C``),
+    ``torch.ops``, ``getattr``/``setattr``/``delattr``/``vars`` with a computed name on a module, ``sys.modules``,
+    the modules ``importlib``, ``builtins``, ``runpy``, ``marshal``, ``code``, and ``exec``, ``eval``,
+    ``compile``, ``__import__``."""
+
+    def __init__(self, code: str):
+        self.code, self.hits = code, []
+        self.torch_names, self.module_names = set(_TORCH_NAMES), {"sys", "os"}
+
+    def hit(self, node: ast.AST, why: str) -> None:
+        text = ast.get_source_segment(self.code, node) or type(node).__name__
+        text = " ".join(text.split())
+        self.hits.append(f"`{text[:60]}` ({why})")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._imported(node, alias.name)
+            bound = alias.asname or alias.name.split(".")[0]
+            self.module_names.add(bound)
+            if alias.name.split(".")[0] == "torch":
+                self.torch_names.add(bound)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        self._imported(node, module)
+        for alias in node.names:
+            self._imported(node, f"{module}.{alias.name}")
+            bound = alias.asname or alias.name
+            self.module_names.add(bound)
+            if module.split(".")[0] == "torch":
+                self.torch_names.add(bound)
+
+    def _imported(self, node: ast.AST, dotted: str) -> None:
+        parts = dotted.split(".")
+        if parts[0] in DENIED_MODULES:
+            self.hit(node, f"the module {parts[0]} is not allowed")
+        elif parts[0] == "torch" and any(p.startswith("_") or p == "ops" for p in parts[1:]):
+            self.hit(node, "a private torch API")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in DENIED_NAMES:
+            self.hit(node, f"{node.id} is not allowed")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        on_torch = isinstance(root, ast.Name) and root.id in self.torch_names
+        if on_torch and node.attr.startswith("_") and node.attr not in _ALLOWED_DUNDERS:
+            self.hit(node, "a private torch API")
+        elif on_torch and node.attr == "ops":
+            self.hit(node, "torch.ops, the raw operator registry")
+        elif node.attr == "modules" and isinstance(root, ast.Name) and root.id == "sys":
+            self.hit(node, "sys.modules is not allowed")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "vars") \
+                and node.args and self._is_module(node.args[0]):
+            name = node.args[1] if len(node.args) > 1 else None
+            if func.id == "vars" or not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                self.hit(node, f"{func.id} with a computed name on a module")
+            elif name.value.startswith("_") and self._is_torch(node.args[0]):
+                self.hit(node, "a private torch API")
+        self.generic_visit(node)
+
+    def _root(self, node: ast.AST):
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    def _is_module(self, node: ast.AST) -> bool:
+        root = self._root(node)
+        return root is not None and (root in self.module_names or root in self.torch_names)
+
+    def _is_torch(self, node: ast.AST) -> bool:
+        return self._root(node) in self.torch_names
+
+
+def policy_violations(code: str | None) -> list[str]:
+    """What the deny-by-default rules forbid in ``code`` (all the graded cells), each named, in order."""
+    if not code:
+        return []
+    try:
+        tree = ast.parse(code)
+        scan = _PolicyScan(code)
+        scan.visit(tree)
+    except SyntaxError:
+        return []
+    except (RecursionError, MemoryError):
+        return ["the code is nested too deeply to be checked against the rules"]
+    return list(dict.fromkeys(scan.hits))

@@ -7,22 +7,27 @@ error of the grader itself is reported as such rather than lost.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import stat
 import sys
 import traceback
 from pathlib import Path
 
 from .gradescope import write_results_json
-from .runner import grade_submission, load_bundle
+from .runner import grade_submission, load_bundle, manifest_questions, ungraded
 
 
-def _zero(bundle_dir: Path, submission: str, message: str) -> dict:
-    manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    return {"submission": submission, "score": 0.0, "max_score": float(manifest["max_score"]),
-            "questions": {q: {"score": 0.0, "max_score": float(p), "messages": [message]}
-                          for q, p in manifest["questions"].items()},
-            "isolation": "", "elapsed_s": 0.0, "errors": [message]}
+def find_notebooks(folder: Path) -> list[Path]:
+    """The submitted notebooks: regular ``.ipynb`` files under ``folder`` (links are never followed, files
+    never opened here; checkpoints skipped)."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")
+        for name in files:
+            path = Path(root) / name
+            if name.endswith(".ipynb") and stat.S_ISREG(os.lstat(path).st_mode):
+                found.append(path)
+    return sorted(found)
 
 
 def lock_away(bundle_dir: Path) -> None:
@@ -39,18 +44,20 @@ def lock_away(bundle_dir: Path) -> None:
 def run(*, lab: str, bundle: str, submission: str, results: str) -> dict:
     bundle_dir, folder = Path(bundle), Path(submission)
     lock_away(bundle_dir)
-    notebooks = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    notebooks = find_notebooks(folder)
+    questions = manifest_questions(bundle_dir)
     if len(notebooks) != 1:
-        found = ", ".join(p.name for p in notebooks) or "none"
-        result = _zero(bundle_dir, str(folder), f"submit exactly one .ipynb notebook for {lab} (found: {found})")
+        found = ", ".join(p.name for p in notebooks[:20]) or "none"
+        result = ungraded(folder, questions, f"submit exactly one .ipynb notebook (a regular file, not a link) "
+                                             f"for {lab} (found: {found})", lab=lab)
     else:
         try:
             load_bundle(bundle_dir)
             result = grade_submission(bundle_dir, notebooks[0])
         except Exception:  # noqa: BLE001 - a grader bug must still produce results.json
             traceback.print_exc()
-            result = _zero(bundle_dir, str(notebooks[0]),
-                           "the autograder failed on this submission; your instructor has been told to regrade it")
+            result = ungraded(notebooks[0], questions, "the autograder failed on this submission; your "
+                                                       "instructor has been told to regrade it", lab=lab)
     Path(results).parent.mkdir(parents=True, exist_ok=True)
     write_results_json(result, results)
     print(f"{lab}: {result['score']:g} / {result['max_score']:g}  [{result.get('isolation', '')}]")

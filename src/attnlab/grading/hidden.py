@@ -38,11 +38,18 @@ class HiddenTest:
 
 
 class HiddenSuite:
-    """The hidden tests of one lab, in registration order."""
+    """The hidden tests of one lab, in registration order.
 
-    def __init__(self, lab: str):
+    ``policy_questions``: the questions whose points a breach of the deny-by-default rules costs
+    (``checks.policy_violations``: private torch APIs, ``torch.ops``, computed ``getattr``/``setattr`` on
+    modules, ``importlib``, ``__import__``, ``exec``, ``eval``, ``compile`` anywhere in the graded cells).
+    None: every question; ``()``: none. The lab's rules cell says the same in words.
+    """
+
+    def __init__(self, lab: str, policy_questions=None):
         self.lab = lab
         self.tests: list[HiddenTest] = []
+        self.policy_questions = None if policy_questions is None else tuple(policy_questions)
 
     def test(self, question: str, points: float = 1.0, name: str | None = None):
         if points <= 0:
@@ -110,7 +117,27 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
+    source = getattr(student, "source", None)
+    apply_policy(suite, results, source(None) if source is not None else None)
     return results
+
+
+def apply_policy(suite: HiddenSuite, results: dict[str, dict], code: str | None) -> None:
+    """Zero the questions the lab ties to its deny-by-default rules when ``code`` breaks them, naming each use."""
+    from .checks import policy_violations
+
+    tied = [q for q in results if suite.policy_questions is None or q in suite.policy_questions]
+    hits = policy_violations(code) if tied else []
+    if not hits:
+        return
+    shown = ", ".join(hits[:5]) + (f" and {len(hits) - 5} more" if len(hits) > 5 else "")
+    message = (f"failed: the lab's rules: your graded cells use {shown}, which the rules of this lab forbid "
+               "anywhere in the graded cells (private torch APIs, torch.ops, getattr/setattr with a computed "
+               "name on a module, importlib, __import__, exec, eval, compile); rewrite that code with the "
+               "public functions the lab names")
+    for q in tied:
+        results[q]["score"] = 0.0
+        results[q]["messages"].insert(0, message)
 
 
 _IMPORT_LOCK = threading.Lock()  # batch jobs are threads: one import at a time, never half-imported

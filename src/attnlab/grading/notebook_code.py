@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
+UNREADABLE = ("this notebook could not be read: {why}; simplify the cell it names (or the notebook) "
+              "and submit again")
 
 SKIP_TAGS = {"otter_ignore", "attnlab_setup"}
 
@@ -41,9 +46,11 @@ def _source_text(source) -> str:
 
 
 def _only_grader_calls(source: str) -> bool:
+    if "grader" not in source:
+        return False
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         return False
     if not tree.body:
         return False
@@ -57,23 +64,43 @@ def _only_grader_calls(source: str) -> bool:
     return True
 
 
-def read_cells(path: str | Path) -> list[CodeCell]:
-    """The code cells the grader runs, in notebook order."""
-    path = Path(path)
+def _check_stat(st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise SubmissionError("the submission is not a regular file (a link, a folder, a pipe or a device); "
+                              "submit the .ipynb file itself")
+    if st.st_size == 0:
+        raise SubmissionError("the submitted file is empty; submit your saved .ipynb notebook")
+    if st.st_size > MAX_NOTEBOOK_BYTES:
+        raise SubmissionError(f"the submitted file is {st.st_size / 2**20:.0f} MiB, over the "
+                              f"{MAX_NOTEBOOK_BYTES / 2**20:.0f} MiB limit; clear the outputs and submit again")
+
+
+def read_submission(path: str | Path) -> bytes:
+    """The bytes of a submission: a regular file (never a link, pipe or device) of at most
+    ``MAX_NOTEBOOK_BYTES``, checked with ``lstat`` before it is opened and with ``fstat`` after."""
     try:
-        size = path.stat().st_size
+        _check_stat(os.lstat(path))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise SubmissionError(f"cannot read the submission: {exc.strerror}") from None
-    if size == 0:
-        raise SubmissionError("the submitted file is empty; submit your saved .ipynb notebook")
-    if size > MAX_NOTEBOOK_BYTES:
-        raise SubmissionError(f"the submitted file is {size / 2**20:.0f} MiB, over the "
-                              f"{MAX_NOTEBOOK_BYTES / 2**20:.0f} MiB limit; clear the outputs and submit again")
+    with os.fdopen(fd, "rb") as f:
+        _check_stat(os.fstat(fd))  # the file may have been swapped between lstat and open
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise SubmissionError("the submitted file grew past the size limit while it was read")
+    return data
+
+
+def read_cells(path: str | Path, data: bytes | None = None) -> list[CodeCell]:
+    """The code cells the grader runs, in notebook order (``data``: the file's bytes, already read)."""
+    data = read_submission(path) if data is None else data
     try:
-        nb = json.loads(path.read_bytes().decode("utf-8"))
+        nb = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SubmissionError(f"the submitted file is not a Jupyter notebook (not valid JSON: {exc}); "
                               "submit the .ipynb file saved from Jupyter or Colab") from None
+    except (RecursionError, MemoryError):
+        raise SubmissionError(UNREADABLE.format(why="its JSON is nested too deeply")) from None
     return cells_from_notebook(nb)
 
 
@@ -96,8 +123,14 @@ def cells_from_notebook(nb: dict) -> list[CodeCell]:
     return cells
 
 
+_IPYTHON_SYNTAX = re.compile(r"%|!(?!=)|\?\s*$", re.MULTILINE)
+
+
 def python_source(source: str) -> str:
     """Cell source with IPython syntax (``%magic``, ``!cmd``) turned into plain Python."""
+    if not _IPYTHON_SYNTAX.search(source):
+        # plain Python: what IPython's transformer returns for it, without its seconds on a long expression
+        return source if source.endswith("\n") else source + "\n"
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
@@ -115,5 +148,8 @@ def joined_source(cells: list[CodeCell]) -> str:
             ast.parse(code)
         except SyntaxError:
             continue
+        except (RecursionError, MemoryError):
+            raise SubmissionError(UNREADABLE.format(why=f"cell {cell.index} is nested too deeply for Python's "
+                                                        "parser")) from None
         parts.append(code)
     return "\n\n".join(parts)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -19,12 +18,15 @@ from pathlib import Path
 
 from .api import LocalStudent, RemoteStudent, StudentError
 from .hidden import HiddenSuite, load_suite, run_suite
-from .notebook_code import SubmissionError, joined_source, read_cells
+from .notebook_code import SubmissionError, joined_source, read_cells, read_submission
 
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_LOAD_TIMEOUT = 300.0
 DEFAULT_CALL_TIMEOUT = 30.0
 DEFAULT_TEST_TIMEOUT = 60.0
+# The whole submission: load, restarts and tests. An honest lab05-07 solution takes 20-30 s on a shared 2-core
+# CPU, so this is 20x that; a submission past it gets a row whose remaining tests say why they scored 0.
+DEFAULT_SUBMISSION_TIMEOUT = 600.0
 
 
 @dataclass
@@ -78,85 +80,105 @@ def grading_seed(bundle: Bundle, submission_bytes: bytes) -> int:
 
 
 def _start_worker(workdir: Path, hide: list[Path]):
-    """Start ``python -m attnlab.grading.worker``, sandboxed when ``attnlab.grading.sandbox`` is available."""
+    """Start ``python -m attnlab.grading.worker`` in the sandbox (``ATTNLAB_SANDBOX=off`` is its ``none``
+    mechanism); the worker imports this grader's own ``attnlab``."""
+    import attnlab
+
+    from . import sandbox
+
     argv = [sys.executable, "-m", "attnlab.grading.worker"]
     # One thread per worker: grading calls are small, and parallel jobs must not oversubscribe the cores
     # (threads also count against the sandbox's process limit).
-    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": str(Path(attnlab.__file__).resolve().parent.parent)}
+    proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide), env=env)
+    return proc, proc.report.summary()
+
+
+def ungraded(submission, questions: dict[str, float], message: str, *, lab: str = "", isolation: str = "",
+             elapsed_s: float = 0.0, errors: list[str] | None = None) -> dict:
+    """The one result of a submission that could not be graded: every question 0 of its points, with
+    ``message``; ``questions`` maps each question to its points."""
+    return {"submission": str(submission), "lab": lab, "score": 0.0,
+            "max_score": float(sum(questions.values())),
+            "questions": {q: {"score": 0.0, "max_score": float(m), "messages": [message]}
+                          for q, m in questions.items()},
+            "isolation": isolation, "elapsed_s": round(elapsed_s, 3),
+            "errors": [message] if errors is None else errors}
+
+
+def _manifest(lab_dir: str | Path) -> dict:
     try:
-        from . import sandbox
-    except ImportError:
-        sandbox = None
-    if sandbox is not None and os.environ.get("ATTNLAB_SANDBOX", "") != "off":
-        proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide), env=threads)
-        return proc, proc.report.summary()
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(threads)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            cwd=workdir, env=env, start_new_session=True)
-    return proc, "none: plain subprocess (no sandbox)"
+        manifest = json.loads((Path(lab_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
-def _zero(bundle: Bundle, message: str) -> dict:
-    return {q: {"score": 0.0, "max_score": m, "messages": [message]} for q, m in bundle.questions.items()}
+def manifest_questions(lab_dir: str | Path) -> dict[str, float]:
+    """Question -> points from a built autograder's manifest ({} when there is none)."""
+    try:
+        return {str(q): float(p) for q, p in _manifest(lab_dir).get("questions", {}).items()}
+    except (TypeError, ValueError, AttributeError):
+        return {}
+
+
+def manifest_lab(lab_dir: str | Path) -> str:
+    """The lab id in a built autograder's manifest ('' when there is none)."""
+    return str(_manifest(lab_dir).get("lab", ""))
 
 
 def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
                      load_timeout: float = DEFAULT_LOAD_TIMEOUT, call_timeout: float = DEFAULT_CALL_TIMEOUT,
-                     test_timeout: float = DEFAULT_TEST_TIMEOUT, seed: int | None = None) -> dict:
+                     test_timeout: float = DEFAULT_TEST_TIMEOUT, timeout: float = DEFAULT_SUBMISSION_TIMEOUT,
+                     seed: int | None = None) -> dict:
     """Grade the notebook at ``path`` against the built autograder in ``lab_dir``; never raises for
-    anything the submission does. Returns the result dict described in docs/ARCHITECTURE.md."""
+    anything the submission does. ``timeout`` bounds the whole submission (load, restarts, tests).
+    Returns the result dict described in docs/ARCHITECTURE.md."""
     start = time.monotonic()
     bundle = load_bundle(lab_dir)
     path = Path(path)
-    result = {"submission": str(path), "lab": bundle.lab, "score": 0.0,
-              "max_score": float(sum(bundle.questions.values())), "questions": {}, "isolation": "",
-              "elapsed_s": 0.0, "errors": []}
-
-    def finish(questions: dict) -> dict:
-        result["questions"] = questions
-        result["score"] = float(sum(q["score"] for q in questions.values()))
-        result["elapsed_s"] = round(time.monotonic() - start, 3)
-        return result
-
     try:
-        data = path.read_bytes()
-        cells = read_cells(path)
-    except (SubmissionError, OSError) as exc:
-        message = str(exc) if isinstance(exc, SubmissionError) else f"cannot read the submission: {exc}"
-        result["errors"].append(message)
-        return finish(_zero(bundle, message))
-    if seed is None:
-        seed = grading_seed(bundle, data)
-    code = joined_source(cells)
-
+        data = read_submission(path)
+        cells = read_cells(path, data)
+        code = joined_source(cells)
+    except SubmissionError as exc:
+        return ungraded(path, bundle.questions, str(exc), lab=bundle.lab, elapsed_s=time.monotonic() - start)
+    seed = grading_seed(bundle, data) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="attnlab-work-") as tmp:
-        workdir = Path(tmp)
-        os.chmod(workdir, 0o777)  # the worker may run as an unprivileged user
-        hide = [bundle.directory, path.resolve().parent]
-        isolation: list[str] = []
+        os.chmod(tmp, 0o777)  # the worker may run as an unprivileged user
+        isolation: list[str] = [""]
 
         def spawn():
-            proc, how = _start_worker(workdir, hide)
-            isolation[:] = [how]
+            proc, isolation[0] = _start_worker(Path(tmp), [bundle.directory, path.resolve().parent])
             return proc
 
         student = RemoteStudent(spawn, [{"index": c.index, "source": c.source} for c in cells], code,
-                                cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout)
+                                cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout,
+                                deadline=start + timeout)
         try:
-            try:
-                student.start()
-            except StudentError as exc:
-                message = f"running your notebook failed: {exc}"
-                result["errors"].extend(student.notebook_errors + [message])
-                result["isolation"] = isolation[0] if isolation else ""
-                return finish(_zero(bundle, message))
-            questions = run_suite(bundle.suite, student, bundle.reference, seed=seed, test_timeout=test_timeout)
-            result["errors"].extend(student.notebook_errors)
-            if student.starts > 1:
-                result["errors"].append(f"the grading process was restarted {student.starts - 1} time(s) "
-                                        "after your code crashed or hung it")
-            result["isolation"] = isolation[0] if isolation else ""
-            return finish(questions)
+            result = _grade_with(bundle, student, path, seed=seed, test_timeout=test_timeout)
         finally:
             student.close()
+    result.update(isolation=isolation[0], elapsed_s=round(time.monotonic() - start, 3))
+    return result
+
+
+def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int, test_timeout: float) -> dict:
+    """Load the notebook in the worker, then run the hidden tests (the grader's side) against it."""
+    try:
+        student.start()
+    except StudentError as exc:
+        message = f"running your notebook failed: {exc}"
+        return ungraded(path, bundle.questions, message, lab=bundle.lab,
+                        errors=student.notebook_errors + [message])
+    questions = run_suite(bundle.suite, student, bundle.reference, seed=seed, test_timeout=test_timeout)
+    errors = student.notebook_errors
+    if student.dead_reason:
+        errors.append(student.dead_reason)
+    if student.starts > 1:
+        errors.append(f"the grading process was restarted {student.starts - 1} time(s) "
+                      "after your code crashed or hung it")
+    return {"submission": str(path), "lab": bundle.lab, "score": float(sum(q["score"] for q in questions.values())),
+            "max_score": float(sum(bundle.questions.values())), "questions": questions, "isolation": "",
+            "elapsed_s": 0.0, "errors": errors}

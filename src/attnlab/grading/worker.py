@@ -4,7 +4,8 @@ Started by the grader as ``python -m attnlab.grading.worker`` (inside the sandbo
 ``attnlab.grading.wire`` on the inherited stdin/stdout; the student's own stdin, stdout and stderr are
 ``/dev/null``, so printing (or reading ``input()``) cannot corrupt or forge the protocol stream.
 
-Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first, then
+Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first (answered by
+``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``), then
 ``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
 ``{"ok": False, "error": str}``. Nothing the worker sends is trusted beyond being data.
 """
@@ -78,7 +79,6 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=l
 
 def main() -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
-    os.environ["ATTNLAB_GRADING"] = "1"
     os.environ.setdefault("ATTNLAB_FAST", "1")
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -90,6 +90,7 @@ def main() -> int:
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115
 
     from .executor import Executor, StudentError
+    from .safe_text import MAX_MESSAGES
     from .wire import WireError, pack, read_frame
 
     namespace = _prepare_namespace()
@@ -97,22 +98,22 @@ def main() -> int:
 
     def reply(message):
         try:
-            data = pack(message)
+            data = pack(message, budget=True)
         except WireError as exc:
             data = pack({"ok": False, "error": f"returned a value that cannot be graded: {exc}"})
         proto_out.write(data)
 
     while True:
         try:
-            request = read_frame(proto_in)
+            request = read_frame(proto_in, budget=False)  # the grader's own requests
         except EOFError:
             return 0
         op = request.get("op")
         if op == "load":
             cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)),
                               started=lambda index: proto_out.write(pack({"progress": index})))
-            names = sorted(k for k in namespace if not k.startswith("_"))
-            reply({"ok": True, "value": {"cells": cells, "names": names}})
+            errors = [c["error"] for c in cells if not c["ok"]]
+            reply({"ok": True, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
             continue
         try:
             value = executor.dispatch(op, request.get("payload", {}))
