@@ -119,7 +119,7 @@ def test_student_notebook_has_no_solution_and_no_hidden_test(built):
     sources = [c.source for c in cells]
     assert sources.count('grader.check("double")') == 1 and sources.count('grader.check("Scale")') == 1
     assert cells[1].metadata["tags"] == ["attnlab_setup"] and "start_lab('lab99_demo')" in cells[1].source
-    assert "    # TODO: your code here\n    ..." in sources[4]
+    assert '    # TODO: your code here\n    raise NotImplementedError("double: not written yet")' in sources[4]
     for public in (built / "src" / "attnlab" / "public_tests" / LAB).iterdir():
         for word in SOLUTION_LINES + HIDDEN_TEXT:
             assert word not in public.read_text(), (public.name, word)
