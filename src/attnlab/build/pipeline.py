@@ -9,7 +9,7 @@ The chain, in order (each step is one file in ``transforms/``):
       -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master)
       -> solution: remove_solution_markers -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
-                     -> otter_zip -> gradescope_zip
+                     -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue)
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
 """
@@ -66,6 +66,9 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in questions}
     support = {"hidden_tests.py": hidden, "reference.py": ref, "manifest.json": manifest_bytes}
+    otter_support = dict(support)  # plain Otter runs beside the student's code and names no mistakes: no catalogue
+    if lab.catalogue.exists():  # attnlab's grader names likely mistakes with it (grading/diagnose.py)
+        support["catalogue.py"] = lab.catalogue.read_bytes()
 
     out: dict[Path, bytes] = {
         lab.student_notebook: notebook_bytes(student),
@@ -75,7 +78,8 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         lab.autograder_dir / "manifest.json": manifest_bytes,
         lab.autograder_dir / "hidden_tests.py": hidden,
         lab.autograder_dir / "reference.py": ref,
-        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, support, requirements=course.install_spec + "\n"),
+        **({lab.autograder_dir / "catalogue.py": support["catalogue.py"]} if "catalogue.py" in support else {}),
+        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, otter_support, requirements=course.install_spec + "\n"),
     }
     for name, text in public_test_files(questions).items():
         out[lab.public_tests_dir / name] = text.encode()

@@ -126,6 +126,13 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         message = str(exc) if isinstance(exc, SubmissionError) else f"cannot read the submission: {exc}"
         result["errors"].append(message)
         return finish(_zero(bundle, message))
+    # issue 7: a notebook whose metadata names another lab is refused (grading/lab_check.py)
+    from .lab_check import wrong_lab_message
+
+    wrong_lab = wrong_lab_message(data, bundle.lab)
+    if wrong_lab:
+        result["errors"].append(wrong_lab)
+        return finish(_zero(bundle, wrong_lab))
     if seed is None:
         seed = grading_seed(bundle, data)
     code = joined_source(cells)
@@ -151,12 +158,19 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
                 result["errors"].extend(student.notebook_errors + [message])
                 result["isolation"] = isolation[0] if isolation else ""
                 return finish(_zero(bundle, message))
-            questions = run_suite(bundle.suite, student, bundle.reference, seed=seed, test_timeout=test_timeout)
+            # issue 7: record what failed tests asked, to name the likely mistake afterwards (grading/diagnose.py)
+            from .diagnose import Recorder, diagnosis_budget, name_mistakes
+
+            recorder = Recorder(student)
+            questions = run_suite(bundle.suite, recorder, bundle.reference, seed=seed, test_timeout=test_timeout,
+                                  on_result=recorder.on_result)
             result["errors"].extend(student.notebook_errors)
             if student.starts > 1:
                 result["errors"].append(f"the grading process was restarted {student.starts - 1} time(s) "
                                         "after your code crashed or hung it")
             result["isolation"] = isolation[0] if isolation else ""
+            name_mistakes(bundle.directory, bundle.suite, recorder, questions,
+                          budget_s=diagnosis_budget(time.monotonic() - start))  # issue 7
             return finish(questions)
         finally:
             student.close()
