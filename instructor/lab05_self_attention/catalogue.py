@@ -22,20 +22,23 @@ def simple_self_attention(x):
     w = torch.softmax(x @ x.transpose(-2, -1), dim=-2)
     return w @ x, w
 ''', "softmax over the queries (columns sum to 1, not rows); symmetric scores hide it in the output shape",
-      hint="your weights look like the softmax taken over the queries (dim=-2) instead of over the keys (dim=-1): each row must sum to 1"),
+      hint=("your weights look like the softmax taken over the queries (dim=-2) instead of over the keys "
+            "(dim=-1): each row must sum to 1")),
     Entry("simple_bmm_3d_only", "simple_self_attention", '''
 def simple_self_attention(x):
     w = torch.softmax(torch.bmm(x, x.transpose(1, 2)), dim=-1)
     return torch.bmm(w, x), w
 ''', "torch.bmm only accepts exactly three dimensions: no unbatched input, no extra leading dimensions",
-      hint="your code seems to work only for exactly three dimensions (torch.bmm or transpose(1, 2)): use @ and transpose(-2, -1) so any number of leading dimensions works"),
+      hint=("your code seems to work only for exactly three dimensions (torch.bmm or transpose(1, 2)): use @ and "
+            "transpose(-2, -1) so any number of leading dimensions works")),
     Entry("simple_naive_softmax", "simple_self_attention", '''
 def simple_self_attention(x):
     e = torch.exp(x @ x.transpose(-2, -1))
     w = e / e.sum(-1, keepdim=True)
     return w @ x, w
 ''', "hand-written softmax without subtracting the max: overflows (inf/inf = nan) for large inputs",
-      hint="your softmax overflows for large scores (exp of a large number is inf): use torch.softmax, which subtracts the maximum first"),
+      hint=("your softmax overflows for large scores (exp of a large number is inf): use torch.softmax, which "
+            "subtracts the maximum first")),
     Entry("simple_returns_scores", "simple_self_attention", '''
 def simple_self_attention(x):
     scores = x @ x.transpose(-2, -1)
@@ -70,7 +73,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "takes the scale from the values' width d_v instead of d_k",
-      hint="your scale seems to come from the values' width d_v (v.shape[-1]); take it from the queries and keys, d_k = q.shape[-1]"),
+      hint=("your scale seems to come from the values' width d_v (v.shape[-1]); take it from the queries and "
+            "keys, d_k = q.shape[-1]")),
     Entry("sdpa_softmax_dim_minus2", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -88,7 +92,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=1)
     return w @ v, w
 ''', "softmax over dim=1, right only for unbatched 2-D input",
-      hint="your softmax runs over dim=1, which is the keys only for 2-D input: use dim=-1 so it works with batch dimensions"),
+      hint=("your softmax runs over dim=1, which is the keys only for 2-D input: use dim=-1 so it works with "
+            "batch dimensions")),
     Entry("sdpa_inverted_mask", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -97,7 +102,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "uses nn.MultiheadAttention's convention (True = masked) instead of True = allowed",
-      hint="your mask looks inverted: in this lab True means 'may attend', so fill the scores where the mask is False (~mask) with -inf"),
+      hint=("your mask looks inverted: in this lab True means 'may attend', so fill the scores where the mask is "
+            "False (~mask) with -inf")),
     Entry("sdpa_mask_after_softmax", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
@@ -105,7 +111,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         w = w * mask
     return w @ v, w
 ''', "zeroes the masked weights after the softmax without renormalising: rows no longer sum to 1",
-      hint="you seem to zero the masked weights after the softmax, so rows no longer sum to 1: fill the masked scores with -inf before the softmax"),
+      hint=("you seem to zero the masked weights after the softmax, so rows no longer sum to 1: fill the masked "
+            "scores with -inf before the softmax")),
     Entry("sdpa_masked_fill_zero", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -124,7 +131,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w_unmasked
 ''', "returns the weights computed before the mask was applied",
-      hint="the weights you return look computed before the mask was applied: return the weights of the masked softmax"),
+      hint=("the weights you return look computed before the mask was applied: return the weights of the masked "
+            "softmax")),
     Entry("sdpa_transpose_1_2", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
@@ -133,7 +141,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "transposes dims 1 and 2: right for (B, n, d) only, wrong with extra leading dimensions or none",
-      hint="you transpose dimensions 1 and 2 of k, right only for (B, n, d): use k.transpose(-2, -1) for any number of leading dimensions"),
+      hint=("you transpose dimensions 1 and 2 of k, right only for (B, n, d): use k.transpose(-2, -1) for any "
+            "number of leading dimensions")),
     Entry("sdpa_bmm_3d_only", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
@@ -142,7 +151,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return torch.bmm(w, v), w
 ''', "torch.bmm: exactly three dimensions only",
-      hint="torch.bmm accepts exactly three dimensions: use @ (torch.matmul), which broadcasts over any leading dimensions"),
+      hint=("torch.bmm accepts exactly three dimensions: use @ (torch.matmul), which broadcasts over any leading "
+            "dimensions")),
     Entry("sdpa_dot_T", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.T / math.sqrt(q.shape[-1])
@@ -171,7 +181,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "inverts the caller's mask in place",
-      hint="you change the caller's mask in place (an in-place logical_not_ or masked_fill_): use ~mask, which makes a new tensor"),
+      hint=("you change the caller's mask in place (an in-place logical_not_ or masked_fill_): use ~mask, which "
+            "makes a new tensor")),
     Entry("sdpa_casts_float32", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = q.float(), k.float(), v.float()
@@ -190,7 +201,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "detaches the scores: no gradient reaches q and k",
-      hint="no gradient reaches q and k: something detaches the scores (.detach(), .item(), .numpy()); keep the autograd graph"),
+      hint=("no gradient reaches q and k: something detaches the scores (.detach(), .item(), .numpy()); keep the "
+            "autograd graph")),
     Entry("sdpa_naive_softmax", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -200,7 +212,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = e / e.sum(-1, keepdim=True)
     return w @ v, w
 ''', "hand-written softmax without subtracting the max: huge scores overflow to inf/inf = nan",
-      hint="your softmax overflows for huge scores (inf / inf = nan): use torch.softmax, which subtracts the maximum first"),
+      hint=("your softmax overflows for huge scores (inf / inf = nan): use torch.softmax, which subtracts the "
+            "maximum first")),
     Entry("sdpa_uses_library", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -210,7 +223,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return out, w
 ''', "calls the library's F.scaled_dot_product_attention for the output (forbidden in this lab)",
-      hint="your code calls F.scaled_dot_product_attention, which this lab forbids: compute the output from your own weights"),
+      hint=("your code calls F.scaled_dot_product_attention, which this lab forbids: compute the output from "
+            "your own weights")),
 
     # causal_mask
     Entry("causal_diagonal_excluded", "causal_mask", '''
@@ -222,12 +236,14 @@ def causal_mask(n, device=None):
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 ''', "marks the future (strict upper triangle), i.e. the masked positions, as True",
-      hint="your causal mask marks the future (above the diagonal) as True: True means 'may attend', on and below the diagonal"),
+      hint=("your causal mask marks the future (above the diagonal) as True: True means 'may attend', on and "
+            "below the diagonal")),
     Entry("causal_upper", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).triu()
 ''', "upper triangle with the diagonal: each query sees the future instead of the past",
-      hint="your causal mask is the upper triangle: query i may attend to keys 0..i, the lower triangle with the diagonal"),
+      hint=("your causal mask is the upper triangle: query i may attend to keys 0..i, the lower triangle with "
+            "the diagonal")),
     Entry("causal_float", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, device=device).tril()
@@ -237,7 +253,8 @@ def causal_mask(n, device=None):
 def causal_mask(n):
     return torch.ones(n, n, dtype=torch.bool).tril()
 ''', "no device argument",
-      hint="your causal_mask does not accept a device argument: causal_mask(n, device=None) must create the mask on that device"),
+      hint=("your causal_mask does not accept a device argument: causal_mask(n, device=None) must create the "
+            "mask on that device")),
 
     # padding_mask
     Entry("padding_inverted", "padding_mask", '''
@@ -254,7 +271,8 @@ def padding_mask(lengths, max_len):
 def padding_mask(lengths, max_len):
     return torch.arange(int(lengths.max()), device=lengths.device)[None, :] < lengths[:, None]
 ''', "ignores max_len and uses the longest length: wrong shape when the batch is padded further",
-      hint="your padding mask's width comes from the longest length instead of max_len: the shape must be (B, max_len)"),
+      hint=("your padding mask's width comes from the longest length instead of max_len: the shape must be (B, "
+            "max_len)")),
     Entry("padding_float", "padding_mask", '''
 def padding_mask(lengths, max_len):
     return (torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]).float()
@@ -279,7 +297,8 @@ class SelfAttention(nn.Module):
         w = torch.softmax(scores, dim=-1)
         return w @ v, w
 ''', "scales by 1/sqrt(d_model) instead of 1/sqrt(d_k): wrong when d_k != d_model",
-      hint="your SelfAttention seems to scale by 1/sqrt(d_model) instead of 1/sqrt(d_k): they differ when d_k is given"),
+      hint=("your SelfAttention seems to scale by 1/sqrt(d_model) instead of 1/sqrt(d_k): they differ when d_k "
+            "is given")),
     Entry("selfattention_k_proj_for_values", "SelfAttention", '''
 class SelfAttention(nn.Module):
     def __init__(self, d_model, d_k=None, d_v=None, bias=True):
@@ -340,7 +359,8 @@ class SelfAttention(nn.Module):
     def forward(self, x, mask=None):
         return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), mask)
 ''', "the signature lists d_v before d_k: positional arguments land in the wrong place",
-      hint="your signature seems to take d_v before d_k: keep the order SelfAttention(d_model, d_k=None, d_v=None, bias=True)"),
+      hint=("your signature seems to take d_v before d_k: keep the order SelfAttention(d_model, d_k=None, "
+            "d_v=None, bias=True)")),
 
     # AttentionClassifier
     Entry("classifier_mean_includes_pads", "AttentionClassifier", '''
@@ -374,7 +394,8 @@ class AttentionClassifier(nn.Module):
         logits = self.classifier((h * m).sum(1) / m.sum(1))
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "real tokens attend to the pads: no key mask",
-      hint="your classifier seems not to mask the pads as keys: pass the mask (ids != 0)[:, None, :] to the attention"),
+      hint=("your classifier seems not to mask the pads as keys: pass the mask (ids != 0)[:, None, :] to the "
+            "attention")),
     Entry("classifier_masks_queries", "AttentionClassifier", '''
 class AttentionClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, num_classes=1):
@@ -391,7 +412,8 @@ class AttentionClassifier(nn.Module):
         logits = self.classifier((h * m).sum(1) / m.sum(1))
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "mask of shape (B, L, 1) masks the pad queries instead of the pad keys (pad rows become nan)",
-      hint="your classifier seems to mask the pads as queries instead of as keys (rows of pads then have no allowed key): the mask shape is (B, 1, L)"),
+      hint=("your classifier seems to mask the pads as queries instead of as keys (rows of pads then have no "
+            "allowed key): the mask shape is (B, 1, L)")),
     Entry("classifier_sum_not_mean", "AttentionClassifier", '''
 class AttentionClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, num_classes=1):
@@ -407,7 +429,8 @@ class AttentionClassifier(nn.Module):
         logits = self.classifier((h * real.unsqueeze(-1)).sum(1))
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "sums over the real tokens instead of averaging",
-      hint="your classifier seems to sum over the real tokens instead of averaging them: divide by the number of real tokens"),
+      hint=("your classifier seems to sum over the real tokens instead of averaging them: divide by the number "
+            "of real tokens")),
     Entry("classifier_squeeze_all", "AttentionClassifier", '''
 class AttentionClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, num_classes=1):

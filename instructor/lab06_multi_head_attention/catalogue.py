@@ -42,13 +42,15 @@ def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, num_heads, n, d // num_heads)  # the right shape, heads and positions mixed
 ''', "reshapes straight to (B, h, n, d_h) without the transpose: 'head 0' gets whole positions",
-      hint="your split_heads reshapes straight to (B, h, n, d_h) without the transpose: view as (B, n, h, d_h) first, then transpose(1, 2)"),
+      hint=("your split_heads reshapes straight to (B, h, n, d_h) without the transpose: view as (B, n, h, d_h) "
+            "first, then transpose(1, 2)")),
     Entry("split_heads_wrong_cut", "split_heads", '''
 def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, n, d // num_heads, num_heads).permute(0, 3, 1, 2)  # strided slices, not blocks
 ''', "cuts the features as (d_h, h): head j gets features j, j+h, j+2h, ... instead of a block",
-      hint="your split_heads cuts the features as (d_h, h), so head j gets features j, j+h, ...: view the last dimension as (h, d_h) so each head gets a block"),
+      hint=("your split_heads cuts the features as (d_h, h), so head j gets features j, j+h, ...: view the last "
+            "dimension as (h, d_h) so each head gets a block")),
     Entry("split_heads_returns_b_n_h_d", "split_heads", '''
 def split_heads(x, num_heads):
     B, n, d = x.shape
@@ -61,7 +63,8 @@ def merge_heads(x):
     B, h, n, d_h = x.shape
     return x.reshape(B, n, h * d_h)  # the right shape, heads and positions mixed
 ''', "flattens (B, h, n, d_h) straight to (B, n, h*d_h) without transposing back",
-      hint="your merge_heads flattens (B, h, n, d_h) without transposing back: transpose(1, 2) to (B, n, h, d_h) first"),
+      hint=("your merge_heads flattens (B, h, n, d_h) without transposing back: transpose(1, 2) to (B, n, h, "
+            "d_h) first")),
     Entry("merge_heads_view_not_contiguous", "merge_heads", '''
 def merge_heads(x):
     B, h, n, d_h = x.shape
@@ -73,7 +76,8 @@ def merge_heads(x):
     B, h, n, d_h = x.shape
     return x.permute(0, 2, 3, 1).reshape(B, n, h * d_h)  # (B, n, d_h, h): features interleaved
 ''', "transposes back in the wrong order: the concatenation interleaves the heads' features",
-      hint="your merge_heads interleaves the heads' features: transpose back to (B, n, h, d_h) before flattening the last two dimensions"),
+      hint=("your merge_heads interleaves the heads' features: transpose back to (B, n, h, d_h) before "
+            "flattening the last two dimensions")),
     # --------------------------------------------------------------------------------- MultiHeadAttention
     Entry("mha_heads_averaged", "MultiHeadAttention", _INIT.replace(
         "self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
@@ -95,7 +99,8 @@ def merge_heads(x):
         mean = heads.mean(dim=1, keepdim=True).expand_as(heads)  # every head replaced by the average
         return self.out_proj(merge_heads(mean)), weights
 '''), "averages the heads (and tiles the average to keep the width) instead of concatenating them",
-      hint="your heads seem averaged (then copied to keep the width) instead of concatenated: merge_heads concatenates them"),
+      hint=("your heads seem averaged (then copied to keep the width) instead of concatenated: merge_heads "
+            "concatenates them")),
     Entry("mha_scale_sqrt_d_model", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -134,7 +139,8 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
 '''), "projects the query for the keys: works for self-attention only",
-      hint="your keys and values seem to come from the query instead of the key and value inputs: project key with k_proj and value with v_proj"),
+      hint=("your keys and values seem to come from the query instead of the key and value inputs: project key "
+            "with k_proj and value with v_proj")),
     Entry("mha_weights_averaged", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -154,7 +160,8 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
 '''), "adds a head axis at dim 1 to every mask: (n_q, n_k) and (B, 1, 1, n_k) masks then misalign",
-      hint="your mask gets an extra head axis that misaligns some mask shapes: a (n_q, n_k) or (B, 1, 1, n_k) mask already broadcasts; only (B, n_q, n_k) and (B, 1, n_k) need mask.unsqueeze(1)"),
+      hint=("your mask gets an extra head axis that misaligns some mask shapes: a (n_q, n_k) or (B, 1, 1, n_k) "
+            "mask already broadcasts; only (B, n_q, n_k) and (B, 1, n_k) need mask.unsqueeze(1)")),
     Entry("mha_padding_mask_on_queries", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -165,7 +172,8 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
 '''), "broadcasts a key-padding mask over the wrong axis (masks queries instead of keys)",
-      hint="your key-padding mask seems to land on the queries: a (B, 1, n_k) mask must broadcast over the queries as (B, 1, 1, n_k)"),
+      hint=("your key-padding mask seems to land on the queries: a (B, 1, n_k) mask must broadcast over the "
+            "queries as (B, 1, 1, n_k)")),
     Entry("mha_mask_inverted", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -176,7 +184,8 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
 '''), "inverts the mask, following nn.MultiheadAttention's True = blocked",
-      hint="your mask looks inverted: in these labs True means 'may attend' (nn.MultiheadAttention uses the opposite)"),
+      hint=("your mask looks inverted: in these labs True means 'may attend' (nn.MultiheadAttention uses the "
+            "opposite)")),
     Entry("mha_dropout_in_eval", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -221,7 +230,8 @@ class MultiHeadAttention(nn.Module):
             heads = weights @ v
         return self.out_proj(merge_heads(heads)), weights
 ''', "does not check that num_heads divides d_model (no ValueError)",
-      hint="MultiHeadAttention accepts a d_model that num_heads does not divide: raise ValueError naming both numbers"),
+      hint=("MultiHeadAttention accepts a d_model that num_heads does not divide: raise ValueError naming both "
+            "numbers")),
     Entry("mha_assert_instead_of_valueerror", "MultiHeadAttention", _INIT.replace(
         '''        if d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")''',
@@ -245,7 +255,8 @@ def mha_param_count(d_model, num_heads, bias=True):
     per_head = 4 * d_model * d_model + (4 * d_model if bias else 0)
     return num_heads * per_head  # as if every head had its own (d, d) matrices
 ''', "counts the full projections once per head",
-      hint="your count seems to count the full projections once per head: the heads split the projections, they do not multiply them"),
+      hint=("your count seems to count the full projections once per head: the heads split the projections, they "
+            "do not multiply them")),
     Entry("param_count_ignores_bias_flag", "mha_param_count", '''
 def mha_param_count(d_model, num_heads, bias=True):
     return 4 * d_model * d_model + 4 * d_model
@@ -261,13 +272,15 @@ def mha_param_count(d_model, num_heads, bias=True):
 def repeat_kv(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)  # [A, B, A, B, ...]: head j = input head j % h_kv
 ''', "tiles with .repeat instead of repeating in place: head j is input head j % h_kv",
-      hint="your repeat_kv tiles the heads (head j becomes input head j % h_kv): repeat each head in place (repeat_interleave on the head axis)"),
+      hint=("your repeat_kv tiles the heads (head j becomes input head j % h_kv): repeat each head in place "
+            "(repeat_interleave on the head axis)")),
     Entry("repeat_kv_expand_wrong_axis", "repeat_kv", '''
 def repeat_kv(x, n_rep):
     B, h_kv, n, d_h = x.shape
     return x[:, None].expand(B, n_rep, h_kv, n, d_h).reshape(B, n_rep * h_kv, n, d_h)
 ''', "expands a new axis in front of the heads: the same tiling as .repeat",
-      hint="your repeat_kv expands a new axis in front of the heads, which tiles them: add the new axis after the head axis"),
+      hint=("your repeat_kv expands a new axis in front of the heads, which tiles them: add the new axis after "
+            "the head axis")),
     Entry("repeat_kv_repeats_positions", "repeat_kv", '''
 import torch
 

@@ -95,13 +95,15 @@ MUTANTS = [
     pe[:, 1::2] = torch.sin(angles)
     return pe.float()
 '''), "cos on the even columns and sin on the odd ones",
-      hint="your encoding looks like cos on the even columns and sin on the odd ones: sin goes on the even columns (0, 2, ...)"),
+      hint=("your encoding looks like cos on the even columns and sin on the odd ones: sin goes on the even "
+            "columns (0, 2, ...)")),
     Entry("pe_concatenated_halves", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1).float()
 '''), "all the sines first, then all the cosines (the tensor2tensor layout), not interleaved",
-      hint="your encoding puts all the sines first, then all the cosines: interleave them (sin on column 2i, cos on column 2i+1)"),
+      hint=("your encoding puts all the sines first, then all the cosines: interleave them (sin on column 2i, "
+            "cos on column 2i+1)")),
     Entry("pe_exponent_pair_index", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     i = torch.arange(d_model // 2, dtype=torch.float64)
@@ -119,7 +121,8 @@ MUTANTS = [
     pe = torch.where(j.long() % 2 == 0, torch.sin(angles), torch.cos(angles))
     return pe.float()
 '''), "uses the column index j in the exponent for both columns: the cos of column 2i+1 gets 10000^((2i+1)/d)",
-      hint="your cos columns seem to use their own column index in the exponent: columns 2i and 2i+1 share the frequency 10000^(-2i/d_model)"),
+      hint=("your cos columns seem to use their own column index in the exponent: columns 2i and 2i+1 share the "
+            "frequency 10000^(-2i/d_model)")),
     Entry("pe_positions_from_one", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(1, max_len + 1, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
@@ -212,7 +215,8 @@ class LearnedPositionalEmbedding(nn.Module):
     var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 '''), "normalizes over the first (batch) dimension, like batch norm",
-      hint="your layer_norm seems to normalize over the batch dimension, like batch norm: normalize over the last dimension (the features)"),
+      hint=("your layer_norm seems to normalize over the batch dimension, like batch norm: normalize over the "
+            "last dimension (the features)")),
     Entry("ln_over_dim_minus2", "layer_norm", _ln('''
     dim = -2 if x.dim() > 1 else -1
     mean = x.mean(dim=dim, keepdim=True)
@@ -237,7 +241,8 @@ class LearnedPositionalEmbedding(nn.Module):
     var = (x * x).mean(dim=-1, keepdim=True) - mean * mean  # E[x^2] - E[x]^2
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 '''), "E[x^2] - E[x]^2: exact on paper, catastrophic cancellation in float32 far from zero",
-      hint="your variance loses precision for inputs far from zero (E[x^2] - E[x]^2 cancels): compute the mean of (x - mean)^2"),
+      hint=("your variance loses precision for inputs far from zero (E[x^2] - E[x]^2 cancels): compute the mean "
+            "of (x - mean)^2")),
     Entry("ln_no_affine", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
@@ -258,7 +263,8 @@ class LearnedPositionalEmbedding(nn.Module):
     norm = nn.LayerNorm(x.shape[-1], eps=eps, elementwise_affine=False).to(x.device, x.dtype)
     return norm(x) * weight + bias
 '''), "wraps nn.LayerNorm inside layer_norm",
-      hint="your code uses nn.LayerNorm, which this lab forbids inside layer_norm: compute the mean and variance yourself"),
+      hint=("your code uses nn.LayerNorm, which this lab forbids inside layer_norm: compute the mean and "
+            "variance yourself")),
     # ------------------------------------------------------------------------------------------- FeedForward
     Entry("ff_gelu_tanh_approximation", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU(approximate="tanh")
@@ -317,7 +323,8 @@ class FeedForward(nn.Module):
         x = x + self.norm2(self.ffn(x))
         return x
 '''), "post-norm written as x + norm(SA(x)): the norm on the sub-layer, not on the sum",
-      hint="your post-norm block seems to normalize the sub-layer's output before adding it: post-norm is norm(x + sublayer(x))"),
+      hint=("your post-norm block seems to normalize the sub-layer's output before adding it: post-norm is "
+            "norm(x + sublayer(x))")),
     Entry("block_norm_first_ignored", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         x = self.norm1(x + self.sa(x, mask))
@@ -332,7 +339,8 @@ class FeedForward(nn.Module):
         x = self.norm2(x) + self.ffn(self.norm2(x))
         return x
 '''), "pre-norm adding the sub-layer to the normalized x instead of the raw residual stream",
-      hint="your pre-norm block seems to add the sub-layer to the normalized x: the residual adds to the raw x, x + sublayer(norm(x))"),
+      hint=("your pre-norm block seems to add the sub-layer to the normalized x: the residual adds to the raw x, "
+            "x + sublayer(norm(x))")),
     Entry("block_no_ff_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -383,7 +391,8 @@ class FeedForward(nn.Module):
         a = self.norm1(x + self.sa(x, mask))
         return self.norm2(a + self.ffn(x))
 '''), "the feed-forward sub-layer reads the block's input instead of the attention sub-layer's output",
-      hint="your feed-forward sub-layer seems to read the block's input instead of the output of the attention sub-layer"),
+      hint=("your feed-forward sub-layer seems to read the block's input instead of the output of the attention "
+            "sub-layer")),
     Entry("block_no_sublayer_dropout", "TransformerEncoderBlock", _IMPORTS + '''
 
 class TransformerEncoderBlock(nn.Module):
@@ -403,7 +412,8 @@ class TransformerEncoderBlock(nn.Module):
         x = self.norm1(x + sa(x))
         return self.norm2(x + self.ff(x))
 ''', "ignores dropout altogether (no dropout anywhere in training mode)",
-      hint="your block seems to apply no dropout in training: dropout goes on each sub-layer's output before the residual"),
+      hint=("your block seems to apply no dropout in training: dropout goes on each sub-layer's output before "
+            "the residual")),
     Entry("block_uses_torch_layer", "TransformerEncoderBlock", _IMPORTS + '''
 
 class TransformerEncoderBlock(nn.Module):

@@ -79,7 +79,8 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         lab.autograder_dir / "hidden_tests.py": hidden,
         lab.autograder_dir / "reference.py": ref,
         **({lab.autograder_dir / "catalogue.py": support["catalogue.py"]} if "catalogue.py" in support else {}),
-        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, otter_support, requirements=course.install_spec + "\n"),
+        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, otter_support,
+                                                              requirements=course.install_spec + "\n"),
     }
     for name, text in public_test_files(questions).items():
         out[lab.public_tests_dir / name] = text.encode()
