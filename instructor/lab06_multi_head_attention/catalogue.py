@@ -272,15 +272,15 @@ def mha_param_count(d_model, num_heads, bias=True):
 def repeat_kv(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)  # [A, B, A, B, ...]: head j = input head j % h_kv
 ''', "tiles with .repeat instead of repeating in place: head j is input head j % h_kv",
-      hint=("your repeat_kv tiles the heads (head j becomes input head j % h_kv): repeat each head in place "
-            "(repeat_interleave on the head axis)")),
+      hint=("your repeat_kv tiles the heads (head j becomes input head j % h_kv), as .repeat does: repeat each head "
+            "in place (repeat_interleave on the head axis)")),
     Entry("repeat_kv_expand_wrong_axis", "repeat_kv", '''
 def repeat_kv(x, n_rep):
     B, h_kv, n, d_h = x.shape
     return x[:, None].expand(B, n_rep, h_kv, n, d_h).reshape(B, n_rep * h_kv, n, d_h)
 ''', "expands a new axis in front of the heads: the same tiling as .repeat",
-      hint=("your repeat_kv expands a new axis in front of the heads, which tiles them: add the new axis after "
-            "the head axis")),
+      hint=("your repeat_kv tiles the heads (head j becomes input head j % h_kv), as .repeat does: repeat each head "
+            "in place (repeat_interleave on the head axis)")),
     Entry("repeat_kv_repeats_positions", "repeat_kv", '''
 import torch
 

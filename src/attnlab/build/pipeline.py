@@ -6,7 +6,8 @@ The chain, in order (each step is one file in ``transforms/``):
       -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
-      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master)
+      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master and the
+                   catalogue; the public test files too)
       -> solution: remove_solution_markers -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
                      -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue)
@@ -20,6 +21,7 @@ import json
 from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
+from ..grading.catalogue import load_catalogue
 from ..grading.hidden import load_suite
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
@@ -48,7 +50,9 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
                                install_spec=course.install_spec)
     student = normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student")
-    check_no_leak(labelled, student)
+    public_files = public_test_files(questions)
+    entries = [e for group in load_catalogue(lab.catalogue) for e in group] if lab.catalogue.exists() else []
+    check_no_leak(labelled, student, catalogue=entries, public_files=public_files)
     solution = normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution")
     nbgrader = normalize(nbgrader_source(common, lab_id=lab.id, points=suite.questions()), lab_id=lab.id,
                          kind="nbgrader")
@@ -82,7 +86,7 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, otter_support,
                                                               requirements=course.install_spec + "\n"),
     }
-    for name, text in public_test_files(questions).items():
+    for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()
     try:
         from .transforms.gradescope_zip import gradescope_zip
