@@ -7,7 +7,6 @@ import nbformat
 import pytest
 
 from attnlab.build.transforms.check_no_leak import LeakError, check_no_leak, solution_lines
-from attnlab.grading.catalogue import Entry
 from attnlab.build.transforms.drop_marker_cells import drop_marker_cells
 from attnlab.build.transforms.insert_setup_cell import insert_setup_cell
 from attnlab.build.transforms.lock_cells import lock_cells
@@ -16,6 +15,7 @@ from attnlab.build.transforms.parse_questions import parse_questions
 from attnlab.build.transforms.read_master import read_master
 from attnlab.build.transforms.replace_tests import replace_tests
 from attnlab.build.transforms.strip_solutions import strip_solutions
+from attnlab.grading.catalogue import Entry
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 
