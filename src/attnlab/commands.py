@@ -30,13 +30,15 @@ def _lab(course, name: str):
 def build(*, labs: list[str] = (), check: bool = False, root: str | None = None) -> int:
     """Build the releases of ``labs`` (all by default); with ``check``, fail if committed files are stale."""
     from .build.pipeline import build as run_build
+    from .build.transforms.check_no_leak import LeakError
+    from .build.transforms.parse_questions import MasterError
 
     course = _course(root)
     for name in labs:
         _lab(course, name)
     try:
         report = run_build(course, course.select(labs), check=check)
-    except CourseError as exc:
+    except (CourseError, MasterError, LeakError) as exc:
         print(f"attnlab build: {exc}", file=sys.stderr)
         return 2
     for line in report:
