@@ -9,7 +9,8 @@ Otter's ``grader.check("name")`` runs them; ``start_lab`` wraps Otter's grader s
          assert torch.allclose(w.sum(-1), ones), "each row of the weights must sum to 1"
        each row of the weights must sum to 1
 
-and an unwritten answer gives one line, ``❌ simple_self_attention: not written yet``. Nothing of the kit's
+and an unwritten answer gives one line, ``❌ simple_self_attention: not written yet`` (``SelfAttention.__init__: not
+written yet`` for a class). Nothing of the kit's
 plumbing (file names, line numbers of generated files, internal calls) is shown.
 
 Each check runs on its own copy of the notebook's variables. Its code is compiled so that its line numbers are
@@ -118,7 +119,7 @@ def _indent(text: str, prefix: str) -> str:
 
 def format_result(question: str, result) -> str:
     """What ``grader.check(question)`` shows: one line per check, the failing statement and the message below a
-    failed one; one line per unwritten function when nothing is written yet."""
+    failed one; one line when nothing is written yet."""
     rows = list(getattr(result, "test_case_results", []))
     if not rows:
         return f"{question}: no checks"
@@ -126,11 +127,10 @@ def format_result(question: str, result) -> str:
     if not failures:
         return f"✅ {question}: all {len(rows)} checks passed"
     if len(failures) == len(rows) and all(f is not None and f.not_written for _, f in failures):
-        seen: list[str] = []
-        for _, f in failures:
-            if f.message not in seen:
-                seen.append(f.message)
-        return "\n".join(f"❌ {m}" for m in seen)
+        # one line: the question's own stub when it is among them (a check may call an earlier, unwritten one)
+        messages = [f.message for _, f in failures]
+        own = [m for m in messages if m.split(":")[0] == question or m.startswith(question + ".")]
+        return f"❌ {(own or messages)[0]}"
     out = [f"❌ {question}: {len(failures)} of {len(rows)} checks failed"]
     for r in rows:
         name = r.test_case.name

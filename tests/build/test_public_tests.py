@@ -72,7 +72,23 @@ def test_a_multiline_statement_is_shown_whole():
                                                       "   f() should be 1"]
 
 
-def test_an_unwritten_answer_gives_one_line_per_function():
+def test_an_unwritten_answer_gives_one_line_naming_the_question_first():
+    q = Question("merge", 1.0, ["# round trip\nassert merge(split(1)) == 1", "# merge alone\nassert merge(1) == 1"])
+
+    def stub(name):
+        def f(x):
+            raise NotImplementedError(f"{name}: not written yet")
+        return f
+
+    tf = load(render_test_file(q))
+    tf.run({"split": stub("split"), "merge": stub("merge")})
+    assert format_result("merge", tf) == "❌ merge: not written yet"
+    tf.run({"split": stub("split"), "merge": lambda x: x})
+    assert format_result("merge", tf).splitlines() == ["❌ merge: 1 of 2 checks failed",
+                                                       "❌ round trip: split: not written yet", "✅ merge alone"]
+
+
+def test_an_unwritten_answer_gives_one_line():
     tf = load(render_test_file(QUESTION))
 
     def stub(x):
