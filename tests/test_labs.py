@@ -59,7 +59,7 @@ def bundles():
 NAMED_SHARE = 0.6
 # Three catalogued mistakes per lab whose public checks must fail by name, with numbers.
 CHECKED_MISTAKES = {
-    "lab05_self_attention": ("simple_scaled", "sdpa_softmax_dim_minus2", "causal_upper"),
+    "lab05_self_attention": ("simple_scaled", "sdpa_softmax_dim_minus2", "sdpa_no_scale"),
     "lab06_multi_head_attention": ("split_heads_wrong_cut", "mha_scale_sqrt_d_model", "merge_heads_wrong_order"),
     "lab07_transformer_block": ("pe_sin_cos_swapped", "ln_unbiased_variance", "block_no_ff_residual"),
 }
