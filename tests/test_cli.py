@@ -1,4 +1,5 @@
-"""The thin CLI, called in-process: build, build --check, grade --json, catalogue, --root."""
+"""The thin CLI, called in-process: build, build --check, grade --json, catalogue, --root; usage errors (an
+unknown lab, a missing path, outside a course) are one line on stderr and exit 2; another lab's notebook is refused."""
 
 import json
 import shutil
@@ -10,7 +11,7 @@ from attnlab.cli import main, parser
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 LAB = "lab99_demo"
-N_OUTPUTS = 9
+N_OUTPUTS = 12  # with nbgrader/nbgrader_config.py and nbgrader/source/lab99_demo/lab99_demo.ipynb
 
 
 @pytest.fixture(autouse=True)
@@ -77,15 +78,67 @@ def test_root_from_attnlab_root(course, tmp_path, monkeypatch, capsys):
     assert (course / "labs" / LAB / f"{LAB}.ipynb").is_file() and list(elsewhere.iterdir()) == []
 
 
-def test_outside_a_course_the_error_says_how_to_fix_it(tmp_path, monkeypatch):
+def test_outside_a_course_the_error_says_how_to_fix_it(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError, match="set ATTNLAB_ROOT"):
-        main(["build"])
+    assert main(["build"]) == 2
+    captured = capsys.readouterr()
+    assert "set ATTNLAB_ROOT" in captured.err and len(captured.err.splitlines()) == 1
+    assert "Traceback" not in captured.err
 
 
-def test_unknown_lab_lists_the_known_ones(course):
-    with pytest.raises(ValueError, match=r"unknown lab 'lab42'; this course has: lab99_demo"):
-        main(["--root", str(course), "build", "lab42"])
+@pytest.mark.parametrize("argv", [["build", "lab42"], ["grade", "lab42", "x.ipynb"], ["catalogue", "lab42"]])
+def test_unknown_lab_is_one_line_naming_the_known_ones(course, capsys, argv):
+    assert main(["--root", str(course), *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"attnlab {argv[0]}: unknown lab 'lab42'; this course has: lab99_demo\n"
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--out", "OUT"]])
+def test_a_missing_path_is_one_line_and_exit_2(built_course, tmp_path, capsys, extra):
+    real = tmp_path / "real.ipynb"
+    real.write_bytes(b"")
+    extra = [str(tmp_path / "out") if a == "OUT" else a for a in extra]
+    assert main(["--root", str(built_course), "grade", LAB, str(real), str(tmp_path / "typo.ipynb"), *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"attnlab grade: no such file or folder: {tmp_path / 'typo.ipynb'}\n"
+    assert captured.out == "" and not (tmp_path / "out").exists()
+
+
+def _notebook_for(lab: str | None, path: Path, source: Path) -> Path:
+    nb = json.loads(source.read_text())
+    if lab is None:
+        nb["metadata"].pop("attnlab", None)
+    else:
+        nb["metadata"]["attnlab"]["lab"] = lab
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_another_labs_notebook_gets_zero_and_an_error_naming_both_labs(built_course, tmp_path, capsys):
+    solution = built_course / "solutions" / LAB / f"{LAB}.ipynb"
+    other = _notebook_for("lab06_multi_head_attention", tmp_path / "other.ipynb", solution)
+    bare = _notebook_for(None, tmp_path / "bare.ipynb", solution)  # e.g. re-saved by a tool that drops metadata
+    assert main(["--root", str(built_course), "grade", LAB, str(other), str(bare), "--json"]) == 0
+    other_r, bare_r = json.loads(capsys.readouterr().out)
+    assert other_r["score"] == 0.0 and other_r["errors"] == [
+        "this is a lab06 notebook (lab06_multi_head_attention), not lab99 (lab99_demo); "
+        "grade it with `attnlab grade lab06`"]
+    assert all(q["messages"] == other_r["errors"] for q in other_r["questions"].values())
+    assert bare_r["score"] == bare_r["max_score"] == 3.0
+
+
+def test_batch_mode_keeps_a_row_for_every_file_and_exits_0(built_course, tmp_path, capsys):
+    solution = built_course / "solutions" / LAB / f"{LAB}.ipynb"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook_for("lab06_multi_head_attention", subs / "a_other.ipynb", solution)
+    (subs / "b_empty.ipynb").write_bytes(b"")
+    _notebook_for(LAB, subs / "c_mine.ipynb", solution)
+    assert main(["--root", str(built_course), "grade", LAB, str(subs), "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["a_other.ipynb", "b_empty.ipynb", "c_mine.ipynb"]
+    assert "this is a lab06 notebook" in lines[1] and "3.0 / 3" in lines[3]
 
 
 def test_grade_json_schema(built_course, tmp_path, capsys):
@@ -123,11 +176,27 @@ def test_grade_prints_a_table_without_json(built_course, tmp_path, capsys):
     assert lines[1].startswith("mine.ipynb") and "0.0 / 3" in lines[1] and "empty" in lines[1]
 
 
+def test_the_notes_column_names_the_questions_that_lost_points(built_course, tmp_path, capsys):
+    nb = json.loads((built_course / "solutions" / LAB / f"{LAB}.ipynb").read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "def double" in "".join(cell["source"]):
+            cell["source"] = "def double(x):\n    return x * 2 + 1\n"
+    path = tmp_path / "buggy.ipynb"
+    path.write_text(json.dumps(nb))
+    assert main(["--root", str(built_course), "grade", LAB, str(path)]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert row.startswith("buggy.ipynb") and "1.0 / 3" in row and row.endswith("lost: double 0/2")
+    assert main(["--root", str(built_course), "grade", LAB, str(path), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    # the grader names the likely mistake from the lab's catalogue
+    assert result["questions"]["double"]["messages"][-1] == "likely mistake: your double adds 1 to twice the input"
+
+
 def test_catalogue_on_the_fixture_kills_mutants_and_keeps_variants(built_course, capsys):
     assert main(["--root", str(built_course), "catalogue", "lab99"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3
-    verdicts = {line.split()[1]: (line.split()[0], line.split()[-1]) for line in lines}
+    assert len(lines) == 4 and lines[3] == "2 mutants killed, 1 variants at full marks"
+    verdicts = {line.split()[1]: (line.split()[0], line.split()[-1]) for line in lines[:3]}
     assert verdicts == {"double_adds_one": ("mutant", "killed"), "scale_ignores_weight": ("mutant", "killed"),
                         "double_add": ("variant", "marks")}
     assert lines[2].rstrip().endswith("full marks") and "2.0/2.0" in lines[2]
@@ -143,6 +212,8 @@ def test_catalogue_fails_when_a_mutant_survives_or_a_variant_loses_points(built_
     assert main(["--root", str(root), "catalogue", LAB]) == 1
     out = capsys.readouterr().out
     assert "SURVIVED" in out and "LOST POINTS" in out
+    assert out.splitlines()[-1] == ("0 of 1 mutants killed, 0 of 1 variants at full marks; "
+                                    "1 mutants without a student hint: not_a_bug")
 
 
 def test_parser_shape():

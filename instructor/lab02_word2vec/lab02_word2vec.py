@@ -321,7 +321,7 @@ class SkipGramNS(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# two nn.Embedding(vocab_size, dim) named in_embed and out_embed
+# two nn.Embedding(vocab_size, dim): in_embed and out_embed
 model = SkipGramNS(10, 4)
 for name in ("in_embed", "out_embed"):
     layer = getattr(model, name, None)
@@ -438,7 +438,7 @@ expect_equal(ids, [0, 1, 3], "ids of most_similar(emb, 2, 3), where row 0 equals
 assert abs(scores[0].item() - 1.0) < 1e-6, f"row 0 has the query's direction: its cosine is 1, got {scores[0].item()}"
 
 # %%
-# float64 embeddings give float64 scores, the ids are a LongTensor
+# float64 in, float64 scores out; the ids are a LongTensor
 g = torch.Generator().manual_seed(0)
 emb = torch.randn(20, 5, dtype=torch.float64, generator=g)
 ids, scores = most_similar(emb, 7, 4)
@@ -647,7 +647,7 @@ assert isinstance(loss, torch.Tensor) and loss.dim() == 0, "glove_loss should re
 expect_close(loss, 0.5**0.75 * (1 - math.log(50)) ** 2 + (2 - math.log(200)) ** 2, "the worked example", atol=1e-4)
 
 # %%
-# the weight stops at 1 from x_max on, and x_max and alpha are used
+# the weight is 1 from x_max on; x_max and alpha are used
 from attnlab.expect import expect_close
 
 w, b = torch.zeros(1, 3), torch.zeros(1)

@@ -207,7 +207,7 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1):
 # # BEGIN TESTS
 
 # %%
-# the worked example: x = [1, 2, 3, 4], W = [1, 0, -1] gives [-2, -2] (no flip)
+# worked example: [1, 2, 3, 4] with W = [1, 0, -1] is [-2, -2]
 from attnlab.expect import expect_close
 
 y = conv1d(torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]), torch.tensor([[[1.0, 0.0, -1.0]]]))
@@ -292,7 +292,7 @@ def causal_conv1d(x, weight, bias=None, dilation=1):
 # # BEGIN TESTS
 
 # %%
-# the worked example: x = [1, 2, 3], W = [1, 1] gives [1, 3, 5]
+# worked example: [1, 2, 3] with W = [1, 1] is [1, 3, 5]
 from attnlab.expect import expect_close
 
 y = causal_conv1d(torch.tensor([[[1.0, 2.0, 3.0]]]), torch.tensor([[[1.0, 1.0]]]))
@@ -307,7 +307,7 @@ for k, d in ((1, 1), (3, 1), (3, 2), (2, 4)):
     assert y.shape == (2, 5, 9), f"kernel {k}, dilation {d}: the shape should be (2, 5, 9), got {tuple(y.shape)}"
 
 # %%
-# changing input position 5 changes no output before position 5
+# changing input 5 changes no output before position 5
 g = torch.Generator().manual_seed(2)
 x = torch.randn(1, 2, 10, generator=g)
 w = torch.randn(3, 2, 3, generator=g)
@@ -367,7 +367,7 @@ def receptive_field(layers):
 # # BEGIN TESTS
 
 # %%
-# the worked examples: 15 for doubling dilations, 41 for the TextCNN stack
+# worked examples: 15 (doubling dilations), 41 (TextCNN)
 r = receptive_field([(3, 1, 1), (3, 1, 2), (3, 1, 4)])
 assert isinstance(r, int), f"receptive_field should return an int, got {type(r).__name__}"
 assert r == 15, f"receptive_field([(3, 1, 1), (3, 1, 2), (3, 1, 4)]) should be 15, got {r}"
@@ -496,7 +496,7 @@ out = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)(ids[:1])
 assert out.shape == (1,), f"a batch of one keeps its batch dimension: (1,), got {tuple(out.shape)}"
 
 # %%
-# the max over time: moving a phrase within the sentence keeps the logit
+# max over time: moving a phrase keeps the logit
 torch.manual_seed(0)
 model = TextCNN(20, 4, num_filters=5, kernel_size=2, pool_size=1).eval()
 phrase = torch.tensor([7, 3, 9])

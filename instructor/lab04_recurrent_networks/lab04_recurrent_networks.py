@@ -268,7 +268,7 @@ assert isinstance(h_T, torch.Tensor) and h_T.shape == (2, 5), (
 assert torch.equal(h_T, outputs[:, -1]), "h_T should be the state after the last step, outputs[:, -1]"
 
 # %%
-# the same outputs as nn.RNN(batch_first=True) on the same weights
+# the outputs of nn.RNN(batch_first=True), same weights
 from attnlab.expect import expect_close
 
 torch.manual_seed(3)
@@ -359,7 +359,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
 # # BEGIN TESTS
 
 # %%
-# the worked example: c_t = 1.6082, h_t = 0.9063 (gates i, f, g, o)
+# worked example: c_t = 1.6082, h_t = 0.9063 (i, f, g, o)
 from attnlab.expect import expect_close
 
 out = lstm_cell(torch.tensor([[0.7]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.zeros(4, 1),
@@ -382,7 +382,7 @@ assert h.dtype == torch.float64 and c.dtype == torch.float64, "keep the input's 
 assert (h.abs() < 1).all(), "h_t = o * tanh(c_t) lies in (-1, 1)"
 
 # %%
-# the same (h_t, c_t) as PyTorch's nn.LSTMCell with these weights
+# the (h_t, c_t) of nn.LSTMCell with these weights
 from attnlab.expect import expect_close
 
 g = torch.Generator().manual_seed(5)
@@ -623,7 +623,7 @@ class RNNClassifier(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# sub-layers and output shapes: (B,) for one class, (B, C) for C classes
+# sub-layers; logits (B,) for one class, (B, C) for C
 torch.manual_seed(0)
 model = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5)
 assert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"
@@ -639,7 +639,7 @@ assert model(ids[:1], lengths[:1]).shape == (1,), (
 assert RNNClassifier(20, 6, 5, num_classes=3)(ids, lengths).shape == (3, 3), "num_classes=3: logits of shape (B, 3)"
 
 # %%
-# padding changes nothing: a padded sentence gets the logit of the sentence alone
+# padding changes nothing: same logit as the sentence alone
 from attnlab.expect import expect_close
 
 torch.manual_seed(1)
@@ -821,7 +821,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
 # # BEGIN TESTS
 
 # %%
-# the worked example without a mask: weights [0.4683, 0.0634, 0.4683]
+# worked example, no mask: weights [0.4683, 0.0634, 0.4683]
 from attnlab.expect import expect_close
 
 encoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
@@ -832,7 +832,7 @@ expect_close(weights, [[0.4683, 0.0634, 0.4683]], "weights of the worked example
 expect_close(context, [[0.9366, 0.5317]], "context of the worked example", atol=1e-4)
 
 # %%
-# the worked example with a mask: the masked weight is exactly 0
+# worked example with a mask: the masked weight is exactly 0
 from attnlab.expect import expect_close, expect_equal
 
 encoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])

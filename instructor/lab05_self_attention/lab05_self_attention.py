@@ -99,6 +99,17 @@ from attnlab.training import fit
 # `x.T`, which reverses *all* dimensions, and of `x.transpose(1, 2)` or `torch.bmm`, which only work for
 # exactly three. The softmax runs over the keys, the last dimension: `torch.softmax(scores, dim=-1)`.
 #
+# **A worked example.** Take two tokens that are the unit vectors, $X = I_2$. The scores are $XX^\top = I_2$,
+# so row 0 of the weights is
+#
+# $$\mathrm{softmax}([1, 0]) = \left[\frac{e}{e + 1}, \frac{1}{e + 1}\right] = [0.7311, 0.2689],$$
+#
+# row 1 is the same reversed, and $Y = AX = A$:
+#
+# $$A = Y = \begin{pmatrix} 0.7311 & 0.2689 \\ 0.2689 & 0.7311 \end{pmatrix}.$$
+#
+# The first check below tests exactly these numbers.
+#
 # Implement `simple_self_attention`. No parameters, no scaling.
 
 # %% [raw]
@@ -131,18 +142,19 @@ def simple_self_attention(x):
 # # BEGIN TESTS
 
 # %%
-# A 2x2 example worked on paper: x = I, so the scores are I and each row's softmax is
-# softmax([1, 0]) = [e / (e + 1), 1 / (e + 1)] = [0.7311, 0.2689].
+# the worked example: x = I gives weights 0.7311 and 0.2689
+from attnlab.expect import expect_close
+
 x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
 y, w = simple_self_attention(x)
-a, b = math.e / (math.e + 1), 1 / (math.e + 1)
-expected = torch.tensor([[a, b], [b, a]])
-assert isinstance(w, torch.Tensor) and w.shape == (2, 2), "weights should be a (2, 2) tensor for x of shape (2, 2)"
-assert torch.allclose(w, expected, atol=1e-6), f"weights should be {expected}, got {w}"
-assert torch.allclose(y, expected @ x, atol=1e-6), f"y should be weights @ x = {expected @ x}, got {y}"
+a, b = math.e / (math.e + 1), 1 / (math.e + 1)  # 0.7311, 0.2689
+expect_close(w, [[a, b], [b, a]], "the weights for x = I", atol=1e-6)
+expect_close(y, [[a, b], [b, a]], "y for x = I (weights @ x)", atol=1e-6)
 
 # %%
-# Shapes with two leading dimensions, rows that sum to 1, and the input's dtype kept.
+# shapes, dtype and row sums with two leading dimensions
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(0)
 x = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)
 y, w = simple_self_attention(x)
@@ -150,11 +162,11 @@ assert y.shape == (2, 3, 5, 4), f"y should have shape (2, 3, 5, 4), got {tuple(y
 assert w.shape == (2, 3, 5, 5), f"weights should have shape (2, 3, 5, 5), got {tuple(w.shape)}"
 assert y.dtype == torch.float64 and w.dtype == torch.float64, "keep the input's dtype (float64 here)"
 assert (w >= 0).all(), "attention weights are probabilities: never negative"
-assert torch.allclose(w.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64)), "each row of the weights must sum to 1"
+expect_close(w.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64), "the row sums of the weights (softmax over dim=-1)")
 
 # %%
-# Permutation equivariance: shuffling the tokens shuffles the outputs the same way (attention has no
-# notion of order), and the scores of large inputs stay finite.
+# shuffled tokens, shuffled outputs; large inputs stay finite
+# (attention has no notion of order: permuting the tokens permutes the outputs the same way)
 g = torch.Generator().manual_seed(1)
 x = torch.randn(6, 4, generator=g)
 perm = torch.randperm(6, generator=g)
@@ -287,6 +299,13 @@ for i, d in enumerate(dims):
 # this to stay finite for huge scores; a hand-written `exp(s) / exp(s).sum()` overflows for scores above
 # about 88 in float32. Use `math.sqrt(d_k)` (a Python float keeps the input's dtype; `torch.tensor(d_k)`
 # would be float32 on the CPU) and create no new tensors on a fixed device.
+#
+# **A worked example.** Take $Q = K = I_2$ ($d_k = 2$) and $V = \begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}$.
+# The scores are $I_2 / \sqrt 2$, so row 0 of the weights is $\mathrm{softmax}([0.7071, 0]) = [p, 1 - p]$ with
+# $p = e^{0.7071} / (e^{0.7071} + 1) = 0.6698$, and row 1 is $[0.3302, 0.6698]$. The output's row 0 is
+# $0.6698 \cdot [1, 2] + 0.3302 \cdot [3, 4] = [1.6604, 2.6604]$. With the mask
+# $\begin{pmatrix} T & F \\ T & T \end{pmatrix}$, query 0 sees key 0 only: its weights are $[1, 0]$ exactly, and
+# its output is $[1, 2]$; query 1 still sees both keys. The first check tests these numbers.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -325,24 +344,24 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 # # BEGIN TESTS
 
 # %%
-# Worked on paper: q = k = I (d_k = 2), so the scores are I / sqrt(2) and row 0 of the weights is
-# softmax([0.7071, 0]) = [0.6698, 0.3302]. With the mask [[True, False], [True, True]] row 0 can only
-# see key 0 (weight 1) and row 1 sees both: softmax([0, 0.7071]) = [0.3302, 0.6698].
+# the worked example: q = k = I, with and without a mask
+from attnlab.expect import expect_close
+
 q = k = torch.eye(2)
 v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
-p = math.exp(1 / math.sqrt(2)) / (math.exp(1 / math.sqrt(2)) + 1)
+p = math.exp(1 / math.sqrt(2)) / (math.exp(1 / math.sqrt(2)) + 1)  # 0.6698
 out, w = scaled_dot_product_attention(q, k, v)
-expected = torch.tensor([[p, 1 - p], [1 - p, p]])
-assert torch.allclose(w, expected, atol=1e-5), f"weights should be {expected}, got {w} (did you scale by 1/sqrt(d_k)?)"
-assert torch.allclose(out, expected @ v, atol=1e-5), f"out should be weights @ v = {expected @ v}, got {out}"
+expect_close(w, [[p, 1 - p], [1 - p, p]], "the weights (scores scaled by 1/sqrt(d_k))", atol=1e-5)
+expect_close(out, [[3 - 2 * p, 4 - 2 * p], [1 + 2 * p, 2 + 2 * p]], "out = weights @ v", atol=1e-5)
 out, w = scaled_dot_product_attention(q, k, v, mask=torch.tensor([[True, False], [True, True]]))
-expected = torch.tensor([[1.0, 0.0], [1 - p, p]])
-assert torch.allclose(w, expected, atol=1e-5), f"masked weights should be {expected}, got {w} (True = allowed)"
-assert w[0, 1] == 0, f"a masked weight must be exactly 0, got {w[0, 1].item()}"
-assert torch.allclose(out, expected @ v, atol=1e-5), f"out should be {expected @ v}, got {out}"
+expect_close(w, [[1.0, 0.0], [1 - p, p]], "the masked weights (True = may attend)", atol=1e-5)
+assert w[0, 1] == 0, f"a masked weight must be exactly 0 (fill the scores with -inf), got {w[0, 1].item()}"
+expect_close(out, [[1.0, 2.0], [1 + 2 * p, 2 + 2 * p]], "out with the mask", atol=1e-5)
 
 # %%
-# Shapes: n_q != n_k, d_v != d_k, two leading dimensions; rows sum to 1; dtype kept.
+# shapes with n_q != n_k and d_v != d_k; rows sum to 1
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(0)
 q = torch.randn(2, 3, 4, 8, dtype=torch.float64, generator=g)
 k = torch.randn(2, 3, 6, 8, dtype=torch.float64, generator=g)
@@ -351,11 +370,13 @@ out, w = scaled_dot_product_attention(q, k, v)
 assert out.shape == (2, 3, 4, 5), f"out should have shape (..., n_q, d_v) = (2, 3, 4, 5), got {tuple(out.shape)}"
 assert w.shape == (2, 3, 4, 6), f"weights should have shape (..., n_q, n_k) = (2, 3, 4, 6), got {tuple(w.shape)}"
 assert out.dtype == torch.float64 and w.dtype == torch.float64, "keep the input's dtype (float64 here)"
-assert torch.allclose(w.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64)), "each row of the weights must sum to 1"
+expect_close(w.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64), "the row sums of the weights (softmax over dim=-1)")
 
 # %%
-# A key-padding mask of shape (B, 1, n_k): sequence b has lengths[b] real keys. Masked weights are
-# exactly 0, and each sequence's output equals attention over its real keys alone.
+# padded keys get weight 0: the same as dropping them
+# (a key-padding mask of shape (B, 1, n_k): sequence b has lengths[b] real keys)
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(2)
 lengths = torch.tensor([5, 2, 3])
 q = torch.randn(3, 4, 8, generator=g)
@@ -366,14 +387,14 @@ out, w = scaled_dot_product_attention(q, k, v, mask=mask)
 assert w.shape == (3, 4, 5) and out.shape == (3, 4, 6), "a (B, 1, n_k) mask broadcasts over the queries"
 assert (w.masked_select(~mask.expand_as(w)) == 0).all(), (
     "weights of masked keys must be exactly 0 (fill the scores with -inf)")
-assert torch.allclose(w.sum(-1), torch.ones(3, 4), atol=1e-6), "each row must still sum to 1 after masking"
+expect_close(w.sum(-1), torch.ones(3, 4), "the row sums of the masked weights", atol=1e-6)
 for b in range(3):
     n = int(lengths[b])
     out_b, _ = scaled_dot_product_attention(q[b], k[b, :n], v[b, :n])
-    assert torch.allclose(out[b], out_b, atol=1e-5), f"sequence {b}: masking the padded keys should equal dropping them"
+    expect_close(out[b], out_b, f"out of sequence {b} (masking its padded keys should equal dropping them)", atol=1e-5)
 
 # %%
-# Huge scores stay finite, and the result lives on the inputs' device.
+# huge scores stay finite; the output is on the inputs' device
 g = torch.Generator().manual_seed(3)
 q = 1e4 * torch.randn(2, 3, 4, generator=g)
 k = torch.randn(2, 5, 4, generator=g)
@@ -429,16 +450,15 @@ def causal_mask(n, device=None):
 # # BEGIN TESTS
 
 # %%
-expected = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])
-m = causal_mask(3)
-assert isinstance(m, torch.Tensor) and m.dtype == torch.bool, (
-    f"causal_mask should return a bool tensor, got {getattr(m, 'dtype', type(m))}")
-assert torch.equal(m, expected), f"causal_mask(3) should be\n{expected}\ngot\n{m}"
-assert torch.equal(causal_mask(1), torch.ones(1, 1, dtype=torch.bool)), "causal_mask(1) is [[True]]"
+# causal_mask(3) and causal_mask(1), worked by hand
+from attnlab.expect import expect_equal
+
+expect_equal(causal_mask(3), [[True, False, False], [True, True, False], [True, True, True]], "causal_mask(3)")
+expect_equal(causal_mask(1), [[True]], "causal_mask(1)")
 assert causal_mask(4, device=device).device.type == device.type, "create the mask on the device you are given"
 
 # %%
-# With the causal mask, changing a future token never changes the output of an earlier position.
+# a future token never changes an earlier position's output
 g = torch.Generator().manual_seed(4)
 x = torch.randn(2, 6, 8, generator=g)
 out, w = scaled_dot_product_attention(x, x, x, mask=causal_mask(6))
@@ -494,14 +514,16 @@ def padding_mask(lengths, max_len):
 # # BEGIN TESTS
 
 # %%
-m = padding_mask(torch.tensor([3, 1, 4]), 5)
-expected = torch.tensor([[True, True, True, False, False],
-                         [True, False, False, False, False],
-                         [True, True, True, True, False]])
-assert isinstance(m, torch.Tensor) and m.dtype == torch.bool, (
-    f"padding_mask should return a bool tensor, got {getattr(m, 'dtype', type(m))}")
-assert m.shape == (3, 5), f"padding_mask(lengths (3,), 5) should have shape (3, 5), got {tuple(m.shape)}"
-assert torch.equal(m, expected), f"expected\n{expected}\ngot\n{m}"
+# padding_mask([3, 1, 4], 5), the example above
+from attnlab.expect import expect_equal
+
+expected = [[True, True, True, False, False],
+            [True, False, False, False, False],
+            [True, True, True, True, False]]
+expect_equal(padding_mask(torch.tensor([3, 1, 4]), 5), expected, "padding_mask([3, 1, 4], 5)")
+
+# %%
+# max_len may be longer than every sequence
 m = padding_mask(torch.tensor([2, 2]), 6)
 assert m.shape == (2, 6) and m.sum().item() == 4, "max_len may be longer than every sequence: the shape is (B, max_len)"
 
@@ -529,6 +551,10 @@ assert m.shape == (2, 6) and m.sum().item() == 4, "max_len may be longer than ev
 # `k_proj` and `v_proj` (the grader loads weights by these names), each with a bias when `bias=True`.
 # `d_k` and `d_v` default to `d_model`. The scale is $1/\sqrt{d_k}$, the width of the queries and keys,
 # not $d_\text{model}$. Reuse your `scaled_dot_product_attention`.
+#
+# **A worked example.** With $W_Q = W_K = d^{1/4} I$, $W_V = I$ and no biases, the queries and keys are
+# $d^{1/4} X$ and the scores are $d^{1/4} X (d^{1/4} X)^\top / \sqrt{d} = X X^\top$: `SelfAttention` then gives
+# exactly what `simple_self_attention` gives. One check below builds these weights and compares the two.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -576,7 +602,9 @@ class SelfAttention(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# Parameter names and shapes, output shapes with d_k != d_v.
+# parameter names and shapes; output shapes with d_k != d_v
+from attnlab.expect import expect_close
+
 sa = SelfAttention(8, d_k=4, d_v=6)
 shapes = {name: tuple(p.shape) for name, p in sa.named_parameters()}
 expected = {"q_proj.weight": (4, 8), "q_proj.bias": (4,), "k_proj.weight": (4, 8), "k_proj.bias": (4,),
@@ -588,11 +616,12 @@ g = torch.Generator().manual_seed(5)
 out, w = sa(torch.randn(3, 5, 8, generator=g))
 assert out.shape == (3, 5, 6), f"out should have shape (B, n, d_v) = (3, 5, 6), got {tuple(out.shape)}"
 assert w.shape == (3, 5, 5), f"weights should have shape (B, n, n) = (3, 5, 5), got {tuple(w.shape)}"
-assert torch.allclose(w.sum(-1), torch.ones(3, 5), atol=1e-6), "each row of the weights must sum to 1"
+expect_close(w.sum(-1), torch.ones(3, 5), "the row sums of the weights", atol=1e-6)
 
 # %%
-# Worked by hand: with W_Q = W_K = d^(1/4) I, W_V = I and no bias, the scores are
-# (d^(1/4) x)(d^(1/4) x)^T / sqrt(d) = x x^T, so SelfAttention equals simple_self_attention.
+# the worked example: equals simple_self_attention
+from attnlab.expect import expect_close
+
 d = 4
 sa = SelfAttention(d, bias=False).double()
 with torch.no_grad():
@@ -603,11 +632,11 @@ g = torch.Generator().manual_seed(6)
 x = torch.randn(2, 5, d, dtype=torch.float64, generator=g)
 out, w = sa(x)
 y_ref, w_ref = simple_self_attention(x)
-assert torch.allclose(w, w_ref) and torch.allclose(out, y_ref), (
-    "with these weights SelfAttention should equal simple_self_attention: scale by 1/sqrt(d_k)")
+expect_close(w, w_ref, "the weights (W_Q = W_K = d^(1/4) I: equal to simple_self_attention's if scaled by 1/sqrt(d_k))")
+expect_close(out, y_ref, "out (W_V = I: equal to simple_self_attention's y)")
 
 # %%
-# Permutation equivariance without a mask, and padded keys ignored with a (B, 1, n) mask.
+# shuffled tokens, shuffled outputs; padded keys are ignored
 g = torch.Generator().manual_seed(7)
 sa = SelfAttention(8)
 x = torch.randn(2, 5, 8, generator=g)
@@ -698,7 +727,7 @@ class AttentionClassifier(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# Sub-layers and output shapes: (B,) for one class (also for a batch of one), (B, C) for C classes.
+# sub-layers; logits (B,) for one class, (B, C) for C classes
 torch.manual_seed(0)
 model = AttentionClassifier(vocab_size=20, embed_dim=8)
 assert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"
@@ -711,20 +740,21 @@ assert model(ids[:1]).shape == (1,), "a batch of one should give logits of shape
 assert AttentionClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), "num_classes=3: the logits should have shape (B, 3)"
 
 # %%
-# Padding changes nothing: the same sentences padded to a longer length give the same logits.
+# extra padding changes nothing
+from attnlab.expect import expect_close
+
 torch.manual_seed(1)
 model = AttentionClassifier(vocab_size=20, embed_dim=8).eval()
 ids = torch.tensor([[5, 6, 7, 0], [3, 4, 0, 0]])
 longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
 with torch.no_grad():
-    assert torch.allclose(model(ids), model(longer), atol=1e-6), (
-        "extra padding changed the logits: mask the pads as keys and average over the real tokens only")
-    alone = model(torch.tensor([[3, 4]]))
-    assert torch.allclose(model(ids)[1:], alone, atol=1e-6), (
-        "a padded sentence should get the same logit as the sentence alone")
+    expect_close(model(longer), model(ids), "the logits with extra padding (mask the pads as keys, average over "
+                 "the real tokens only)", atol=1e-6)
+    expect_close(model(ids)[1:], model(torch.tensor([[3, 4]])), "the logit of a padded sentence (it should equal "
+                 "the sentence's alone)", atol=1e-6)
 
 # %%
-# No positions, so the model is order-free: shuffling the real tokens gives the same logit.
+# word order does not change the logit (no positions yet)
 torch.manual_seed(2)
 model = AttentionClassifier(vocab_size=20, embed_dim=8).eval()
 with torch.no_grad():

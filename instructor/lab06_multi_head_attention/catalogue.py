@@ -41,33 +41,43 @@ MUTANTS = [
 def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, num_heads, n, d // num_heads)  # the right shape, heads and positions mixed
-''', "reshapes straight to (B, h, n, d_h) without the transpose: 'head 0' gets whole positions"),
+''', "reshapes straight to (B, h, n, d_h) without the transpose: 'head 0' gets whole positions",
+      hint=("your split_heads reshapes straight to (B, h, n, d_h) without the transpose: view as (B, n, h, d_h) "
+            "first, then transpose(1, 2)")),
     Entry("split_heads_wrong_cut", "split_heads", '''
 def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, n, d // num_heads, num_heads).permute(0, 3, 1, 2)  # strided slices, not blocks
-''', "cuts the features as (d_h, h): head j gets features j, j+h, j+2h, ... instead of a block"),
+''', "cuts the features as (d_h, h): head j gets features j, j+h, j+2h, ... instead of a block",
+      hint=("your split_heads cuts the features as (d_h, h), so head j gets features j, j+h, ...: view the last "
+            "dimension as (h, d_h) so each head gets a block")),
     Entry("split_heads_returns_b_n_h_d", "split_heads", '''
 def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, n, num_heads, d // num_heads)  # forgot to move the heads next to the batch
-''', "forgets the transpose: returns (B, n, h, d_h)"),
+''', "forgets the transpose: returns (B, n, h, d_h)",
+      hint="your split_heads returns (B, n, h, d_h): transpose(1, 2) to get (B, h, n, d_h)"),
     # ---------------------------------------------------------------------------------------- merge_heads
     Entry("merge_heads_reshape_without_transpose", "merge_heads", '''
 def merge_heads(x):
     B, h, n, d_h = x.shape
     return x.reshape(B, n, h * d_h)  # the right shape, heads and positions mixed
-''', "flattens (B, h, n, d_h) straight to (B, n, h*d_h) without transposing back"),
+''', "flattens (B, h, n, d_h) straight to (B, n, h*d_h) without transposing back",
+      hint=("your merge_heads flattens (B, h, n, d_h) without transposing back: transpose(1, 2) to (B, n, h, "
+            "d_h) first")),
     Entry("merge_heads_view_not_contiguous", "merge_heads", '''
 def merge_heads(x):
     B, h, n, d_h = x.shape
     return x.transpose(1, 2).view(B, n, h * d_h)  # view of a transposed tensor: RuntimeError
-''', ".view after .transpose without .contiguous(): raises"),
+''', ".view after .transpose without .contiguous(): raises",
+      hint=".view after .transpose fails on a non-contiguous tensor: use .reshape, or .contiguous() before .view"),
     Entry("merge_heads_wrong_order", "merge_heads", '''
 def merge_heads(x):
     B, h, n, d_h = x.shape
     return x.permute(0, 2, 3, 1).reshape(B, n, h * d_h)  # (B, n, d_h, h): features interleaved
-''', "transposes back in the wrong order: the concatenation interleaves the heads' features"),
+''', "transposes back in the wrong order: the concatenation interleaves the heads' features",
+      hint=("your merge_heads interleaves the heads' features: transpose back to (B, n, h, d_h) before "
+            "flattening the last two dimensions")),
     # --------------------------------------------------------------------------------- MultiHeadAttention
     Entry("mha_heads_averaged", "MultiHeadAttention", _INIT.replace(
         "self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
@@ -78,7 +88,8 @@ def merge_heads(x):
         v = split_heads(self.v_proj(value), self.num_heads)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(heads.mean(dim=1)), weights  # average of the heads, not their concatenation
-''', "averages the heads instead of concatenating them (out_proj shrinks to (d, d_h))"),
+''', "averages the heads instead of concatenating them (out_proj shrinks to (d, d_h))",
+      hint="your heads seem averaged instead of concatenated: merge the heads to (B, n, h * d_h) before out_proj"),
     Entry("mha_heads_averaged_then_tiled", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -87,7 +98,9 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         mean = heads.mean(dim=1, keepdim=True).expand_as(heads)  # every head replaced by the average
         return self.out_proj(merge_heads(mean)), weights
-'''), "averages the heads (and tiles the average to keep the width) instead of concatenating them"),
+'''), "averages the heads (and tiles the average to keep the width) instead of concatenating them",
+      hint=("your heads seem averaged (then copied to keep the width) instead of concatenated: merge_heads "
+            "concatenates them")),
     Entry("mha_scale_sqrt_d_model", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -98,7 +111,8 @@ def merge_heads(x):
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         return self.out_proj(merge_heads(self.dropout(weights) @ v)), weights
-'''), "scales the scores by 1/sqrt(d_model) instead of 1/sqrt(d_head)"),
+'''), "scales the scores by 1/sqrt(d_model) instead of 1/sqrt(d_head)",
+      hint="your scores seem scaled by 1/sqrt(d_model) instead of 1/sqrt(d_head), the width of one head"),
     Entry("mha_no_out_proj", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -106,7 +120,8 @@ def merge_heads(x):
         v = split_heads(self.v_proj(value), self.num_heads)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return merge_heads(heads), weights  # out_proj created but never applied
-'''), "forgets the output projection"),
+'''), "forgets the output projection",
+      hint="your output seems to skip out_proj: apply the output projection to the merged heads"),
     Entry("mha_q_proj_for_keys", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -114,7 +129,8 @@ def merge_heads(x):
         v = split_heads(self.v_proj(value), self.num_heads)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
-'''), "uses q_proj for the keys (copy-paste)"),
+'''), "uses q_proj for the keys (copy-paste)",
+      hint="your keys seem to come from q_proj: project the keys with k_proj"),
     Entry("mha_query_as_keys", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -122,7 +138,9 @@ def merge_heads(x):
         v = split_heads(self.v_proj(value), self.num_heads)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
-'''), "projects the query for the keys: works for self-attention only"),
+'''), "projects the query for the keys: works for self-attention only",
+      hint=("your keys and values seem to come from the query instead of the key and value inputs: project key "
+            "with k_proj and value with v_proj")),
     Entry("mha_weights_averaged", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -130,7 +148,8 @@ def merge_heads(x):
         v = split_heads(self.v_proj(value), self.num_heads)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights.mean(dim=1)  # torch's default average
-'''), "returns the weights averaged over the heads (nn.MultiheadAttention's default)"),
+'''), "returns the weights averaged over the heads (nn.MultiheadAttention's default)",
+      hint="your weights seem averaged over the heads: return them per head, shape (B, h, n_q, n_k)"),
     Entry("mha_mask_unsqueezed", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -140,7 +159,9 @@ def merge_heads(x):
             mask = mask.unsqueeze(1)  # "add the head axis", to masks that already broadcast
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
-'''), "adds a head axis at dim 1 to every mask: (n_q, n_k) and (B, 1, 1, n_k) masks then misalign"),
+'''), "adds a head axis at dim 1 to every mask: (n_q, n_k) and (B, 1, 1, n_k) masks then misalign",
+      hint=("your mask gets an extra head axis that misaligns some mask shapes: a (n_q, n_k) or (B, 1, 1, n_k) "
+            "mask already broadcasts; only (B, n_q, n_k) and (B, 1, n_k) need mask.unsqueeze(1)")),
     Entry("mha_padding_mask_on_queries", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -150,7 +171,9 @@ def merge_heads(x):
             mask = mask.transpose(-2, -1)  # a key-padding mask (B, 1, 1, n_k) turned into (B, 1, n_k, 1)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
-'''), "broadcasts a key-padding mask over the wrong axis (masks queries instead of keys)"),
+'''), "broadcasts a key-padding mask over the wrong axis (masks queries instead of keys)",
+      hint=("your key-padding mask seems to land on the queries: a (B, 1, n_k) mask must broadcast over the "
+            "queries as (B, 1, 1, n_k)")),
     Entry("mha_mask_inverted", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -160,7 +183,9 @@ def merge_heads(x):
             mask = ~mask  # nn.MultiheadAttention's convention (True = blocked)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
-'''), "inverts the mask, following nn.MultiheadAttention's True = blocked"),
+'''), "inverts the mask, following nn.MultiheadAttention's True = blocked",
+      hint=("your mask looks inverted: in these labs True means 'may attend' (nn.MultiheadAttention uses the "
+            "opposite)")),
     Entry("mha_dropout_in_eval", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -169,7 +194,8 @@ def merge_heads(x):
         _, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         weights = F.dropout(weights, self.dropout.p, training=True)  # also in eval mode
         return self.out_proj(merge_heads(weights @ v)), weights
-'''), "applies dropout in eval mode too (F.dropout with training=True)"),
+'''), "applies dropout in eval mode too (F.dropout with training=True)",
+      hint="dropout seems applied in eval mode too: use self.dropout (nn.Dropout), which is off after model.eval()"),
     Entry("mha_dropout_never", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -178,7 +204,8 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         self.dropout(weights)  # the result is thrown away
         return self.out_proj(merge_heads(heads)), weights
-'''), "calls dropout but throws its result away: no dropout in training"),
+'''), "calls dropout but throws its result away: no dropout in training",
+      hint="dropout seems never applied in training: use the result of the dropout call"),
     Entry("mha_no_divisibility_check", "MultiHeadAttention", '''
 import torch.nn as nn
 
@@ -202,7 +229,9 @@ class MultiHeadAttention(nn.Module):
             weights = self.dropout(weights)
             heads = weights @ v
         return self.out_proj(merge_heads(heads)), weights
-''', "does not check that num_heads divides d_model (no ValueError)"),
+''', "does not check that num_heads divides d_model (no ValueError)",
+      hint=("MultiHeadAttention accepts a d_model that num_heads does not divide: raise ValueError naming both "
+            "numbers")),
     Entry("mha_assert_instead_of_valueerror", "MultiHeadAttention", _INIT.replace(
         '''        if d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")''',
@@ -213,42 +242,53 @@ class MultiHeadAttention(nn.Module):
         v = split_heads(self.v_proj(value), self.num_heads)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
-''', "checks divisibility with assert (AssertionError, not ValueError)"),
+''', "checks divisibility with assert (AssertionError, not ValueError)",
+      hint="check that num_heads divides d_model with a ValueError, not an assert"),
     # ------------------------------------------------------------------------------------ mha_param_count
     Entry("param_count_no_out_proj_bias", "mha_param_count", '''
 def mha_param_count(d_model, num_heads, bias=True):
     return 4 * d_model * d_model + (3 * d_model if bias else 0)  # forgot out_proj's bias
-''', "forgets the bias of out_proj"),
+''', "forgets the bias of out_proj",
+      hint="your count misses the bias of out_proj"),
     Entry("param_count_per_head", "mha_param_count", '''
 def mha_param_count(d_model, num_heads, bias=True):
     per_head = 4 * d_model * d_model + (4 * d_model if bias else 0)
     return num_heads * per_head  # as if every head had its own (d, d) matrices
-''', "counts the full projections once per head"),
+''', "counts the full projections once per head",
+      hint=("your count seems to count the full projections once per head: the heads split the projections, they "
+            "do not multiply them")),
     Entry("param_count_ignores_bias_flag", "mha_param_count", '''
 def mha_param_count(d_model, num_heads, bias=True):
     return 4 * d_model * d_model + 4 * d_model
-''', "always counts the biases"),
+''', "always counts the biases",
+      hint="your count includes the biases even when bias=False"),
     Entry("param_count_float", "mha_param_count", '''
 def mha_param_count(d_model, num_heads, bias=True):
     return 4 * d_model ** 2.0 + (4 * d_model if bias else 0)  # a float
-''', "returns a float instead of an int"),
+''', "returns a float instead of an int",
+      hint="your count is a float: return an int"),
     # -------------------------------------------------------------------------------------------- repeat_kv
     Entry("repeat_kv_tiles", "repeat_kv", '''
 def repeat_kv(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)  # [A, B, A, B, ...]: head j = input head j % h_kv
-''', "tiles with .repeat instead of repeating in place: head j is input head j % h_kv"),
+''', "tiles with .repeat instead of repeating in place: head j is input head j % h_kv",
+      hint=("your repeat_kv tiles the heads (head j becomes input head j % h_kv), as .repeat does: repeat each head "
+            "in place (repeat_interleave on the head axis)")),
     Entry("repeat_kv_expand_wrong_axis", "repeat_kv", '''
 def repeat_kv(x, n_rep):
     B, h_kv, n, d_h = x.shape
     return x[:, None].expand(B, n_rep, h_kv, n, d_h).reshape(B, n_rep * h_kv, n, d_h)
-''', "expands a new axis in front of the heads: the same tiling as .repeat"),
+''', "expands a new axis in front of the heads: the same tiling as .repeat",
+      hint=("your repeat_kv tiles the heads (head j becomes input head j % h_kv), as .repeat does: repeat each head "
+            "in place (repeat_interleave on the head axis)")),
     Entry("repeat_kv_repeats_positions", "repeat_kv", '''
 import torch
 
 def repeat_kv(x, n_rep):
     B, h_kv, n, d_h = x.shape
     return torch.repeat_interleave(x, n_rep, dim=2).reshape(B, h_kv * n_rep, n, d_h)
-''', "repeat_interleave on the position axis, then a reshape: the right shape, the wrong rows"),
+''', "repeat_interleave on the position axis, then a reshape: the right shape, the wrong rows",
+      hint="your repeat_kv repeats along the positions instead of the heads: repeat on dim 1"),
 ]
 
 VARIANTS = [

@@ -121,6 +121,18 @@ from attnlab.training import evaluate, fit
 #   not, so `x.transpose(1, 2).view(...)` raises an error: use `.reshape(...)` (which copies when it must)
 #   or `.contiguous().view(...)`.
 #
+# **A worked example.** One sequence of 2 positions with 6 features numbered 0 to 11,
+# `x = torch.arange(12.0).reshape(1, 2, 6)`, cut into 2 heads of 3: head 0 gets features 0-2 of every
+# position and head 1 features 3-5, so `split_heads(x, 2)` is
+#
+# ```
+# [[[[0, 1, 2], [6, 7, 8]],       head 0: positions 0 and 1
+#   [[3, 4, 5], [9, 10, 11]]]]    head 1: positions 0 and 1      shape (1, 2, 2, 3)
+# ```
+#
+# A plain `reshape` to `(1, 2, 2, 3)` would give `[[0, 1, 2], [3, 4, 5]]` as head 0: both halves of
+# position 0, which mixes heads and positions. The first check tests these numbers.
+#
 # Implement `split_heads(x, num_heads)`: `(B, n, h * d_h) -> (B, h, n, d_h)`. Head `j` of position `p` is
 # `x[:, p, j*d_h:(j+1)*d_h]`. Read `B`, `n` and the width from `x.shape`; `d_h = width // num_heads`.
 
@@ -151,19 +163,16 @@ def split_heads(x, num_heads):
 # # BEGIN TESTS
 
 # %%
-# Worked by hand: one sequence of 2 positions with 6 features, numbered 0..11, cut into 2 heads of 3.
-# Head 0 gets features 0-2 of every position, head 1 features 3-5.
+# the worked example: 12 numbered features cut into 2 heads
+from attnlab.expect import expect_equal
+
 x = torch.arange(12.0).reshape(1, 2, 6)
-out = split_heads(x, 2)
-expected = torch.tensor([[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]])
-assert isinstance(out, torch.Tensor) and out.shape == (1, 2, 2, 3), (
-    f"split_heads(x (1, 2, 6), 2) should have shape (1, 2, 2, 3), got {getattr(out, 'shape', out)}")
-assert torch.equal(out, expected), (
-    f"expected\n{expected}\ngot\n{out}\n(reshape to (B, n, h, d_h) first, then transpose: "
-    "a plain reshape to (B, h, n, d_h) mixes heads and positions)")
+expected = [[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]]
+expect_equal(split_heads(x, 2), expected, "split_heads(arange(12).reshape(1, 2, 6), 2) (view as (B, n, h, d_h), "
+             "then transpose)")
 
 # %%
-# Shapes for several numbers of heads, and the dtype kept.
+# shapes and dtype for 1, 2, 4 and 12 heads
 g = torch.Generator().manual_seed(0)
 x = torch.randn(3, 5, 12, dtype=torch.float64, generator=g)
 for h in (1, 2, 4, 12):
@@ -182,7 +191,9 @@ for h in (1, 2, 4, 12):
 
 # %% [markdown]
 # Implement `merge_heads(x)`: `(B, h, n, d_h) -> (B, n, h * d_h)`, the inverse of `split_heads`, so that
-# `merge_heads(split_heads(x, h))` gives back `x` exactly. Read `h` and `d_h` from `x.shape`.
+# `merge_heads(split_heads(x, h))` gives back `x` exactly. Read `h` and `d_h` from `x.shape`. On the worked
+# example above, `merge_heads` of the `(1, 2, 2, 3)` heads gives back `torch.arange(12.0).reshape(1, 2, 6)`:
+# at every position, head 0's features first.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -209,16 +220,15 @@ def merge_heads(x):
 # # BEGIN TESTS
 
 # %%
-# The example above, backwards.
+# the worked example, backwards
+from attnlab.expect import expect_equal
+
 heads = torch.tensor([[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]])  # (1, 2, 2, 3)
-out = merge_heads(heads)
-assert isinstance(out, torch.Tensor) and out.shape == (1, 2, 6), (
-    f"merge_heads of a (1, 2, 2, 3) tensor should have shape (1, 2, 6), got {getattr(out, 'shape', out)}")
-assert torch.equal(out, torch.arange(12.0).reshape(1, 2, 6)), (
-    f"merge_heads should put head 0's features first at every position, got\n{out}")
+expect_equal(merge_heads(heads), torch.arange(12.0).reshape(1, 2, 6), "merge_heads of the example's heads "
+             "(head 0's features first at every position)")
 
 # %%
-# Round trips both ways, for several numbers of heads.
+# round trips both ways give the input back exactly
 g = torch.Generator().manual_seed(1)
 x = torch.randn(2, 7, 24, generator=g)
 for h in (1, 3, 8, 24):
@@ -268,6 +278,14 @@ assert torch.equal(split_heads(merge_heads(y), 4), y), "split_heads(merge_heads(
 #
 # With the same weights, your module must equal `nn.MultiheadAttention(d, h, batch_first=True)` called
 # with `average_attn_weights=False`; the public checks below compare the two.
+#
+# **A worked example.** $d = 2$, $h = 2$ (so $d_h = 1$), every projection the identity without bias: head 0
+# sees feature 0 only, head 1 feature 1 only. With $x = I_2$ (two positions), head 0's queries and keys are
+# $[1, 0]$, so its scores are $\begin{pmatrix} 1 & 0 \\ 0 & 0 \end{pmatrix} / \sqrt{1}$ and its weights
+# $\begin{pmatrix} a & b \\ 0.5 & 0.5 \end{pmatrix}$ with $a = e/(e+1) = 0.7311$, $b = 1/(e+1) = 0.2689$;
+# its output is the weights times its values $[1, 0]$: $[a, 0.5]$. Head 1 is the mirror image, weights
+# $\begin{pmatrix} 0.5 & 0.5 \\ b & a \end{pmatrix}$ and output $[0.5, a]$. Merged and projected by the
+# identity, `out` is $\begin{pmatrix} a & 0.5 \\ 0.5 & a \end{pmatrix}$. One check below tests these numbers.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -333,7 +351,7 @@ class MultiHeadAttention(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# Sub-layers, parameter shapes, and the ValueError.
+# sub-layers, parameter shapes, and the ValueError
 mha = MultiHeadAttention(8, 2)
 shapes = {name: tuple(p.shape) for name, p in mha.named_parameters()}
 expected = {f"{layer}.{kind}": (8, 8) if kind == "weight" else (8,)
@@ -350,39 +368,40 @@ else:
     raise AssertionError("MultiHeadAttention(10, 3) should raise ValueError: 10 is not divisible by 3")
 
 # %%
-# Output shapes: self-attention, and cross-attention with n_q != n_k; the weights of every head.
+# output shapes for self- and cross-attention; rows sum to 1
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(2)
 mha = MultiHeadAttention(8, 2)
 x = torch.randn(3, 5, 8, generator=g)
 out, w = mha(x, x, x)
 assert out.shape == (3, 5, 8), f"out should have shape (B, n_q, d) = (3, 5, 8), got {tuple(out.shape)}"
 assert w.shape == (3, 2, 5, 5), f"weights should have shape (B, h, n_q, n_k) = (3, 2, 5, 5), got {tuple(w.shape)}"
-assert torch.allclose(w.sum(-1), torch.ones(3, 2, 5), atol=1e-6), "each row of each head's weights must sum to 1"
+expect_close(w.sum(-1), torch.ones(3, 2, 5), "the row sums of each head's weights", atol=1e-6)
 memory = torch.randn(3, 7, 8, generator=g)
 out, w = mha(x[:, :4], memory, memory)
 assert out.shape == (3, 4, 8) and w.shape == (3, 2, 4, 7), (
     f"cross-attention: expected out (3, 4, 8) and weights (3, 2, 4, 7), got {tuple(out.shape)} and {tuple(w.shape)}")
 
 # %%
-# Worked by hand: d = 2, h = 2 (d_h = 1), every projection the identity without bias. Head 0 sees
-# feature 0 only, head 1 feature 1 only. With x = I (two positions), head 0's scores are
-# [[1, 0], [0, 0]] / sqrt(1), so its weights are [[a, b], [0.5, 0.5]] with a = e/(e+1), b = 1/(e+1),
-# and its output is weights @ [1, 0] = [a, 0.5]. Head 1 is the mirror image: [0.5, a].
+# the worked example: two heads of width 1, identity weights
+from attnlab.expect import expect_close
+
 mha = MultiHeadAttention(2, 2, bias=False)
 with torch.no_grad():
     for layer in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
         layer.weight.copy_(torch.eye(2))
 x = torch.eye(2)[None]  # (1, 2, 2)
 out, w = mha(x, x, x)
-a, b = math.e / (math.e + 1), 1 / (math.e + 1)
-expected_w = torch.tensor([[[[a, b], [0.5, 0.5]], [[0.5, 0.5], [b, a]]]])
-assert torch.allclose(w, expected_w, atol=1e-6), (
-    f"weights should be\n{expected_w}\ngot\n{w}\n(scale by 1/sqrt(d_h), the width of one head)")
-assert torch.allclose(out, torch.tensor([[[a, 0.5], [0.5, a]]]), atol=1e-6), (
-    f"out should be [[a, 0.5], [0.5, a]] with a = {a:.4f}, got {out}")
+a, b = math.e / (math.e + 1), 1 / (math.e + 1)  # 0.7311, 0.2689
+expect_close(w, [[[[a, b], [0.5, 0.5]], [[0.5, 0.5], [b, a]]]], "the weights of the two heads (scaled by "
+             "1/sqrt(d_h), the width of one head)", atol=1e-6)
+expect_close(out, [[[a, 0.5], [0.5, a]]], "out (the heads concatenated, then out_proj)", atol=1e-6)
 
 # %%
-# Every mask shape the contract allows; masked weights are exactly 0.
+# every mask shape the contract allows; masked weights are 0
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(3)
 mha = MultiHeadAttention(8, 4)
 x = torch.randn(2, 5, 8, generator=g)
@@ -397,11 +416,14 @@ for mask in (causal, padding, per_sequence):
         f"a mask of shape {tuple(mask.shape)}: masked weights must be exactly 0")
 out, _ = mha(x, x, x, mask=padding)
 out_short, _ = mha(x[1:, :3], x[1:, :3], x[1:, :3])
-assert torch.allclose(out[1, :3], out_short[0], atol=1e-5), "masking padded keys should equal dropping them"
+expect_close(out[1, :3], out_short[0], "out with padded keys masked (it should equal dropping them)", atol=1e-5)
 
 # %%
-# The same weights in torch's nn.MultiheadAttention (allowed here, in a check) give the same result.
-# Its packed in_proj_weight is [W_q; W_k; W_v]; its masks are True where attention is NOT allowed.
+# equals nn.MultiheadAttention with the same weights
+# (allowed here, in a check; its packed in_proj_weight is [W_q; W_k; W_v] and its masks are True where
+# attention is NOT allowed)
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(4)
 mha = MultiHeadAttention(12, 3).double()
 torch_mha = nn.MultiheadAttention(12, 3, batch_first=True, dtype=torch.float64)
@@ -416,12 +438,12 @@ causal = torch.ones(4, 6, dtype=torch.bool).tril()
 with torch.no_grad():
     out, w = mha(query, memory, memory, mask=causal)
     out_t, w_t = torch_mha(query, memory, memory, attn_mask=~causal, average_attn_weights=False)
-assert torch.allclose(w, w_t), f"weights differ from nn.MultiheadAttention by up to {(w - w_t).abs().max().item():.3g}"
-assert torch.allclose(out, out_t), f"out differs from nn.MultiheadAttention by up to {(out - out_t).abs().max().item():.3g}"
+expect_close(w, w_t, "the weights (expected: nn.MultiheadAttention's)", atol=1e-8, rtol=1e-5)
+expect_close(out, out_t, "out (expected: nn.MultiheadAttention's)", atol=1e-8, rtol=1e-5)
 
 # %%
-# Dropout acts in training mode only: in eval mode a module with dropout=0.5 equals the same weights
-# without dropout; in training mode its output changes.
+# dropout acts in training mode only
+# (in eval mode a module with dropout=0.5 equals the same weights without dropout)
 g = torch.Generator().manual_seed(5)
 plain = MultiHeadAttention(8, 2)
 dropping = MultiHeadAttention(8, 2, dropout=0.5)
@@ -471,6 +493,7 @@ def mha_param_count(d_model, num_heads, bias=True):
 # # BEGIN TESTS
 
 # %%
+# mha_param_count(512, 8), and the modules' own counts
 assert mha_param_count(512, 8) == 4 * 512 * 512 + 4 * 512 == 1_050_624, (
     f"mha_param_count(512, 8) should be 1050624, got {mha_param_count(512, 8)}")
 assert mha_param_count(512, 8, bias=False) == 1_048_576, (
@@ -705,6 +728,10 @@ plt.show()
 # output equal to input head $j // n_{rep}$. A memory-friendly way: add an axis, `expand` it (a view, no
 # copy), then `reshape` the two head axes into one. `torch.repeat_interleave(x, n_rep, dim=1)` is also
 # fine. With `n_rep = 1` it returns `x` unchanged.
+#
+# **A worked example.** Two kv heads whose entries are all 0 (head 0) and all 1 (head 1), repeated 3 times,
+# give six heads coming from input heads `[0, 0, 0, 1, 1, 1]`; tiling (`.repeat`) would give
+# `[0, 1, 0, 1, 0, 1]`, which is wrong. The first check tests this.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -733,7 +760,7 @@ def repeat_kv(x, n_rep):
 # # BEGIN TESTS
 
 # %%
-# Worked by hand: two kv heads whose entries are all 0 (head 0) and all 1 (head 1), repeated 3 times.
+# the worked example: heads [0, 1] repeated 3 times in place
 x = torch.stack([torch.zeros(4, 2), torch.ones(4, 2)])[None]  # (1, 2, 4, 2)
 out = repeat_kv(x, 3)
 assert isinstance(out, torch.Tensor) and out.shape == (1, 6, 4, 2), (
@@ -743,7 +770,7 @@ assert heads == [0, 0, 0, 1, 1, 1], (
     f"output heads should come from input heads [0, 0, 0, 1, 1, 1], got {heads} (repeat in place, do not tile)")
 
 # %%
-# Random values: head j of the output is input head j // n_rep; n_rep = 1 changes nothing.
+# output head j is input head j // n_rep; n_rep = 1: unchanged
 g = torch.Generator().manual_seed(6)
 x = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)
 out = repeat_kv(x, 4)

@@ -94,12 +94,16 @@ MUTANTS = [
     pe[:, 0::2] = torch.cos(angles)
     pe[:, 1::2] = torch.sin(angles)
     return pe.float()
-'''), "cos on the even columns and sin on the odd ones"),
+'''), "cos on the even columns and sin on the odd ones",
+      hint=("your encoding looks like cos on the even columns and sin on the odd ones: sin goes on the even "
+            "columns (0, 2, ...)")),
     Entry("pe_concatenated_halves", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1).float()
-'''), "all the sines first, then all the cosines (the tensor2tensor layout), not interleaved"),
+'''), "all the sines first, then all the cosines (the tensor2tensor layout), not interleaved",
+      hint=("your encoding puts all the sines first, then all the cosines: interleave them (sin on column 2i, "
+            "cos on column 2i+1)")),
     Entry("pe_exponent_pair_index", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     i = torch.arange(d_model // 2, dtype=torch.float64)
@@ -108,14 +112,17 @@ MUTANTS = [
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
     return pe.float()
-'''), "the exponent i/d with the pair index i instead of 2i/d: frequencies decay half as fast"),
+'''), "the exponent i/d with the pair index i instead of 2i/d: frequencies decay half as fast",
+      hint="your frequencies decay half as fast as they should: the exponent is 2i/d_model with i the pair index"),
     Entry("pe_exponent_column_index", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     j = torch.arange(d_model, dtype=torch.float64)
     angles = pos / 10000 ** (j / d_model)
     pe = torch.where(j.long() % 2 == 0, torch.sin(angles), torch.cos(angles))
     return pe.float()
-'''), "uses the column index j in the exponent for both columns: the cos of column 2i+1 gets 10000^((2i+1)/d)"),
+'''), "uses the column index j in the exponent for both columns: the cos of column 2i+1 gets 10000^((2i+1)/d)",
+      hint=("your cos columns seem to use their own column index in the exponent: columns 2i and 2i+1 share the "
+            "frequency 10000^(-2i/d_model)")),
     Entry("pe_positions_from_one", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(1, max_len + 1, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
@@ -123,7 +130,8 @@ MUTANTS = [
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
     return pe.float()
-'''), "positions 1 .. max_len instead of 0 .. max_len - 1"),
+'''), "positions 1 .. max_len instead of 0 .. max_len - 1",
+      hint="your positions seem to start at 1: they run from 0 to max_len - 1"),
     Entry("pe_float64_returned", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
@@ -131,7 +139,8 @@ MUTANTS = [
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
     return pe
-'''), "returns the float64 table instead of float32"),
+'''), "returns the float64 table instead of float32",
+      hint="your table is float64: return it as float32"),
     Entry("pe_odd_width_accepted", "sinusoidal_positional_encoding", _IMPORTS + '''
 
 def sinusoidal_positional_encoding(max_len, d_model):
@@ -141,7 +150,8 @@ def sinusoidal_positional_encoding(max_len, d_model):
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
     return pe[:, :d_model].float()
-''', "no check for an odd d_model (silently drops the last cos column)"),
+''', "no check for an odd d_model (silently drops the last cos column)",
+      hint="an odd d_model is accepted silently: raise ValueError naming d_model"),
     # --------------------------------------------------------------------------- LearnedPositionalEmbedding
     Entry("learned_adds_whole_table", "LearnedPositionalEmbedding", _IMPORTS + '''
 
@@ -155,7 +165,8 @@ class LearnedPositionalEmbedding(nn.Module):
         if x.shape[1] > self.max_len:
             raise ValueError("too long")
         return x + self.weight[: self.max_len]  # all max_len rows, not the first n
-''', "adds weight[:max_len] (every position of the table) instead of weight[:n]"),
+''', "adds weight[:max_len] (every position of the table) instead of weight[:n]",
+      hint="your embedding seems to add the whole table (weight[:max_len]): add only the first n rows, weight[:n]"),
     Entry("learned_wrong_rows", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -169,7 +180,8 @@ class LearnedPositionalEmbedding(nn.Module):
         if n > self.max_len:
             raise ValueError("too long")
         return x + self.weight[self.max_len - n:]  # the last n rows
-''', "uses the last n rows of the table (right-aligned) instead of the first n"),
+''', "uses the last n rows of the table (right-aligned) instead of the first n",
+      hint="your embedding seems to take the last n rows of the table: positions 0..n-1 are the first n rows"),
     Entry("learned_no_length_check", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -180,7 +192,8 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x):
         n = x.shape[1]
         return x + self.weight[:n]
-''', "no ValueError for a sequence longer than max_len (PyTorch's broadcast error does not say why)"),
+''', "no ValueError for a sequence longer than max_len (PyTorch's broadcast error does not say why)",
+      hint="a sequence longer than max_len gives no clear error: raise ValueError naming n and max_len"),
     Entry("learned_buffer_not_parameter", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -194,82 +207,100 @@ class LearnedPositionalEmbedding(nn.Module):
         if n > self.max_len:
             raise ValueError("too long")
         return x + self.weight[:n]
-''', "registers the table as a buffer: it is never trained"),
+''', "registers the table as a buffer: it is never trained",
+      hint="your table is a buffer, so it is never trained: make it an nn.Parameter (or an nn.Embedding)"),
     # -------------------------------------------------------------------------------------------- layer_norm
     Entry("ln_over_dim0", "layer_norm", _ln('''
     mean = x.mean(dim=0, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-'''), "normalizes over the first (batch) dimension, like batch norm"),
+'''), "normalizes over the first (batch) dimension, like batch norm",
+      hint=("your layer_norm seems to normalize over the batch dimension, like batch norm: normalize over the "
+            "last dimension (the features)")),
     Entry("ln_over_dim_minus2", "layer_norm", _ln('''
     dim = -2 if x.dim() > 1 else -1
     mean = x.mean(dim=dim, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=dim, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-'''), "normalizes over the positions (dim -2) instead of the features"),
+'''), "normalizes over the positions (dim -2) instead of the features",
+      hint="your layer_norm seems to normalize over the positions (dim -2) instead of the features (dim -1)"),
     Entry("ln_unbiased_variance", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True)  # unbiased: divides by d - 1
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-'''), "the unbiased variance (divide by d - 1), torch.var's default"),
+'''), "the unbiased variance (divide by d - 1), torch.var's default",
+      hint="your variance looks unbiased (divided by d - 1): layer norm uses the biased variance, unbiased=False"),
     Entry("ln_eps_outside_sqrt", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / (torch.sqrt(var) + eps) * weight + bias
-'''), "adds eps to the standard deviation instead of the variance"),
+'''), "adds eps to the standard deviation instead of the variance",
+      hint="eps seems added to the standard deviation: add it to the variance, inside the square root"),
     Entry("ln_naive_variance", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = (x * x).mean(dim=-1, keepdim=True) - mean * mean  # E[x^2] - E[x]^2
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
-'''), "E[x^2] - E[x]^2: exact on paper, catastrophic cancellation in float32 far from zero"),
+'''), "E[x^2] - E[x]^2: exact on paper, catastrophic cancellation in float32 far from zero",
+      hint=("your variance loses precision for inputs far from zero (E[x^2] - E[x]^2 cancels): compute the mean "
+            "of (x - mean)^2")),
     Entry("ln_no_affine", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps)
-'''), "forgets weight and bias"),
+'''), "forgets weight and bias",
+      hint="your layer_norm seems to forget weight and bias: return normalized * weight + bias"),
     Entry("ln_bias_before_scale", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return ((x - mean) / torch.sqrt(var + eps) + bias) * weight
-'''), "adds the bias before scaling"),
+'''), "adds the bias before scaling",
+      hint="your bias seems added before the scale: (normalized * weight) + bias"),
     Entry("ln_uses_F_layer_norm", "layer_norm", _ln('''
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
-'''), "calls the forbidden F.layer_norm"),
+'''), "calls the forbidden F.layer_norm",
+      hint="your code calls F.layer_norm, which this lab forbids: compute the mean and variance yourself"),
     Entry("ln_uses_nn_LayerNorm", "layer_norm", _ln('''
     norm = nn.LayerNorm(x.shape[-1], eps=eps, elementwise_affine=False).to(x.device, x.dtype)
     return norm(x) * weight + bias
-'''), "wraps nn.LayerNorm inside layer_norm"),
+'''), "wraps nn.LayerNorm inside layer_norm",
+      hint=("your code uses nn.LayerNorm, which this lab forbids inside layer_norm: compute the mean and "
+            "variance yourself")),
     # ------------------------------------------------------------------------------------------- FeedForward
     Entry("ff_gelu_tanh_approximation", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU(approximate="tanh")
 ''', '''
     def forward(self, x):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
-'''), 'uses the tanh approximation of GELU for "gelu"'),
+'''), 'uses the tanh approximation of GELU for "gelu"',
+      hint="your GELU seems to be the tanh approximation: use the exact GELU (F.gelu without approximate)"),
     Entry("ff_dropout_before_activation", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
 ''', '''
     def forward(self, x):
         return self.linear2(self.act(self.dropout(self.linear1(x))))
-'''), "applies dropout before the activation (the same for ReLU, not for GELU: gelu(z/(1-p)) != gelu(z)/(1-p))"),
+'''), "applies dropout before the activation (the same for ReLU, not for GELU: gelu(z/(1-p)) != gelu(z)/(1-p))",
+      hint="your dropout seems applied before the activation: linear1, activation, dropout, linear2"),
     Entry("ff_gelu_ignored", "FeedForward", _ff('''
         self.act = nn.ReLU()
 ''', '''
     def forward(self, x):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
-'''), "always ReLU, whatever activation says"),
+'''), "always ReLU, whatever activation says",
+      hint="your FeedForward seems to use ReLU even when activation='gelu'"),
     Entry("ff_no_dropout", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
 ''', '''
     def forward(self, x):
         return self.linear2(self.act(self.linear1(x)))
-'''), "creates the dropout but never applies it"),
+'''), "creates the dropout but never applies it",
+      hint="your dropout seems never applied in training: call self.dropout after the activation"),
     Entry("ff_activation_after_linear2", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
 ''', '''
     def forward(self, x):
         return self.act(self.linear2(self.dropout(self.act(self.linear1(x)))))
-'''), "one activation too many, after linear2"),
+'''), "one activation too many, after linear2",
+      hint="you seem to apply the activation after linear2 too: only the hidden layer has an activation"),
     Entry("ff_accepts_any_activation", "FeedForward", _IMPORTS + '''
 
 class FeedForward(nn.Module):
@@ -282,7 +313,8 @@ class FeedForward(nn.Module):
 
     def forward(self, x):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
-''', "silently falls back to ReLU for an unknown activation instead of raising ValueError"),
+''', "silently falls back to ReLU for an unknown activation instead of raising ValueError",
+      hint="an unknown activation is accepted silently: raise ValueError naming it and the allowed ones"),
     # ------------------------------------------------------------------------------- TransformerEncoderBlock
     Entry("block_post_norm_before_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
@@ -290,20 +322,25 @@ class FeedForward(nn.Module):
         x = x + self.norm1(self.sa(x, mask))
         x = x + self.norm2(self.ffn(x))
         return x
-'''), "post-norm written as x + norm(SA(x)): the norm on the sub-layer, not on the sum"),
+'''), "post-norm written as x + norm(SA(x)): the norm on the sub-layer, not on the sum",
+      hint=("your post-norm block seems to normalize the sub-layer's output before adding it: post-norm is "
+            "norm(x + sublayer(x))")),
     Entry("block_norm_first_ignored", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         x = self.norm1(x + self.sa(x, mask))
         x = self.norm2(x + self.ffn(x))
         return x
-'''), "always post-norm: norm_first is ignored"),
+'''), "always post-norm: norm_first is ignored",
+      hint="your block seems to ignore norm_first: with norm_first=True it is x + sublayer(norm(x))"),
     Entry("block_pre_norm_normalizes_sum", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
 ''' + _CORRECT_POST + '''
         x = self.norm1(x) + self.sa(self.norm1(x), mask)
         x = self.norm2(x) + self.ffn(self.norm2(x))
         return x
-'''), "pre-norm adding the sub-layer to the normalized x instead of the raw residual stream"),
+'''), "pre-norm adding the sub-layer to the normalized x instead of the raw residual stream",
+      hint=("your pre-norm block seems to add the sub-layer to the normalized x: the residual adds to the raw x, "
+            "x + sublayer(norm(x))")),
     Entry("block_no_ff_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -311,7 +348,8 @@ class FeedForward(nn.Module):
             return self.ffn(self.norm2(x))
         x = self.norm1(x + self.sa(x, mask))
         return self.norm2(self.ffn(x))
-'''), "forgets the residual connection around the feed-forward sub-layer"),
+'''), "forgets the residual connection around the feed-forward sub-layer",
+      hint="your block seems to have no residual connection around the feed-forward sub-layer"),
     Entry("block_no_attention_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -319,7 +357,8 @@ class FeedForward(nn.Module):
             return x + self.ffn(self.norm2(x))
         x = self.norm1(self.sa(x, mask))
         return self.norm2(x + self.ffn(x))
-'''), "forgets the residual connection around self-attention"),
+'''), "forgets the residual connection around self-attention",
+      hint="your block seems to have no residual connection around self-attention"),
     Entry("block_norms_swapped", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -327,7 +366,8 @@ class FeedForward(nn.Module):
             return x + self.ffn(self.norm1(x))
         x = self.norm2(x + self.sa(x, mask))
         return self.norm1(x + self.ffn(x))
-'''), "norm2 around self-attention and norm1 around the feed-forward network"),
+'''), "norm2 around self-attention and norm1 around the feed-forward network",
+      hint="your norms seem swapped: norm1 goes with self-attention, norm2 with the feed-forward sub-layer"),
     Entry("block_mask_ignored", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -335,12 +375,14 @@ class FeedForward(nn.Module):
             return x + self.ffn(self.norm2(x))
         x = self.norm1(x + self.sa(x, None))
         return self.norm2(x + self.ffn(x))
-'''), "never passes the mask on to self-attention"),
+'''), "never passes the mask on to self-attention",
+      hint="your block seems to ignore its mask: pass it on to self-attention"),
     Entry("block_mask_inverted", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if mask is not None:
             mask = ~mask | torch.eye(x.shape[1], dtype=torch.bool, device=x.device)  # torch's convention
-''' + _CORRECT_PRE + _CORRECT_POST), "passes the mask in PyTorch's True = blocked convention"),
+''' + _CORRECT_PRE + _CORRECT_POST), "passes the mask in PyTorch's True = blocked convention",
+      hint="your mask looks inverted: in these labs True means 'may attend' (PyTorch's layers use the opposite)"),
     Entry("block_ff_sees_attention_input", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -348,7 +390,9 @@ class FeedForward(nn.Module):
             return x + a + self.ffn(self.norm2(x))
         a = self.norm1(x + self.sa(x, mask))
         return self.norm2(a + self.ffn(x))
-'''), "the feed-forward sub-layer reads the block's input instead of the attention sub-layer's output"),
+'''), "the feed-forward sub-layer reads the block's input instead of the attention sub-layer's output",
+      hint=("your feed-forward sub-layer seems to read the block's input instead of the output of the attention "
+            "sub-layer")),
     Entry("block_no_sublayer_dropout", "TransformerEncoderBlock", _IMPORTS + '''
 
 class TransformerEncoderBlock(nn.Module):
@@ -367,7 +411,9 @@ class TransformerEncoderBlock(nn.Module):
             return x + self.ff(self.norm2(x))
         x = self.norm1(x + sa(x))
         return self.norm2(x + self.ff(x))
-''', "ignores dropout altogether (no dropout anywhere in training mode)"),
+''', "ignores dropout altogether (no dropout anywhere in training mode)",
+      hint=("your block seems to apply no dropout in training: dropout goes on each sub-layer's output before "
+            "the residual")),
     Entry("block_uses_torch_layer", "TransformerEncoderBlock", _IMPORTS + '''
 
 class TransformerEncoderBlock(nn.Module):
@@ -389,7 +435,8 @@ class TransformerEncoderBlock(nn.Module):
             return x + self.dropout2(self.ff(self.norm2(x)))
         x = self.norm1(x + sa(x))
         return self.norm2(x + self.dropout2(self.ff(x)))
-''', "uses nn.TransformerEncoderLayer in the graded cells (values right, rule broken)"),
+''', "uses nn.TransformerEncoderLayer in the graded cells (values right, rule broken)",
+      hint="your code uses nn.TransformerEncoderLayer, which this lab forbids: build the block from your own parts"),
 ]
 
 VARIANTS = [

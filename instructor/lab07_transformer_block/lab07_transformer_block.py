@@ -174,6 +174,11 @@ print("mean over positions unchanged:", torch.allclose(out_perm.mean(1), out.mea
 # **Precision:** for long tables the angles get large ($p$ up to thousands), and float32 keeps only about
 # seven digits; computing the angles in float64 and converting the result to float32 at the end is the
 # safe choice.
+#
+# **A worked example.** For $d = 4$ there are two frequencies, $1/10000^{0/4} = 1$ and $1/10000^{2/4} = 1/100$.
+# Position 0 is $[\sin 0, \cos 0, \sin 0, \cos 0] = [0, 1, 0, 1]$ (every row 0 is), and position 1 is
+# $[\sin 1, \cos 1, \sin 0.01, \cos 0.01] = [0.8415, 0.5403, 0.0100, 0.99995]$. The first check tests these
+# numbers.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -209,24 +214,26 @@ def sinusoidal_positional_encoding(max_len, d_model):
 # # BEGIN TESTS
 
 # %%
-# Row 0 is [0, 1, 0, 1, ...]; row 1 for d = 4 worked on paper: the frequencies are 1 and 1/100.
+# the worked example: positions 0 and 1 for d = 4
+from attnlab.expect import expect_close
+
 pe = sinusoidal_positional_encoding(3, 4)
 assert isinstance(pe, torch.Tensor) and pe.shape == (3, 4), f"expected a (3, 4) tensor, got {getattr(pe, 'shape', pe)}"
 assert pe.dtype == torch.float32, f"the table should be float32, got {pe.dtype}"
-assert torch.allclose(pe[0], torch.tensor([0.0, 1.0, 0.0, 1.0])), f"position 0 should be [0, 1, 0, 1], got {pe[0]}"
-row1 = torch.tensor([math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)])
-assert torch.allclose(pe[1], row1, atol=1e-6), (
-    f"position 1 should be [sin 1, cos 1, sin 0.01, cos 0.01] = {row1}, got {pe[1]}")
+expect_close(pe[0], [0.0, 1.0, 0.0, 1.0], "position 0 (sin 0, cos 0, ...)", atol=1e-6)
+expect_close(pe[1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], "position 1 "
+             "(sin 1, cos 1, sin 0.01, cos 0.01)", atol=1e-6)
 
 # %%
-# Interleaved sin/cos: each (sin, cos) pair lies on the unit circle; a wide table; odd widths rejected.
+# interleaved sin/cos pairs; a wide table; odd widths rejected
+from attnlab.expect import expect_close
+
 pe = sinusoidal_positional_encoding(50, 16)
 assert pe.shape == (50, 16), f"expected shape (50, 16), got {tuple(pe.shape)}"
-assert torch.allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(50, 8), atol=1e-5), (
-    "columns 2i and 2i+1 should be sin and cos of the same angle")
-assert torch.allclose(pe[:, 0], torch.sin(torch.arange(50.0)), atol=1e-5), "column 0 should be sin(p)"
-expected = torch.tensor(math.sin(10 / 10000 ** (14 / 16)))
-assert torch.allclose(pe[10, 14], expected, atol=1e-6), "column 14 should be sin(p / 10000^(14/16))"
+expect_close(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(50, 8), "sin^2 + cos^2 of columns 2i and 2i+1 "
+             "(sin and cos of the same angle)", atol=1e-5)
+expect_close(pe[:, 0], torch.sin(torch.arange(50.0)), "column 0 (sin p)", atol=1e-5)
+expect_close(pe[10, 14], math.sin(10 / 10000 ** (14 / 16)), "pe[10, 14] (sin(p / 10000^(14/16)))", atol=1e-6)
 try:
     sinusoidal_positional_encoding(10, 7)
 except ValueError as exc:
@@ -351,7 +358,9 @@ class LearnedPositionalEmbedding(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# The table is a trainable parameter named weight; forward adds its first n rows.
+# a trainable table named weight; forward adds rows 0..n-1
+from attnlab.expect import expect_close
+
 pos = LearnedPositionalEmbedding(10, 4)
 assert isinstance(pos.weight, nn.Parameter), "weight should be an nn.Parameter (so the optimizer trains it)"
 assert pos.weight.shape == (10, 4), f"weight should have shape (max_len, d_model) = (10, 4), got {tuple(pos.weight.shape)}"
@@ -360,10 +369,10 @@ assert names == ["weight"], f"the only parameter should be `weight`, got {names}
 x = torch.randn(2, 6, 4)
 out = pos(x)
 assert out.shape == (2, 6, 4), f"the output should have the shape of x, (2, 6, 4), got {tuple(out.shape)}"
-assert torch.allclose(out, x + pos.weight[:6]), "forward(x) should be x + weight[:n], the same rows for every example"
+expect_close(out, x + pos.weight[:6], "forward(x) (x + weight[:n], the same rows for every example)")
 
 # %%
-# A sequence longer than the table is an error.
+# a sequence longer than the table is a ValueError
 pos = LearnedPositionalEmbedding(10, 4)
 try:
     pos(torch.randn(1, 11, 4))
@@ -408,6 +417,10 @@ else:
 # NaN). Compute $x - \mu$ first (numbers of size 1, accurate) and average *their* squares. (`x.var(dim=-1,
 # unbiased=False)` does this too.) The demo after the question shows the difference.
 #
+# **A worked example.** The row $[1, 2, 3]$ has mean 2 and (biased) variance $(1 + 0 + 1)/3 = 2/3$, so with
+# weight 1 and bias 0 it becomes $[-1, 0, 1] / \sqrt{2/3 + 10^{-5}} = [-1.2247, 0, 1.2247]$; with weight 2 and
+# bias $[1, 0, -1]$ it becomes $[-1.4495, 0, 1.4495]$. The first check tests these numbers.
+#
 # Implement `layer_norm(x, weight, bias, eps=1e-5)` without `F.layer_norm`.
 
 # %% [raw]
@@ -439,38 +452,42 @@ def layer_norm(x, weight, bias, eps=1e-5):
 # # BEGIN TESTS
 
 # %%
-# A row worked on paper: [1, 2, 3] has mean 2 and biased variance 2/3, so the output is [-1, 0, 1] / sqrt(2/3 + eps).
+# the worked example: the row [1, 2, 3]
+from attnlab.expect import expect_close
+
 x = torch.tensor([[1.0, 2.0, 3.0]])
-out = layer_norm(x, torch.ones(3), torch.zeros(3))
-expected = torch.tensor([[-1.0, 0.0, 1.0]]) / math.sqrt(2 / 3 + 1e-5)
-assert isinstance(out, torch.Tensor) and out.shape == (1, 3), f"expected a (1, 3) tensor, got {getattr(out, 'shape', out)}"
-assert torch.allclose(out, expected, atol=1e-6), (
-    f"layer_norm([1, 2, 3]) should be {expected}, got {out} (biased variance: divide by d)")
-out = layer_norm(x, torch.tensor([2.0, 2.0, 2.0]), torch.tensor([1.0, 0.0, -1.0]))
-assert torch.allclose(out, expected * 2 + torch.tensor([1.0, 0.0, -1.0]), atol=1e-6), (
-    "the output should be normalized * weight + bias")
+s = 1 / math.sqrt(2 / 3 + 1e-5)  # 1.2247
+expect_close(layer_norm(x, torch.ones(3), torch.zeros(3)), [[-s, 0.0, s]], "layer_norm([1, 2, 3]) (biased "
+             "variance: divide by d)", atol=1e-6)
+expect_close(layer_norm(x, torch.tensor([2.0, 2.0, 2.0]), torch.tensor([1.0, 0.0, -1.0])), [[1 - 2 * s, 0.0, 2 * s - 1]],
+             "layer_norm([1, 2, 3]) with weight 2 and bias [1, 0, -1] (normalized * weight + bias)", atol=1e-6)
 
 # %%
-# With unit weight and zero bias every row has mean 0 and variance 1, over the last dimension only.
+# every row has mean 0 and variance 1 (last dimension only)
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(0)
 x = 3 * torch.randn(2, 5, 32, generator=g, dtype=torch.float64) + 7
 out = layer_norm(x, torch.ones(32, dtype=torch.float64), torch.zeros(32, dtype=torch.float64))
 assert out.shape == (2, 5, 32) and out.dtype == torch.float64, (
     f"keep the shape and dtype of x, got {tuple(out.shape)} {out.dtype}")
 zeros, ones = torch.zeros(2, 5, dtype=torch.float64), torch.ones(2, 5, dtype=torch.float64)
-assert torch.allclose(out.mean(-1), zeros, atol=1e-6), "each row (last dimension) should have mean 0"
-assert torch.allclose(out.var(-1, unbiased=False), ones, atol=1e-4), "each row should have variance 1"
+expect_close(out.mean(-1), zeros, "the mean of each row (over the last dimension)", atol=1e-6)
+expect_close(out.var(-1, unbiased=False), ones, "the variance of each row", atol=1e-4)
 
 # %%
-# Far from zero in float32: shifting x by 10 000 must not change the result (subtract the mean first).
+# shifting x by 10 000 in float32 changes nothing
+# (far from zero, E[x^2] - mean^2 cancels: subtract the mean first)
+from attnlab.expect import expect_close
+
 g = torch.Generator().manual_seed(1)
 x = torch.randn(4, 64, generator=g)
 out_near = layer_norm(x, torch.ones(64), torch.zeros(64))
 out_far = layer_norm(x + 1e4, torch.ones(64), torch.zeros(64))
 assert torch.isfinite(out_far).all(), (
     "layer_norm(x + 1e4) has nan or inf: the variance came out negative; compute (x - mean) first")
-assert torch.allclose(out_far, out_near, atol=2e-2), (
-    "layer_norm(x + 1e4) should equal layer_norm(x): E[x^2] - mean^2 loses the variance in float32")
+expect_close(out_far, out_near, "layer_norm(x + 1e4) (expected: layer_norm(x); E[x^2] - mean^2 loses the variance "
+             "in float32)", atol=2e-2)
 
 # %% [raw]
 # # END TESTS
@@ -525,6 +542,11 @@ print("largest |layer_norm(x + 1e4) - layer_norm(x)|:",
 # `forward(x) = linear2(dropout(act(linear1(x))))`, dropout after the activation, as in
 # `nn.TransformerEncoderLayer`. `activation` is `"relu"` or `"gelu"` (exact); anything else raises a
 # `ValueError` in `__init__`.
+#
+# **A worked example.** The exact GELU is $z\,\Phi(z)$ with $\Phi$ the normal CDF, $\Phi(z) = \frac12(1 +
+# \mathrm{erf}(z/\sqrt2))$: $\mathrm{GELU}(1) = 0.8413$, $\mathrm{GELU}(-1) = -0.1587$. The tanh approximation gives
+# $0.8412$ and $-0.1588$, close but not the same. A check below feeds known pre-activations through `linear1`
+# and compares with the exact values.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -571,7 +593,9 @@ class FeedForward(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# Sub-layers and shapes; ReLU by default; a position's output depends on that position only.
+# sub-layers, ReLU by default, each position on its own
+from attnlab.expect import expect_close
+
 ff = FeedForward(8, 32)
 shapes = {name: tuple(p.shape) for name, p in ff.named_parameters()}
 expected = {"linear1.weight": (32, 8), "linear1.bias": (32,), "linear2.weight": (8, 32), "linear2.bias": (8,)}
@@ -580,11 +604,13 @@ x = torch.randn(3, 5, 8)
 out = ff(x)
 assert out.shape == (3, 5, 8), f"the output should have shape (3, 5, 8), got {tuple(out.shape)}"
 manual = ff.linear2(torch.relu(ff.linear1(x)))
-assert torch.allclose(out, manual, atol=1e-6), "with activation='relu' the output should be linear2(relu(linear1(x)))"
-assert torch.allclose(ff(x[:, 2:3]), out[:, 2:3], atol=1e-6), "each position should be transformed on its own"
+expect_close(out, manual, "the output (expected: linear2(relu(linear1(x))))", atol=1e-6)
+expect_close(ff(x[:, 2:3]), out[:, 2:3], "position 2 alone (each position is transformed on its own)", atol=1e-6)
 
 # %%
-# GELU: x * Phi(x) with the exact normal CDF; other activations are rejected.
+# GELU is exact (erf); other activations are a ValueError
+from attnlab.expect import expect_close
+
 ff = FeedForward(4, 8, activation="gelu")
 z = torch.linspace(-3, 3, 8)
 with torch.no_grad():
@@ -593,8 +619,8 @@ with torch.no_grad():
     ff.linear2.weight.copy_(torch.ones(4, 8) / 8)
     ff.linear2.bias.zero_()
 exact = (z * 0.5 * (1 + torch.erf(z / math.sqrt(2)))).mean()
-assert torch.allclose(ff(torch.zeros(1, 1, 4)), exact.expand(1, 1, 4), atol=1e-6), (
-    "activation='gelu' should be x * Phi(x), the exact (erf) GELU")
+expect_close(ff(torch.zeros(1, 1, 4)), exact.expand(1, 1, 4), "the mean of gelu(z) over 8 known pre-activations "
+             "(exact: z * Phi(z))", atol=1e-6)
 try:
     FeedForward(4, 8, activation="tanh")
 except ValueError:
@@ -696,7 +722,9 @@ class TransformerEncoderBlock(nn.Module):
 # # BEGIN TESTS
 
 # %%
-# Sub-layers, shapes, and masks of every broadcastable shape.
+# sub-layers, shapes, and masks of every broadcastable shape
+from attnlab.expect import expect_close
+
 block = TransformerEncoderBlock(16, 4, 32)
 assert isinstance(block.self_attn, MultiHeadAttention), "self_attn should be the given MultiHeadAttention"
 assert isinstance(block.ff, FeedForward), "ff should be your FeedForward"
@@ -713,12 +741,14 @@ assert block(x, mask=causal).shape == (2, 5, 16), "a causal mask (n, n) should w
 assert block(x, mask=padding).shape == (2, 5, 16), "a padding mask (B, 1, 1, n) should work"
 assert not torch.allclose(block(x, mask=causal), out), "the mask should change the output: pass it to self_attn"
 first_alone = block(x[:, :1], mask=causal[:1, :1])  # (B, 1, d): position 0 without the others
-assert torch.allclose(block(x, mask=causal)[:, 0], first_alone[:, 0], atol=1e-5), (
-    "with a causal mask, position 0 should only see itself")
+expect_close(block(x, mask=causal)[:, 0], first_alone[:, 0], "position 0 with a causal mask (it sees only itself)",
+             atol=1e-5)
 
 # %%
-# The residual structure: with both sub-layers switched off (zero output weights and biases),
-# post-norm is norm2(norm1(x)) and pre-norm is the identity.
+# with the sub-layers switched off: the residual structure
+# (zero output weights and biases: post-norm gives norm2(norm1(x)), pre-norm the identity)
+from attnlab.expect import expect_close
+
 for norm_first in (False, True):
     block = TransformerEncoderBlock(16, 4, 32, norm_first=norm_first)
     with torch.no_grad():
@@ -731,8 +761,8 @@ for norm_first in (False, True):
         rule = "x, since pre-norm is x + SA(norm1(x)), then x + FF(norm2(x))"
     else:
         rule = "norm2(norm1(x)), since post-norm is norm1(x + SA(x)), then norm2(x + FF(x))"
-    assert torch.allclose(block(x), expected, atol=1e-5), (
-        f"norm_first={norm_first}: with zero sub-layers the block should give {rule}")
+    expect_close(block(x), expected, f"norm_first={norm_first}: the block with zero sub-layers (expected: {rule})",
+                 atol=1e-5)
 
 # %% [raw]
 # # END TESTS

@@ -59,8 +59,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = vars(parser().parse_args(argv))
     func = args.pop("func")
-    args.pop("command")
-    return func(**args)
+    command = args.pop("command")
+    try:
+        return func(**args)
+    except commands.UsageError as exc:  # an unknown lab, a missing file: one line, no traceback
+        print(f"attnlab {command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -11,14 +11,36 @@ from pathlib import Path
 from .course import CourseError, load_course
 
 
+class UsageError(Exception):
+    """A mistake in the command line (an unknown lab, a missing file): the CLI prints it on one line, exit 2."""
+
+
+def _course(root):
+    try:
+        return load_course(root)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _lab(course, name: str):
+    try:
+        return course.lab(name)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def build(*, labs: list[str] = (), check: bool = False, root: str | None = None) -> int:
     """Build the releases of ``labs`` (all by default); with ``check``, fail if committed files are stale."""
     from .build.pipeline import build as run_build
+    from .build.transforms.check_no_leak import LeakError
+    from .build.transforms.parse_questions import MasterError
 
-    course = load_course(root)
+    course = _course(root)
+    for name in labs:
+        _lab(course, name)
     try:
         report = run_build(course, course.select(labs), check=check)
-    except CourseError as exc:
+    except (CourseError, MasterError, LeakError) as exc:
         print(f"attnlab build: {exc}", file=sys.stderr)
         return 2
     for line in report:
@@ -51,8 +73,11 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook."""
     from .grading.runner import grade_submission
 
-    course = load_course(root)
-    lab_info = course.lab(lab)
+    course = _course(root)
+    lab_info = _lab(course, lab)
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
     if out or gradebook or shard:
         from .grading.batch import BatchInterrupted, grade_batch
 
@@ -84,10 +109,20 @@ def score_table(results: list[dict]) -> str:
     width = max(len(n) for n in names)
     lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
-        note = for_terminal("; ".join(r.get("errors", [])[:20]))[:70]
+        note = for_terminal(_notes(r))[:70]
         lines.append(f"{name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
+
+
+def _notes(result: dict) -> str:
+    """The notebook-level errors, then the questions that lost points: ``lost: causal_mask 0/2, ...``."""
+    lost = [f"{q} {v['score']:g}/{v['max_score']:g}" for q, v in result.get("questions", {}).items()
+            if v["score"] < v["max_score"]]
+    parts = list(result.get("errors", []))
+    if lost:
+        parts.append("lost: " + ", ".join(lost))
+    return "; ".join(parts)
 
 
 def release(*, out: str, url: str, labs: list[str] = (), wheel: bool = False, branch: str = "main",
@@ -95,7 +130,7 @@ def release(*, out: str, url: str, labs: list[str] = (), wheel: bool = False, br
     """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence)."""
     from .release import release as run_release
 
-    course = load_course(root)
+    course = _course(root)
     try:
         written = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
     except (CourseError, ValueError) as exc:
@@ -120,11 +155,12 @@ def catalogue(*, lab: str, root: str | None = None) -> int:
     from .grading.catalogue import grade_entry, load_catalogue
     from .grading.runner import load_bundle
 
-    lab_info = load_course(root).lab(lab)
+    lab_info = _lab(_course(root), lab)
     bundle = load_bundle(lab_info.autograder_dir)
     ref_code = (lab_info.autograder_dir / "reference.py").read_text()
     mutants, variants = load_catalogue(lab_info.catalogue)
     failures = 0
+    good = {"mutant": 0, "variant": 0}
     for kind, entries in (("mutant", mutants), ("variant", variants)):
         for entry in entries:
             res = grade_entry(bundle.suite, bundle.reference, ref_code, entry)
@@ -133,8 +169,14 @@ def catalogue(*, lab: str, root: str | None = None) -> int:
             full = sum(v["max_score"] for v in res.values())
             ok = q["score"] < q["max_score"] if kind == "mutant" else total == full
             failures += not ok
+            good[kind] += ok
             verdict = ("killed" if ok else "SURVIVED") if kind == "mutant" else ("full marks" if ok else "LOST POINTS")
             print(f"{kind:7} {entry.name:40} {entry.question:30} {q['score']:5.1f}/{q['max_score']:<5.1f} {verdict}")
+    killed = f"{good['mutant']}" if good["mutant"] == len(mutants) else f"{good['mutant']} of {len(mutants)}"
+    kept = f"{good['variant']}" if good["variant"] == len(variants) else f"{good['variant']} of {len(variants)}"
+    no_hint = [m.name for m in mutants if not m.hint]
+    print(f"{killed} mutants killed, {kept} variants at full marks"
+          + (f"; {len(no_hint)} mutants without a student hint: {', '.join(no_hint)}" if no_hint else ""))
     return 1 if failures else 0
 
 
@@ -144,6 +186,6 @@ def demo(*, lab: str = "lab05", out: str = "demo-submissions", root: str | None 
 
     if build(root=root) != 0:
         return 1
-    lab_info = load_course(root).lab(lab)
+    lab_info = _lab(_course(root), lab)
     paths = make_demo_submissions(lab_info, Path(out))
     return grade(lab=lab_info.id, paths=[str(p) for p in paths], root=root)

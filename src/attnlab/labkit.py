@@ -20,15 +20,17 @@ def start_lab(lab_id: str, seed: int = 0):
     """Seed, pick the device, print a one-line summary, and return ``(grader, device)``.
 
     ``grader.check("name")`` runs the public checks of a question. They come with the installed kit, so
-    they work on Colab, where no tests/ folder sits next to the notebook.
+    they work on Colab, where no tests/ folder sits next to the notebook. The grader is Otter's, with ``check``
+    showing each check by name, the failing statement and its message (``attnlab.public_check``).
     """
     import otter
 
     from .device import describe_device, pick_device
+    from .public_check import Grader
     from .seeding import seed_everything
 
     seed_everything(seed)
     device = pick_device()
-    grader = otter.Notebook(tests_dir=str(public_tests_dir(lab_id)))
+    grader = Grader(otter.Notebook(tests_dir=str(public_tests_dir(lab_id))))
     print(f"attnlab {lab_id}: {describe_device()}")
     return grader, device

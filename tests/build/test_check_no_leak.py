@@ -15,6 +15,7 @@ from attnlab.build.transforms.parse_questions import parse_questions
 from attnlab.build.transforms.read_master import read_master
 from attnlab.build.transforms.replace_tests import replace_tests
 from attnlab.build.transforms.strip_solutions import strip_solutions
+from attnlab.grading.catalogue import Entry
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 
@@ -73,3 +74,26 @@ def test_the_real_student_notebook_is_clean_and_an_unstripped_one_is_not():
     assert check_no_leak(labelled, student) is None
     with pytest.raises(LeakError, match="result = x \\* 2"):
         check_no_leak(labelled, normalize(common, lab_id="lab99_demo", kind="student"))
+
+
+CATALOGUE = [Entry("no_scale", "attention", '''
+def attention(q, k, v):
+    scores = q @ k.transpose(-2, -1)
+    return torch.softmax(scores, dim=0) @ v
+''', "softmax over the wrong axis", hint="your softmax runs over dim 0")]
+
+
+def test_a_catalogue_line_in_the_student_notebook_is_a_leak_but_a_signature_is_not():
+    student = nb_of("def attention(q, k, v):\n    return torch.softmax(scores, dim=0) @ v")
+    with pytest.raises(LeakError, match=r"cell 0 contains a line of a catalogue entry: 'return torch.softmax"):
+        check_no_leak(MASTER_NB, student, catalogue=CATALOGUE)
+    # the signature is in the master outside the solution blocks: students see it anyway
+    assert check_no_leak(MASTER_NB, nb_of("def attention(q, k, v):\n    ..."), catalogue=CATALOGUE) is None
+
+
+def test_the_public_check_files_are_checked_for_solution_and_catalogue_lines():
+    with pytest.raises(LeakError, match=r"public check file attention.py contains a line of a catalogue entry"):
+        check_no_leak(MASTER_NB, nb_of("x = 1"), catalogue=CATALOGUE,
+                      public_files={"attention.py": "x = 1\n    return torch.softmax(scores, dim=0) @ v\n"})
+    with pytest.raises(LeakError, match=r"public check file a.py contains solution code"):
+        check_no_leak(MASTER_NB, nb_of("x = 1"), public_files={"a.py": "weights = torch.softmax(scores, dim=-1)"})

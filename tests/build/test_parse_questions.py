@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from attnlab.build.transforms.markers import META
-from attnlab.build.transforms.parse_questions import MasterError, parse_questions
+from attnlab.build.transforms.parse_questions import MasterError, check_name, parse_questions
 from attnlab.build.transforms.read_master import read_master
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
@@ -31,7 +31,7 @@ def nb_of(*cells):
     return nb
 
 
-def question(name="q", points=None, *body, tests=("assert True",)):
+def question(name="q", points=None, *body, tests=("# always true\nassert True",)):
     head = f"# BEGIN QUESTION\nname: {name}" + (f"\npoints: {points}" if points is not None else "")
     return [raw(head), *body, raw("# BEGIN TESTS"), *[code(t) for t in tests], raw("# END TESTS"),
             raw("# END QUESTION")]
@@ -46,7 +46,7 @@ def test_fixture_master_questions_and_labels():
     labelled, questions = parse_questions(master)
     assert [(q.name, q.points) for q in questions] == [("double", 2.0), ("Scale", 1.0)]
     assert questions[0].tests == [master.cells[6].source]
-    assert questions[1].tests == ["assert Scale(3)(torch.ones(2, 3)).shape == (2, 3)"]
+    assert questions[1].tests == ["# Scale keeps the shape\nassert Scale(3)(torch.ones(2, 3)).shape == (2, 3)"]
     assert roles(labelled) == [
         ("body", None), ("body", None),
         ("marker", "double"), ("question", "double"), ("question", "double"),
@@ -74,12 +74,15 @@ def test_assignment_config_cell_is_a_marker_and_markers_are_case_insensitive():
 
 
 def test_several_test_cells_are_kept_in_order():
-    _, (q,) = parse_questions(nb_of(*question("q", 1, tests=("assert 1", "assert 2", "assert 3"))))
-    assert q.tests == ["assert 1", "assert 2", "assert 3"]
+    tests = ("# one\nassert 1", "# two\nassert 2", "# three\nassert 3")
+    _, (q,) = parse_questions(nb_of(*question("q", 1, tests=tests)))
+    assert q.tests == list(tests)
+    assert [check_name(t, i) for i, t in enumerate(q.tests)] == ["one", "two", "three"]
+    assert check_name("assert 1", 3) == "check 4"  # what a cell without a name would be called
 
 
 def test_a_comment_mentioning_hidden_later_in_a_test_cell_is_fine():
-    _, (q,) = parse_questions(nb_of(*question("q", 1, tests=("x = 1\n# not hidden: a public check\nassert x",))))
+    _, (q,) = parse_questions(nb_of(*question("q", 1, tests=("# x is set\nx = 1\n# not hidden: a public check\nassert x",))))
     assert len(q.tests) == 1
 
 
@@ -92,9 +95,10 @@ def test_a_comment_mentioning_hidden_later_in_a_test_cell_is_fine():
                  id="END TESTS without BEGIN"),
     pytest.param([raw("# BEGIN QUESTION\nname: a"), code("x = 1")], r"question 'a' is never closed",
                  id="unclosed question"),
-    pytest.param([raw("# BEGIN QUESTION\nname: a"), raw("# BEGIN TESTS"), code("assert 1")],
+    pytest.param([raw("# BEGIN QUESTION\nname: a"), raw("# BEGIN TESTS"), code("# one\nassert 1")],
                  r"question 'a' is never closed", id="unclosed tests at the end"),
-    pytest.param([raw("# BEGIN QUESTION\nname: a"), raw("# BEGIN TESTS"), code("assert 1"), raw("# END QUESTION")],
+    pytest.param([raw("# BEGIN QUESTION\nname: a"), raw("# BEGIN TESTS"), code("# one\nassert 1"),
+                  raw("# END QUESTION")],
                  r"END QUESTION .*inside BEGIN/END TESTS", id="END QUESTION inside tests"),
     pytest.param([raw("# BEGIN TESTS"), code("assert 1"), raw("# END TESTS")],
                  r"cell 0 .*BEGIN TESTS must be inside a question", id="tests outside a question"),
@@ -111,6 +115,11 @@ def test_a_comment_mentioning_hidden_later_in_a_test_cell_is_fine():
                  id="hidden marker after blank lines"),
     pytest.param([*question("a", 1), *question("a", 2)], r"cell 5 .*question 'a' is defined twice",
                  id="duplicate names"),
+    pytest.param(question("a", 1, tests=("assert a() == 1",)),
+                 r"cell 2 .*starts with one comment line naming.*what it checks", id="test cell without a name"),
+    pytest.param(question("a", 1, tests=("#\nassert a() == 1",)), r"starts with one comment line", id="empty name"),
+    pytest.param(question("a", 1, tests=("# " + "x" * 61 + "\nassert a() == 1",)), r"61 characters; keep it to 60",
+                 id="name too long"),
     pytest.param([raw("# BEGIN QUESTION\npoints: 3"), raw("# END QUESTION")], r"needs a `name:` line",
                  id="missing name"),
     pytest.param([raw("# BEGIN QUESTION"), raw("# END QUESTION")], r"needs a `name:` line", id="no config at all"),

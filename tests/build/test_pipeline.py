@@ -15,7 +15,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "course"
 LAB = "lab99_demo"
 OUTPUTS = sorted([
     f"autograder/{LAB}/hidden_tests.py", f"autograder/{LAB}/{LAB}-otter.zip", f"autograder/{LAB}/manifest.json",
-    f"autograder/{LAB}/{LAB}-gradescope.zip",
+    f"autograder/{LAB}/{LAB}-gradescope.zip", f"autograder/{LAB}/catalogue.py",
     f"autograder/{LAB}/reference.py", f"labs/{LAB}/{LAB}.ipynb", f"solutions/{LAB}/{LAB}.ipynb",
     f"src/attnlab/public_tests/{LAB}/Scale.py", f"src/attnlab/public_tests/{LAB}/double.py",
     "nbgrader/nbgrader_config.py", f"nbgrader/source/{LAB}/{LAB}.ipynb",
@@ -120,7 +120,7 @@ def test_student_notebook_has_no_solution_and_no_hidden_test(built):
     sources = [c.source for c in cells]
     assert sources.count('grader.check("double")') == 1 and sources.count('grader.check("Scale")') == 1
     assert cells[1].metadata["tags"] == ["attnlab_setup"] and "start_lab('lab99_demo')" in cells[1].source
-    assert "    # TODO: your code here\n    ..." in sources[4]
+    assert '    # TODO: your code here\n    raise NotImplementedError("double: not written yet")' in sources[4]
     for public in (built / "src" / "attnlab" / "public_tests" / LAB).iterdir():
         for word in SOLUTION_LINES + HIDDEN_TEXT:
             assert word not in public.read_text(), (public.name, word)
@@ -151,6 +151,15 @@ def test_autograder_files(built):
 
     assert torch.equal(ns["double"](torch.tensor([1.5])), torch.tensor([3.0]))
     assert "an experiment the grader skips" not in (ag / "reference.py").read_text()
+    # the catalogue goes to attnlab's grader (it names likely mistakes), not to plain Otter beside the student's code
+    catalogue = (FIXTURE / "instructor" / LAB / "catalogue.py").read_bytes()
+    assert (ag / "catalogue.py").read_bytes() == catalogue
+    import zipfile
+
+    with zipfile.ZipFile(ag / f"{LAB}-gradescope.zip") as zf:
+        assert zf.read("bundle/catalogue.py") == catalogue
+    with zipfile.ZipFile(ag / f"{LAB}-otter.zip") as zf:
+        assert not [n for n in zf.namelist() if "catalogue" in n]
 
 
 def test_build_lab_refuses_hidden_tests_for_an_unknown_question(tmp_path):

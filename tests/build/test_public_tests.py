@@ -1,16 +1,22 @@
-"""public_tests: Otter exception-format test files; public checks run against the notebook's globals,
-hidden cases only reference hidden tests by name."""
+"""public_tests: Otter exception-format test files; each public check is named by its cell's first comment line,
+runs against a copy of the notebook's globals, and fails showing its own statement and message (never the kit's
+plumbing); hidden cases only reference hidden tests by name."""
 
 import torch
 from otter.test_files import ExceptionTestFile
 
 from attnlab.build.transforms.parse_questions import Question
 from attnlab.build.transforms.public_tests import public_test_files, render_test_file
+from attnlab.public_check import PublicCheck, format_result
 
 CHECKS = [
+    '# double([1, 2]) is [2, 4]\n'
     'out = double(torch.tensor([1.0, 2.0]))\n'
     'assert torch.equal(out, torch.tensor([2.0, 4.0])), "double([1, 2]) should be [2, 4]"',
-    "\nassert double(torch.zeros(3)).shape == (3,), 'keep the shape'\n",
+    "\n# the shape is kept\nassert double(torch.zeros(3)).shape == (3,), 'keep the shape'\n",
+    '# values of a worked example\n'
+    'from attnlab.expect import expect_close\n'
+    'expect_close(double(torch.tensor([0.5, 1.5])), [1.0, 3.0], "double([0.5, 1.5])")',
 ]
 QUESTION = Question("double", 2.0, list(CHECKS))
 HIDDEN_SOURCE_WORDS = ("compare_call", "randn", "generator=rng")
@@ -27,33 +33,108 @@ def load(text):
 def test_public_file_loads_with_otter_and_a_correct_notebook_passes():
     tf = load(render_test_file(QUESTION))
     assert tf.name == "double"
-    assert [tc.name for tc in tf.test_cases] == ["check 1", "check 2"]
+    assert [tc.name for tc in tf.test_cases] == ["double([1, 2]) is [2, 4]", "the shape is kept",
+                                                "values of a worked example"]
     assert not any(tc.hidden for tc in tf.test_cases)
     env = good_env()
     tf.run(env)
     assert tf.passed_all, [r.message for r in tf.test_case_results]
     assert "out" not in env  # the checks' own variables stay out of the notebook
+    assert format_result("double", tf) == "✅ double: all 3 checks passed"
 
 
-def test_a_wrong_notebook_fails_with_the_assert_message():
+def test_a_wrong_notebook_shows_the_check_name_its_statement_and_the_message():
     tf = load(render_test_file(QUESTION))
     tf.run({"torch": torch, "double": lambda x: x + 1})
-    first, second = tf.test_case_results
-    assert not first.passed and "double([1, 2]) should be [2, 4]" in first.message
-    assert second.passed  # the shape is right
+    first, second, third = tf.test_case_results
+    assert not first.passed and second.passed and not third.passed
+    # plain Otter prints the test file's line where it failed: the check's own line, not the kit's plumbing
+    assert 'assert torch.equal(out, torch.tensor([2.0, 4.0])), "double([1, 2]) should be [2, 4]"' in first.message
+    assert "double([1, 2]) should be [2, 4]" in first.message and "PublicCheck" not in first.message
+    shown = format_result("double", tf)
+    assert shown.splitlines() == [
+        "❌ double: 2 of 3 checks failed",
+        "❌ double([1, 2]) is [2, 4]",
+        '     assert torch.equal(out, torch.tensor([2.0, 4.0])), "double([1, 2]) should be [2, 4]"',
+        "   double([1, 2]) should be [2, 4]",
+        "✅ the shape is kept",
+        "❌ values of a worked example",
+        '     expect_close(double(torch.tensor([0.5, 1.5])), [1.0, 3.0], "double([0.5, 1.5])")',
+        "   double([0.5, 1.5]): 2 of 2 values off, the worst at index (0,): yours 1.5, expected 1 (off by 0.5)",
+    ]
 
 
-def test_a_missing_definition_fails_with_a_name_error():
+def test_a_multiline_statement_is_shown_whole():
+    q = Question("f", 1.0, ['# f is 1\nassert f() == 1, (\n    "f() should be 1")'])
+    tf = load(render_test_file(q))
+    tf.run({"f": lambda: 2})
+    assert format_result("f", tf).splitlines()[2:] == ['     assert f() == 1, (', '         "f() should be 1")',
+                                                      "   f() should be 1"]
+
+
+def test_an_unwritten_answer_gives_one_line_naming_the_question_first():
+    q = Question("merge", 1.0, ["# round trip\nassert merge(split(1)) == 1", "# merge alone\nassert merge(1) == 1"])
+
+    def stub(name):
+        def f(x):
+            raise NotImplementedError(f"{name}: not written yet")
+        return f
+
+    tf = load(render_test_file(q))
+    tf.run({"split": stub("split"), "merge": stub("merge")})
+    assert format_result("merge", tf) == "❌ merge: not written yet"
+    tf.run({"split": stub("split"), "merge": lambda x: x})
+    assert format_result("merge", tf).splitlines() == ["❌ merge: 1 of 2 checks failed",
+                                                       "❌ round trip: split: not written yet", "✅ merge alone"]
+
+
+def test_an_unwritten_answer_gives_one_line():
+    tf = load(render_test_file(QUESTION))
+
+    def stub(x):
+        raise NotImplementedError("double: not written yet")
+
+    tf.run({"torch": torch, "double": stub})
+    assert format_result("double", tf) == "❌ double: not written yet"
+    assert "NotImplementedError: double: not written yet" in tf.test_case_results[0].message  # plain Otter
+
+
+def test_an_error_inside_the_student_code_names_its_type_and_the_check_line():
     tf = load(render_test_file(QUESTION))
     tf.run({"torch": torch})
-    assert not any(r.passed for r in tf.test_case_results)
-    assert "NameError" in tf.test_case_results[0].message and "double" in tf.test_case_results[0].message
+    shown = format_result("double", tf)
+    assert "     out = double(torch.tensor([1.0, 2.0]))\n   NameError: name 'double' is not defined" in shown
+    assert "Traceback" not in shown and "check_1" not in shown and "<check" not in shown
+
+
+def test_a_check_is_registered_in_linecache_so_tracebacks_show_its_lines():
+    import linecache
+    import traceback
+
+    tf = load(render_test_file(QUESTION))
+    check = tf.test_cases[0].body
+    try:
+        check.call_func({"torch": torch, "double": lambda x: x})
+    except AssertionError as exc:
+        text = "".join(traceback.format_exception(exc))
+    assert 'assert torch.equal(out, torch.tensor([2.0, 4.0]))' in text
+    assert linecache.getline(check.filename, check.first_line) == "# double([1, 2]) is [2, 4]\n"
+
+
+def test_sources_that_cannot_be_raw_strings_still_work():
+    q = Question("g", 1.0, ["# quotes\ns = '''a'''\nt = \"\"\"b\"\"\"\nassert g(s + t) == 'ab', 'g is the identity'"])
+    tf = load(render_test_file(q))
+    tf.run({"g": lambda s: s})
+    assert tf.passed_all
+    tf.run({"g": lambda s: s * 2})
+    assert "g is the identity" in format_result("g", tf)
 
 
 def test_checks_run_the_public_sources_verbatim_and_in_order():
     ns = {}
     exec(compile(render_test_file(QUESTION), "t.py", "exec"), ns)
-    assert ns["_PUBLIC"] == [c.strip("\n") for c in CHECKS]
+    checks = [v for v in ns.values() if isinstance(v, PublicCheck)]
+    assert [c.source for c in checks] == [c.strip("\n") for c in CHECKS]
     assert ns["OK_FORMAT"] is False and ns["name"] == "double" and ns["points"] is None
 
 
@@ -63,10 +144,10 @@ def test_hidden_cases_appear_only_when_requested():
     text = render_test_file(QUESTION, [("double_values", 1.5), ("double_grad", 0.5)])
     tf = load(text)
     cases = {tc.name: tc for tc in tf.test_cases}
-    assert list(cases) == ["check 1", "check 2", "double_values", "double_grad"]
-    assert [cases[n].hidden for n in cases] == [False, False, True, True]
+    assert list(cases)[3:] == ["double_values", "double_grad"]
+    assert [cases[n].hidden for n in cases] == [False, False, False, True, True]
     # the question is worth what its hidden tests are worth; the public checks count nothing there
-    assert [cases[n].points for n in cases] == [0, 0, 1.5, 0.5]
+    assert [cases[n].points for n in cases] == [0, 0, 0, 1.5, 0.5]
     assert tf.possible == 2.0
     ns = {}
     exec(compile(text, "t.py", "exec"), ns)
@@ -91,14 +172,13 @@ def test_a_hidden_case_calls_the_bridge_by_name(monkeypatch):
     assert tf.passed_all
 
 
-def test_a_question_without_checks_renders_an_empty_list():
+def test_a_question_without_checks_has_no_cases():
     text = render_test_file(Question("solo", 1.0, []))
-    assert "_PUBLIC = []" in text
     assert load(text).test_cases == []
 
 
 def test_public_test_files_one_per_question():
-    files = public_test_files([QUESTION, Question("Scale", 1.0, ["assert Scale(2)"])])
+    files = public_test_files([QUESTION, Question("Scale", 1.0, ["# builds\nassert Scale(2)"])])
     assert sorted(files) == ["Scale.py", "double.py"]
     assert files["double.py"] == render_test_file(QUESTION)
     assert "hidden=True" not in "".join(files.values())

@@ -1,4 +1,5 @@
-"""strip_solutions: solution blocks and `# SOLUTION` lines become TODOs, indentation kept, test cells untouched."""
+"""strip_solutions: solution blocks become TODOs that raise NotImplementedError("<name>: not written yet") inside a
+function (``...`` elsewhere), `# SOLUTION` lines become TODOs, indentation kept, test cells untouched."""
 
 import ast
 
@@ -22,7 +23,7 @@ def test_block_becomes_todo_at_the_block_indentation():
     assert out == ("def f(x):\n"
                    "    \"\"\"doc\"\"\"\n"
                    "    # TODO: your code here\n"
-                   "    ...\n"
+                   "    raise NotImplementedError(\"f: not written yet\")\n"
                    "\n"
                    "z = 1")
     ast.parse(out)  # still a valid cell
@@ -33,8 +34,48 @@ def test_block_at_top_level_and_deeply_nested():
     src = ("class A:\n    def f(self):\n        if True:\n"
            "            # BEGIN SOLUTION\n            pass\n            # END SOLUTION")
     out = strip_source(src)
-    assert out.splitlines()[-2:] == ["            # TODO: your code here", "            ..."]
+    assert out.splitlines()[-2:] == ["            # TODO: your code here",
+                                     '            raise NotImplementedError("A.f: not written yet")']
     ast.parse(out)
+
+
+def test_the_stub_names_the_method_and_the_nested_function():
+    src = ("class Model(nn.Module):\n"
+           "    def __init__(self, d,\n"
+           "                 e=1):\n"
+           "        super().__init__()\n"
+           "        # BEGIN SOLUTION\n"
+           "        self.d = d\n"
+           "        # END SOLUTION\n"
+           "\n"
+           "    def forward(self, x):\n"
+           "        \"\"\"doc\n"
+           "a docstring line at column 0\"\"\"\n"
+           "        def inner(y):\n"
+           "            # BEGIN SOLUTION\n"
+           "            return y\n"
+           "            # END SOLUTION\n"
+           "        # BEGIN SOLUTION\n"
+           "        return inner(x)\n"
+           "        # END SOLUTION\n"
+           "    # BEGIN SOLUTION\n"
+           "    scale = 2\n"
+           "    # END SOLUTION\n")
+    out = strip_source(src)
+    raises = [line.strip() for line in out.splitlines() if "NotImplementedError" in line]
+    assert raises == ['raise NotImplementedError("Model.__init__: not written yet")',
+                      'raise NotImplementedError("Model.forward.inner: not written yet")',
+                      'raise NotImplementedError("Model.forward: not written yet")']
+    assert out.rstrip().endswith("    # TODO: your code here\n    ...")  # a class body gets no raise
+    namespace = {"nn": type("nn", (), {"Module": object})}
+    exec(out, namespace)
+    with pytest.raises(NotImplementedError, match=r"^Model.__init__: not written yet$"):
+        namespace["Model"](3)
+
+
+def test_a_cell_with_ipython_magics_falls_back_to_the_indentation():
+    out = strip_source("%time\ndef f():\n    # BEGIN SOLUTION\n    pass\n    # END SOLUTION")
+    assert out.endswith('    raise NotImplementedError("f: not written yet")')
 
 
 def test_two_blocks_in_one_cell():
@@ -96,7 +137,7 @@ def test_notebook_level_strips_code_cells_but_not_tests_or_prose():
     out = strip_solutions(nb)
     assert [c.source for c in out.cells] == [
         "x = 1  # SOLUTION",
-        "def f():\n    # TODO: your code here\n    ...",
+        'def f():\n    # TODO: your code here\n    raise NotImplementedError("f: not written yet")',
         "y = ...  # TODO",
         "assert f() == 1  # SOLUTION",
     ]

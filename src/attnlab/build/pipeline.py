@@ -6,11 +6,12 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
-      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master)
+      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master and the
+                   catalogue; the public test files too)
       -> solution: remove_solution_markers -> normalize
       -> nbgrader: nbgrader_source (solution cells, locked cells, tests with the hidden tests' points) -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
-                     -> otter_zip -> gradescope_zip
+                     -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue)
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
 """
@@ -21,6 +22,7 @@ import json
 from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
+from ..grading.catalogue import load_catalogue
 from ..grading.hidden import load_suite
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
@@ -50,7 +52,9 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
                                install_spec=course.install_spec)
     student = normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student")
-    check_no_leak(labelled, student)
+    public_files = public_test_files(questions)
+    entries = [e for group in load_catalogue(lab.catalogue) for e in group] if lab.catalogue.exists() else []
+    check_no_leak(labelled, student, catalogue=entries, public_files=public_files)
     solution = normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution")
     nbgrader = normalize(nbgrader_source(common, lab_id=lab.id, points=suite.questions()), lab_id=lab.id,
                          kind="nbgrader")
@@ -68,6 +72,9 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in questions}
     support = {"hidden_tests.py": hidden, "reference.py": ref, "manifest.json": manifest_bytes}
+    otter_support = dict(support)  # plain Otter runs beside the student's code and names no mistakes: no catalogue
+    if lab.catalogue.exists():  # attnlab's grader names likely mistakes with it (grading/diagnose.py)
+        support["catalogue.py"] = lab.catalogue.read_bytes()
 
     out: dict[Path, bytes] = {
         lab.student_notebook: notebook_bytes(student),
@@ -77,11 +84,13 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         lab.autograder_dir / "manifest.json": manifest_bytes,
         lab.autograder_dir / "hidden_tests.py": hidden,
         lab.autograder_dir / "reference.py": ref,
-        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, support, requirements=course.install_spec + "\n"),
+        **({lab.autograder_dir / "catalogue.py": support["catalogue.py"]} if "catalogue.py" in support else {}),
+        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, otter_support,
+                                                              requirements=course.install_spec + "\n"),
         lab.autograder_dir / f"{lab.id}-gradescope.zip": gradescope_zip(support, lab_id=lab.id,
                                                                          install_spec=course.install_spec),
     }
-    for name, text in public_test_files(questions).items():
+    for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()
     return out
 

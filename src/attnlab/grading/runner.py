@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .api import LocalStudent, RemoteStudent, StudentError
+from .diagnose import Recorder, diagnosis_budget, name_mistakes
 from .hidden import HiddenSuite, load_suite, run_suite
+from .lab_check import wrong_lab_message
 from .notebook_code import SubmissionError, joined_source, read_cells, read_submission
 
 DEFAULT_CELL_TIMEOUT = 60.0
@@ -144,6 +146,9 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         code = joined_source(cells)
     except SubmissionError as exc:
         return ungraded(path, bundle.questions, str(exc), lab=bundle.lab, elapsed_s=time.monotonic() - start)
+    wrong_lab = wrong_lab_message(data, bundle.lab)  # another lab's notebook is refused, not half-graded
+    if wrong_lab:
+        return ungraded(path, bundle.questions, wrong_lab, lab=bundle.lab, elapsed_s=time.monotonic() - start)
     seed = grading_seed(bundle, data) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="attnlab-work-") as tmp:
         os.chmod(tmp, 0o777)  # the worker may run as an unprivileged user
@@ -157,22 +162,28 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
                                 cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout,
                                 deadline=start + timeout)
         try:
-            result = _grade_with(bundle, student, path, seed=seed, test_timeout=test_timeout)
+            result = _grade_with(bundle, student, path, seed=seed, test_timeout=test_timeout, start=start)
         finally:
             student.close()
     result.update(isolation=isolation[0], elapsed_s=round(time.monotonic() - start, 3))
     return result
 
 
-def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int, test_timeout: float) -> dict:
-    """Load the notebook in the worker, then run the hidden tests (the grader's side) against it."""
+def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int, test_timeout: float,
+                start: float) -> dict:
+    """Load the notebook in the worker, then run the hidden tests (the grader's side) against it, recording
+    what failed tests asked so that the likely mistake can be named afterwards (grading/diagnose.py)."""
     try:
         student.start()
     except StudentError as exc:
         message = f"running your notebook failed: {exc}"
         return ungraded(path, bundle.questions, message, lab=bundle.lab,
                         errors=student.notebook_errors + [message])
-    questions = run_suite(bundle.suite, student, bundle.reference, seed=seed, test_timeout=test_timeout)
+    recorder = Recorder(student)
+    questions = run_suite(bundle.suite, recorder, bundle.reference, seed=seed, test_timeout=test_timeout,
+                          on_result=recorder.on_result)
+    name_mistakes(bundle.directory, bundle.suite, recorder, questions,
+                  budget_s=diagnosis_budget(time.monotonic() - start))
     errors = student.notebook_errors
     if student.dead_reason:
         errors.append(student.dead_reason)

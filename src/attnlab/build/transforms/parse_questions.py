@@ -26,6 +26,20 @@ class Question:
     tests: list[str] = field(default_factory=list)
 
 
+CHECK_NAME_LIMIT = 60
+
+
+def check_name(source: str, index: int = 0) -> str:
+    """A public test cell's name: its first line, a comment (``# rows of the weights sum to 1``); ``check N``
+    for a cell without one (the build refuses those in a master: see ``parse_questions``)."""
+    head = first_line(source).strip()
+    if head.startswith("#"):
+        name = head.lstrip("#").strip()
+        if name:
+            return name
+    return f"check {index + 1}"
+
+
 def _where(i: int, cell) -> str:
     return f"cell {i} ({cell.cell_type}: {first_line(cell.source)[:60]!r})"
 
@@ -83,6 +97,12 @@ def parse_questions(nb):
             if head.lstrip().startswith("#") and "hidden" in head.lower():
                 raise MasterError(f"{_where(i, cell)}: hidden tests do not belong in the master; write them "
                                   "in hidden_tests.py (Otter would silently hide this cell)")
+            if not head.lstrip().startswith("#") or not head.lstrip("# ").strip():
+                raise MasterError(f"{_where(i, cell)}: a public test cell starts with one comment line naming, in "
+                                  "a student's words, what it checks, e.g. `# rows of the weights sum to 1`")
+            if len(head.lstrip("# ").strip()) > CHECK_NAME_LIMIT:
+                raise MasterError(f"{_where(i, cell)}: the check's name (its first comment line) has "
+                                  f"{len(head.lstrip('# ').strip())} characters; keep it to {CHECK_NAME_LIMIT}")
             role = "test"
             current.tests.append(cell.source)
         cell.metadata[META] = {"role": role, "question": qname}

@@ -1,15 +1,85 @@
-"""Student branch: replace solution code with TODOs. Needs parse_questions' labels (runs after it)."""
+"""Student branch: replace solution code with TODOs. Needs parse_questions' labels (runs after it).
+
+A ``# BEGIN SOLUTION`` block inside a function or method becomes
+
+    # TODO: your code here
+    raise NotImplementedError("<qualified name>: not written yet")
+
+so that an unwritten answer says so (``SelfAttention.forward: not written yet``) instead of returning ``None``
+and failing later with an unrelated error. A block outside any function (top level, class body) becomes ``...``.
+"""
 
 from __future__ import annotations
 
+import ast
 import copy
+import re
 
 from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
 
+NOT_WRITTEN = "not written yet"  # the public checks and the grader recognise this ending
+_SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
+
+
+def stub_message(name: str) -> str:
+    return f"{name}: {NOT_WRITTEN}"
+
+
+def _scopes_by_ast(source: str, lineno: int) -> list[tuple[str, bool]] | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    names: list[tuple[str, bool]] = []  # outermost first
+    body = tree.body
+    while True:
+        for node in body:
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and node.lineno <= lineno <= (node.end_lineno or node.lineno)):
+                names.append((node.name, not isinstance(node, ast.ClassDef)))
+                body = node.body
+                break
+            if (not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and node.lineno <= lineno <= (node.end_lineno or node.lineno)):
+                body = [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]
+                break
+        else:
+            return names[::-1]
+
+
+def _scopes_by_indent(lines: list[str], index: int) -> list[tuple[str, bool]]:
+    need = len(lines[index]) - len(lines[index].lstrip())
+    names: list[tuple[str, bool]] = []  # innermost first
+    for line in reversed(lines[:index]):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or need == 0:
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent >= need:
+            continue
+        need = indent
+        scope = _SCOPE.match(line)
+        if scope:
+            names.append((scope.group(2), not stripped.startswith("class")))
+    return names
+
+
+def enclosing_function(lines: list[str], index: int) -> str | None:
+    """The qualified name (``Class.method``, ``outer.inner``) of the function around ``lines[index]``;
+    ``None`` at top level or directly in a class body. Read with ``ast`` (from the indentation of the lines
+    above when the cell is not plain Python, e.g. holds IPython magics)."""
+    names = _scopes_by_ast("\n".join(lines), index + 1)
+    if names is None:
+        names = _scopes_by_indent(lines, index)
+    if not names or not names[0][1]:
+        return None
+    return ".".join(name for name, _ in reversed(names))
+
 
 def strip_source(source: str) -> str:
+    lines = source.split("\n")
     out, inside = [], False
-    for line in source.split("\n"):
+    for i, line in enumerate(lines):
         begin = BEGIN_SOLUTION.match(line)
         if begin:
             if inside:
@@ -17,7 +87,8 @@ def strip_source(source: str) -> str:
             inside = True
             indent = begin.group(1)
             out.append(f"{indent}# TODO: your code here")
-            out.append(f"{indent}...")
+            name = enclosing_function(lines, i)
+            out.append(f'{indent}raise NotImplementedError("{stub_message(name)}")' if name else f"{indent}...")
             continue
         if END_SOLUTION.match(line):
             if not inside:

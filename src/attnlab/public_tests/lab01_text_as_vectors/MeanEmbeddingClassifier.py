@@ -2,33 +2,50 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'MeanEmbeddingClassifier'
 points = None
 
-_PUBLIC = [
-    '# sub-layers and the shapes of the logits\ntorch.manual_seed(0)\nmodel = MeanEmbeddingClassifier(vocab_size=20, embed_dim=8)\nassert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"\nassert isinstance(model.classifier, nn.Linear) and model.classifier.out_features == 1, (\n    "classifier should be nn.Linear(embed_dim, num_classes)")\nids = torch.tensor([[5, 6, 7, 0, 0], [3, 4, 0, 0, 0], [9, 8, 7, 6, 5]])\nassert model(ids).shape == (3,), f"num_classes=1: the logits should have shape (B,) = (3,), got {tuple(model(ids).shape)}"\nassert model(ids[:1]).shape == (1,), "a batch of one should give logits of shape (1,): squeeze(-1), not squeeze()"\nassert MeanEmbeddingClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), (\n    "num_classes=3: the logits should have shape (B, 3)")',
-    '# the logit is the classifier of the mean real embedding\nfrom attnlab.expect import expect_close\n\ntorch.manual_seed(1)\nmodel = MeanEmbeddingClassifier(vocab_size=10, embed_dim=4)\nids = torch.tensor([[2, 5, 0, 0]])\nwith torch.no_grad():\n    mean = (model.embedding.weight[2] + model.embedding.weight[5]) / 2\n    expected = model.classifier(mean[None])[:, 0]\n    expect_close(model(ids), expected, "the logit of [2, 5, <pad>, <pad>]")',
-    '# padding changes nothing\ntorch.manual_seed(2)\nmodel = MeanEmbeddingClassifier(vocab_size=20, embed_dim=8)\nids = torch.tensor([[5, 6, 7, 0], [3, 4, 0, 0]])\nlonger = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)\nwith torch.no_grad():\n    assert torch.allclose(model(ids), model(longer), atol=1e-6), (\n        "extra padding changed the logits: average over the real (non-pad) tokens only")',
-]
+check_1 = PublicCheck('sub-layers and the shapes of the logits', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers and the shapes of the logits
+torch.manual_seed(0)
+model = MeanEmbeddingClassifier(vocab_size=20, embed_dim=8)
+assert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"
+assert isinstance(model.classifier, nn.Linear) and model.classifier.out_features == 1, (
+    "classifier should be nn.Linear(embed_dim, num_classes)")
+ids = torch.tensor([[5, 6, 7, 0, 0], [3, 4, 0, 0, 0], [9, 8, 7, 6, 5]])
+assert model(ids).shape == (3,), f"num_classes=1: the logits should have shape (B,) = (3,), got {tuple(model(ids).shape)}"
+assert model(ids[:1]).shape == (1,), "a batch of one should give logits of shape (1,): squeeze(-1), not squeeze()"
+assert MeanEmbeddingClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), (
+    "num_classes=3: the logits should have shape (B, 3)")
+''')
 
+check_2 = PublicCheck('the logit is the classifier of the mean real embedding', question=name, index=1, points=None,
+    first_line=29, source=r'''
+# the logit is the classifier of the mean real embedding
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+torch.manual_seed(1)
+model = MeanEmbeddingClassifier(vocab_size=10, embed_dim=4)
+ids = torch.tensor([[2, 5, 0, 0]])
+with torch.no_grad():
+    mean = (model.embedding.weight[2] + model.embedding.weight[5]) / 2
+    expected = model.classifier(mean[None])[:, 0]
+    expect_close(model(ids), expected, "the logit of [2, 5, <pad>, <pad>]")
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('padding changes nothing', question=name, index=2, points=None,
+    first_line=43, source=r'''
+# padding changes nothing
+torch.manual_seed(2)
+model = MeanEmbeddingClassifier(vocab_size=20, embed_dim=8)
+ids = torch.tensor([[5, 6, 7, 0], [3, 4, 0, 0]])
+longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+with torch.no_grad():
+    assert torch.allclose(model(ids), model(longer), atol=1e-6), (
+        "extra padding changed the logits: average over the real (non-pad) tokens only")
+''')

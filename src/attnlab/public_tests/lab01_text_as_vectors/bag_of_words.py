@@ -2,33 +2,41 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'bag_of_words'
 points = None
 
-_PUBLIC = [
-    '# counts and presence bits of the worked example\nfrom attnlab.expect import expect_close\n\nids = torch.tensor([[2, 3, 2, 0], [4, 1, 0, 0]])\nexpect_close(bag_of_words(ids, 5, binary=False), [[0, 0, 2, 1, 0], [0, 1, 0, 0, 1]], "bag_of_words(ids, 5, binary=False)")\nexpect_close(bag_of_words(ids, 5), [[0, 0, 1, 1, 0], [0, 1, 0, 0, 1]], "bag_of_words(ids, 5) (binary by default)")',
-    '# float32 of shape (B, vocab_size), padding never counted\nids = torch.tensor([[0, 0, 0], [7, 7, 0]])\nbags = bag_of_words(ids, 10, binary=False)\nassert bags.shape == (2, 10), f"the shape should be (B, vocab_size) = (2, 10), got {tuple(bags.shape)}"\nassert bags.dtype == torch.float32, f"the bags should be float32, got {bags.dtype}"\nassert (bags[:, 0] == 0).all(), "column 0 is <pad>: it must stay 0"\nassert bags[1, 7] == 2, "row 1 holds id 7 twice"',
-    '# an id outside [0, vocab_size) raises a ValueError naming it\ntry:\n    bag_of_words(torch.tensor([[2, 9]]), 5)\nexcept ValueError as exc:\n    assert "9" in str(exc), f"the message should name the id 9, got {exc!r}"\nelse:\n    raise AssertionError("bag_of_words with id 9 and vocab_size=5 should raise ValueError")',
-]
+check_1 = PublicCheck('counts and presence bits of the worked example', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# counts and presence bits of the worked example
+from attnlab.expect import expect_close
 
+ids = torch.tensor([[2, 3, 2, 0], [4, 1, 0, 0]])
+expect_close(bag_of_words(ids, 5, binary=False), [[0, 0, 2, 1, 0], [0, 1, 0, 0, 1]], "bag_of_words(ids, 5, binary=False)")
+expect_close(bag_of_words(ids, 5), [[0, 0, 1, 1, 0], [0, 1, 0, 0, 1]], "bag_of_words(ids, 5) (binary by default)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('float32 of shape (B, vocab_size), padding never counted', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# float32 of shape (B, vocab_size), padding never counted
+ids = torch.tensor([[0, 0, 0], [7, 7, 0]])
+bags = bag_of_words(ids, 10, binary=False)
+assert bags.shape == (2, 10), f"the shape should be (B, vocab_size) = (2, 10), got {tuple(bags.shape)}"
+assert bags.dtype == torch.float32, f"the bags should be float32, got {bags.dtype}"
+assert (bags[:, 0] == 0).all(), "column 0 is <pad>: it must stay 0"
+assert bags[1, 7] == 2, "row 1 holds id 7 twice"
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('an id outside [0, vocab_size) raises a ValueError naming it', question=name, index=2, points=None,
+    first_line=35, source=r'''
+# an id outside [0, vocab_size) raises a ValueError naming it
+try:
+    bag_of_words(torch.tensor([[2, 9]]), 5)
+except ValueError as exc:
+    assert "9" in str(exc), f"the message should name the id 9, got {exc!r}"
+else:
+    raise AssertionError("bag_of_words with id 9 and vocab_size=5 should raise ValueError")
+''')

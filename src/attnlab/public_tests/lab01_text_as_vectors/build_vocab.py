@@ -2,39 +2,49 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'build_vocab'
 points = None
 
-_PUBLIC = [
-    '# the worked example: counts first, ties alphabetical\nlists = [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]]\nvocab = build_vocab(lists)\nexpected = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4, "d": 5}\nassert vocab == expected, f"build_vocab gave {vocab}, expected {expected}"',
-    '# min_freq keeps tokens seen at least that many times\nlists = [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]]\nvocab = build_vocab(lists, min_freq=2)\nexpected = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4}\nassert vocab == expected, f"build_vocab(lists, min_freq=2) gave {vocab}, expected {expected}"',
-    '# max_size counts the two specials\nlists = [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]]\nvocab = build_vocab(lists, max_size=4)\nexpected = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3}\nassert vocab == expected, f"build_vocab(lists, max_size=4) gave {vocab}, expected {expected}"\nassert build_vocab(lists, max_size=2) == {"<pad>": 0, "<unk>": 1}, "max_size=2 leaves room for the specials only"\nassert build_vocab([]) == {"<pad>": 0, "<unk>": 1}, "no text: only the two specials"',
-    '# a max_size below 2 raises a ValueError naming it\ntry:\n    build_vocab([["a"]], max_size=1)\nexcept ValueError as exc:\n    assert "1" in str(exc), f"the message should name max_size=1, got {exc!r}"\nelse:\n    raise AssertionError("build_vocab(..., max_size=1) should raise ValueError: no room for <pad> and <unk>")',
-]
+check_1 = PublicCheck('the worked example: counts first, ties alphabetical', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: counts first, ties alphabetical
+lists = [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]]
+vocab = build_vocab(lists)
+expected = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4, "d": 5}
+assert vocab == expected, f"build_vocab gave {vocab}, expected {expected}"
+''')
 
+check_2 = PublicCheck('min_freq keeps tokens seen at least that many times', question=name, index=1, points=None,
+    first_line=23, source=r'''
+# min_freq keeps tokens seen at least that many times
+lists = [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]]
+vocab = build_vocab(lists, min_freq=2)
+expected = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4}
+assert vocab == expected, f"build_vocab(lists, min_freq=2) gave {vocab}, expected {expected}"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_3 = PublicCheck('max_size counts the two specials', question=name, index=2, points=None,
+    first_line=32, source=r'''
+# max_size counts the two specials
+lists = [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]]
+vocab = build_vocab(lists, max_size=4)
+expected = {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3}
+assert vocab == expected, f"build_vocab(lists, max_size=4) gave {vocab}, expected {expected}"
+assert build_vocab(lists, max_size=2) == {"<pad>": 0, "<unk>": 1}, "max_size=2 leaves room for the specials only"
+assert build_vocab([]) == {"<pad>": 0, "<unk>": 1}, "no text: only the two specials"
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck('a max_size below 2 raises a ValueError naming it', question=name, index=3, points=None,
+    first_line=43, source=r'''
+# a max_size below 2 raises a ValueError naming it
+try:
+    build_vocab([["a"]], max_size=1)
+except ValueError as exc:
+    assert "1" in str(exc), f"the message should name max_size=1, got {exc!r}"
+else:
+    raise AssertionError("build_vocab(..., max_size=1) should raise ValueError: no room for <pad> and <unk>")
+''')

@@ -2,27 +2,29 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'encode'
 points = None
 
-_PUBLIC = [
-    '# known ids, <unk> for unknown tokens, <pad> at the end\nfrom attnlab.expect import expect_equal\n\nvocab = {"<pad>": 0, "<unk>": 1, "the": 2, "cat": 3, "sat": 4}\nexpect_equal(encode(["the", "cat", "sat"], vocab, 5), [2, 3, 4, 0, 0], \'encode(["the", "cat", "sat"], vocab, 5)\')\nexpect_equal(encode(["the", "dog", "sat"], vocab, 5), [2, 1, 4, 0, 0], \'encode(["the", "dog", "sat"], vocab, 5)\')',
-    '# long lists are truncated, empty ones are all padding\nfrom attnlab.expect import expect_equal\n\nvocab = {"<pad>": 0, "<unk>": 1, "the": 2, "cat": 3, "sat": 4}\nexpect_equal(encode(["the", "cat", "sat", "sat"], vocab, 2), [2, 3], "truncated to max_len=2")\nexpect_equal(encode([], vocab, 3), [0, 0, 0], "an empty list")',
-]
+check_1 = PublicCheck('known ids, <unk> for unknown tokens, <pad> at the end', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# known ids, <unk> for unknown tokens, <pad> at the end
+from attnlab.expect import expect_equal
 
+vocab = {"<pad>": 0, "<unk>": 1, "the": 2, "cat": 3, "sat": 4}
+expect_equal(encode(["the", "cat", "sat"], vocab, 5), [2, 3, 4, 0, 0], 'encode(["the", "cat", "sat"], vocab, 5)')
+expect_equal(encode(["the", "dog", "sat"], vocab, 5), [2, 1, 4, 0, 0], 'encode(["the", "dog", "sat"], vocab, 5)')
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('long lists are truncated, empty ones are all padding', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# long lists are truncated, empty ones are all padding
+from attnlab.expect import expect_equal
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+vocab = {"<pad>": 0, "<unk>": 1, "the": 2, "cat": 3, "sat": 4}
+expect_equal(encode(["the", "cat", "sat", "sat"], vocab, 2), [2, 3], "truncated to max_len=2")
+expect_equal(encode([], vocab, 3), [0, 0, 0], "an empty list")
+''')

@@ -2,33 +2,43 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'tfidf'
 points = None
 
-_PUBLIC = [
-    '# the worked example, without normalisation\nfrom attnlab.expect import expect_close\n\ncounts = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 1, 0, 2, 1], [0, 0, 2, 0, 0, 0], [0, 1, 1, 1, 0, 1]],\n                      dtype=torch.float32)\na, b = math.log(4), math.log(2)\nexpected = [[0, 0, 0, b, 0, 0], [0, 0, 0, 0, 2 * a, b], [0, 0, 0, 0, 0, 0], [0, a, 0, b, 0, b]]\nexpect_close(tfidf(counts, normalize=False), expected, "tfidf(counts, normalize=False)", atol=1e-4)',
-    '# the worked example, rows normalised; a zero row stays 0\nfrom attnlab.expect import expect_close\n\ncounts = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 1, 0, 2, 1], [0, 0, 2, 0, 0, 0], [0, 1, 1, 1, 0, 1]],\n                      dtype=torch.float32)\nexpected = [[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0.9701, 0.2425], [0, 0, 0, 0, 0, 0], [0, 0.8165, 0, 0.4082, 0, 0.4082]]\nexpect_close(tfidf(counts), expected, "tfidf(counts)", atol=1e-4)',
-    '# float64 counts stay float64, and the input is left alone\ncounts = torch.tensor([[0.0, 3.0, 1.0], [0.0, 0.0, 2.0]], dtype=torch.float64)\nbefore = counts.clone()\nout = tfidf(counts)\nassert out.dtype == torch.float64, f"float64 counts should give float64 weights, got {out.dtype}"\nassert torch.equal(counts, before), "tfidf changed its input in place: work on new tensors"\nassert torch.isfinite(out).all(), "a word no document contains (df = 0) must get 0, not nan or inf"',
-]
+check_1 = PublicCheck('the worked example, without normalisation', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example, without normalisation
+from attnlab.expect import expect_close
 
+counts = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 1, 0, 2, 1], [0, 0, 2, 0, 0, 0], [0, 1, 1, 1, 0, 1]],
+                      dtype=torch.float32)
+a, b = math.log(4), math.log(2)
+expected = [[0, 0, 0, b, 0, 0], [0, 0, 0, 0, 2 * a, b], [0, 0, 0, 0, 0, 0], [0, a, 0, b, 0, b]]
+expect_close(tfidf(counts, normalize=False), expected, "tfidf(counts, normalize=False)", atol=1e-4)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('the worked example, rows normalised; a zero row stays 0', question=name, index=1, points=None,
+    first_line=26, source=r'''
+# the worked example, rows normalised; a zero row stays 0
+from attnlab.expect import expect_close
 
+counts = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 1, 0, 2, 1], [0, 0, 2, 0, 0, 0], [0, 1, 1, 1, 0, 1]],
+                      dtype=torch.float32)
+expected = [[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0.9701, 0.2425], [0, 0, 0, 0, 0, 0], [0, 0.8165, 0, 0.4082, 0, 0.4082]]
+expect_close(tfidf(counts), expected, "tfidf(counts)", atol=1e-4)
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('float64 counts stay float64, and the input is left alone', question=name, index=2, points=None,
+    first_line=37, source=r'''
+# float64 counts stay float64, and the input is left alone
+counts = torch.tensor([[0.0, 3.0, 1.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
+before = counts.clone()
+out = tfidf(counts)
+assert out.dtype == torch.float64, f"float64 counts should give float64 weights, got {out.dtype}"
+assert torch.equal(counts, before), "tfidf changed its input in place: work on new tensors"
+assert torch.isfinite(out).all(), "a word no document contains (df = 0) must get 0, not nan or inf"
+''')

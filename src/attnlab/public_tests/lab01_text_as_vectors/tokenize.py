@@ -2,33 +2,34 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'tokenize'
 points = None
 
-_PUBLIC = [
-    '# the worked example: words, apostrophes, digits, punctuation\ntokens = tokenize("Don\'t panic: it\'s 3.14 -- NOT 42!!")\nexpected = ["don\'t", "panic", ":", "it\'s", "3", ".", "14", "-", "-", "not", "42", "!", "!"]\nassert tokens == expected, f"tokenize gave {tokens}, expected {expected}"',
-    '# letters of any alphabet, underscores and emoji\ntokens = tokenize("Café naïve, \'quoted\' snake_case 🙂")\nexpected = ["café", "naïve", ",", "\'quoted\'", "snake_case", "🙂"]\nassert tokens == expected, f"tokenize gave {tokens}, expected {expected}"',
-    '# white space only separates, and empty text has no token\nassert tokenize("  a\\tb\\nc\\u00a0d  ") == ["a", "b", "c", "d"], (\n    "tabs, newlines and non-breaking spaces separate tokens and are never tokens themselves")\nassert tokenize("") == [] and tokenize("   ") == [], "text without tokens should give an empty list"\nassert isinstance(tokenize("a b"), list), "return a list of strings"',
-]
+check_1 = PublicCheck('the worked example: words, apostrophes, digits, punctuation', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: words, apostrophes, digits, punctuation
+tokens = tokenize("Don't panic: it's 3.14 -- NOT 42!!")
+expected = ["don't", "panic", ":", "it's", "3", ".", "14", "-", "-", "not", "42", "!", "!"]
+assert tokens == expected, f"tokenize gave {tokens}, expected {expected}"
+''')
 
+check_2 = PublicCheck('letters of any alphabet, underscores and emoji', question=name, index=1, points=None,
+    first_line=22, source=r'''
+# letters of any alphabet, underscores and emoji
+tokens = tokenize("Café naïve, 'quoted' snake_case 🙂")
+expected = ["café", "naïve", ",", "'quoted'", "snake_case", "🙂"]
+assert tokens == expected, f"tokenize gave {tokens}, expected {expected}"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('white space only separates, and empty text has no token', question=name, index=2, points=None,
+    first_line=30, source=r'''
+# white space only separates, and empty text has no token
+assert tokenize("  a\tb\nc\u00a0d  ") == ["a", "b", "c", "d"], (
+    "tabs, newlines and non-breaking spaces separate tokens and are never tokens themselves")
+assert tokenize("") == [] and tokenize("   ") == [], "text without tokens should give an empty list"
+assert isinstance(tokenize("a b"), list), "return a list of strings"
+''')

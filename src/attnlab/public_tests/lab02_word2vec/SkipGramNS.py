@@ -2,39 +2,61 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'SkipGramNS'
 points = None
 
-_PUBLIC = [
-    '# two nn.Embedding(vocab_size, dim) named in_embed and out_embed\nmodel = SkipGramNS(10, 4)\nfor name in ("in_embed", "out_embed"):\n    layer = getattr(model, name, None)\n    assert isinstance(layer, nn.Embedding), f"{name} should be an nn.Embedding(vocab_size, dim)"\n    assert tuple(layer.weight.shape) == (10, 4), f"{name}.weight should have shape (10, 4), got {tuple(layer.weight.shape)}"',
-    '# with every vector 0 the loss is (K + 1) log 2\nfrom attnlab.expect import expect_close\n\nmodel = SkipGramNS(10, 4)\nwith torch.no_grad():\n    model.in_embed.weight.zero_()\n    model.out_embed.weight.zero_()\nloss = model(torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6]), torch.tensor([[7, 8], [9, 1], [2, 3]]))\nassert isinstance(loss, torch.Tensor) and loss.dim() == 0, "forward should return a scalar (the batch mean)"\nexpect_close(loss, 3 * math.log(2), "the loss with zero vectors and K = 2", atol=1e-6)',
-    '# the worked example: v_c = 1, u_o = 2, u_k = -1 gives 0.4402\nfrom attnlab.expect import expect_close\n\nmodel = SkipGramNS(3, 1)\nwith torch.no_grad():\n    model.in_embed.weight.copy_(torch.tensor([[0.0], [1.0], [0.0]]))\n    model.out_embed.weight.copy_(torch.tensor([[0.0], [0.0], [2.0]]))\n    model.out_embed.weight[0] = -1.0\nloss = model(torch.tensor([1]), torch.tensor([2]), torch.tensor([[0]]))\nexpect_close(loss, -(math.log(1 / (1 + math.exp(-2))) + math.log(1 / (1 + math.exp(-1)))),\n             "the loss of the worked example", atol=1e-6)',
-    '# huge dot products give a finite loss (use F.logsigmoid)\nmodel = SkipGramNS(5, 2)\nwith torch.no_grad():\n    model.in_embed.weight.fill_(10.0)\n    model.out_embed.weight.fill_(10.0)\nloss = model(torch.tensor([1, 2]), torch.tensor([3, 4]), torch.tensor([[1, 2, 3], [2, 3, 4]]))\nassert torch.isfinite(loss), "the loss is inf or nan for dot products of 200: use F.logsigmoid(x), not log(sigmoid(x))"\nassert abs(loss.item() - 600.0) < 1e-3, (\n    f"each of the 3 negatives with dot product 200 costs about 200, so the loss is 600; got {loss.item()}")',
-]
+check_1 = PublicCheck('two nn.Embedding(vocab_size, dim): in_embed and out_embed', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# two nn.Embedding(vocab_size, dim): in_embed and out_embed
+model = SkipGramNS(10, 4)
+for name in ("in_embed", "out_embed"):
+    layer = getattr(model, name, None)
+    assert isinstance(layer, nn.Embedding), f"{name} should be an nn.Embedding(vocab_size, dim)"
+    assert tuple(layer.weight.shape) == (10, 4), f"{name}.weight should have shape (10, 4), got {tuple(layer.weight.shape)}"
+''')
 
+check_2 = PublicCheck('with every vector 0 the loss is (K + 1) log 2', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# with every vector 0 the loss is (K + 1) log 2
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+model = SkipGramNS(10, 4)
+with torch.no_grad():
+    model.in_embed.weight.zero_()
+    model.out_embed.weight.zero_()
+loss = model(torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6]), torch.tensor([[7, 8], [9, 1], [2, 3]]))
+assert isinstance(loss, torch.Tensor) and loss.dim() == 0, "forward should return a scalar (the batch mean)"
+expect_close(loss, 3 * math.log(2), "the loss with zero vectors and K = 2", atol=1e-6)
+''')
 
+check_3 = PublicCheck('the worked example: v_c = 1, u_o = 2, u_k = -1 gives 0.4402', question=name, index=2, points=None,
+    first_line=38, source=r'''
+# the worked example: v_c = 1, u_o = 2, u_k = -1 gives 0.4402
+from attnlab.expect import expect_close
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+model = SkipGramNS(3, 1)
+with torch.no_grad():
+    model.in_embed.weight.copy_(torch.tensor([[0.0], [1.0], [0.0]]))
+    model.out_embed.weight.copy_(torch.tensor([[0.0], [0.0], [2.0]]))
+    model.out_embed.weight[0] = -1.0
+loss = model(torch.tensor([1]), torch.tensor([2]), torch.tensor([[0]]))
+expect_close(loss, -(math.log(1 / (1 + math.exp(-2))) + math.log(1 / (1 + math.exp(-1)))),
+             "the loss of the worked example", atol=1e-6)
+''')
 
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck('huge dot products give a finite loss (use F.logsigmoid)', question=name, index=3, points=None,
+    first_line=53, source=r'''
+# huge dot products give a finite loss (use F.logsigmoid)
+model = SkipGramNS(5, 2)
+with torch.no_grad():
+    model.in_embed.weight.fill_(10.0)
+    model.out_embed.weight.fill_(10.0)
+loss = model(torch.tensor([1, 2]), torch.tensor([3, 4]), torch.tensor([[1, 2, 3], [2, 3, 4]]))
+assert torch.isfinite(loss), "the loss is inf or nan for dot products of 200: use F.logsigmoid(x), not log(sigmoid(x))"
+assert abs(loss.item() - 600.0) < 1e-3, (
+    f"each of the 3 negatives with dot product 200 costs about 200, so the loss is 600; got {loss.item()}")
+''')

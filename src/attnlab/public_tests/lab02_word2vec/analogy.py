@@ -2,27 +2,30 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'analogy'
 points = None
 
-_PUBLIC = [
-    '# the worked example: unit vectors before the sum\nfrom attnlab.expect import expect_equal\n\nemb = torch.tensor([[0.0, 0.0], [1.0, 0.0], [3.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.2, 0.9], [-1.0, 0.2]])\nexpect_equal(analogy(emb, 1, 2, 3, k=2), [5, 4], "analogy(emb, 1, 2, 3, k=2)")\nexpect_equal(analogy(emb, 1, 2, 3), [5], "analogy(emb, 1, 2, 3) (k=1 by default)")',
-    '# a, b and c are never the answer\ng = torch.Generator().manual_seed(1)\nemb = torch.randn(12, 4, generator=g)\nids = analogy(emb, 3, 5, 8, k=9)\nassert ids.dtype == torch.long and ids.shape == (9,), "analogy should return a LongTensor of shape (k,)"\nassert not set(ids.tolist()) & {3, 5, 8}, f"a, b and c (3, 5, 8) must be excluded; got {ids.tolist()}"\nassert sorted(ids.tolist()) == [0, 1, 2, 4, 6, 7, 9, 10, 11], "with k = V - 3 every other word should be returned once"',
-]
+check_1 = PublicCheck('the worked example: unit vectors before the sum', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: unit vectors before the sum
+from attnlab.expect import expect_equal
 
+emb = torch.tensor([[0.0, 0.0], [1.0, 0.0], [3.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.2, 0.9], [-1.0, 0.2]])
+expect_equal(analogy(emb, 1, 2, 3, k=2), [5, 4], "analogy(emb, 1, 2, 3, k=2)")
+expect_equal(analogy(emb, 1, 2, 3), [5], "analogy(emb, 1, 2, 3) (k=1 by default)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('a, b and c are never the answer', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# a, b and c are never the answer
+g = torch.Generator().manual_seed(1)
+emb = torch.randn(12, 4, generator=g)
+ids = analogy(emb, 3, 5, 8, k=9)
+assert ids.dtype == torch.long and ids.shape == (9,), "analogy should return a LongTensor of shape (k,)"
+assert not set(ids.tolist()) & {3, 5, 8}, f"a, b and c (3, 5, 8) must be excluded; got {ids.tolist()}"
+assert sorted(ids.tolist()) == [0, 1, 2, 4, 6, 7, 9, 10, 11], "with k = V - 3 every other word should be returned once"
+''')

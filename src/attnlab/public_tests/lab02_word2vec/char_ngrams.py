@@ -2,33 +2,37 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'char_ngrams'
 points = None
 
-_PUBLIC = [
-    '# the worked examples: by n, then by position\ngot = char_ngrams("cat", 3, 4)\nexpected = ["<ca", "cat", "at>", "<cat", "cat>"]\nassert got == expected, f"char_ngrams(\'cat\', 3, 4) should be {expected}, got {got}"\ngot = char_ngrams("where", 3, 3)\nassert got == ["<wh", "whe", "her", "ere", "re>"], f"char_ngrams(\'where\', 3, 3) gave {got}"',
-    '# repeats are kept, short words give few n-grams or none\ngot = char_ngrams("aaaa", 3, 3)\nassert got == ["<aa", "aaa", "aaa", "aa>"], f"char_ngrams(\'aaaa\', 3, 3) should keep both \'aaa\': got {got}"\nassert char_ngrams("a") == ["<a>"], f"char_ngrams(\'a\') should be [\'<a>\'], got {char_ngrams(\'a\')}"\nassert char_ngrams("") == [], f"char_ngrams(\'\') should be [] (\'<>\' is shorter than 3), got {char_ngrams(\'\')}"',
-    '# the defaults are n_min=3 and n_max=6\ngot = char_ngrams("dog")\nexpected = ["<do", "dog", "og>", "<dog", "dog>", "<dog>"]\nassert got == expected, f"char_ngrams(\'dog\') should be {expected}, got {got}"\nassert isinstance(got, list) and all(isinstance(g, str) for g in got), "return a list of str"',
-]
+check_1 = PublicCheck('the worked examples: by n, then by position', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked examples: by n, then by position
+got = char_ngrams("cat", 3, 4)
+expected = ["<ca", "cat", "at>", "<cat", "cat>"]
+assert got == expected, f"char_ngrams('cat', 3, 4) should be {expected}, got {got}"
+got = char_ngrams("where", 3, 3)
+assert got == ["<wh", "whe", "her", "ere", "re>"], f"char_ngrams('where', 3, 3) gave {got}"
+''')
 
+check_2 = PublicCheck('repeats are kept, short words give few n-grams or none', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# repeats are kept, short words give few n-grams or none
+got = char_ngrams("aaaa", 3, 3)
+assert got == ["<aa", "aaa", "aaa", "aa>"], f"char_ngrams('aaaa', 3, 3) should keep both 'aaa': got {got}"
+assert char_ngrams("a") == ["<a>"], f"char_ngrams('a') should be ['<a>'], got {char_ngrams('a')}"
+assert char_ngrams("") == [], f"char_ngrams('') should be [] ('<>' is shorter than 3), got {char_ngrams('')}"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('the defaults are n_min=3 and n_max=6', question=name, index=2, points=None,
+    first_line=33, source=r'''
+# the defaults are n_min=3 and n_max=6
+got = char_ngrams("dog")
+expected = ["<do", "dog", "og>", "<dog", "dog>", "<dog>"]
+assert got == expected, f"char_ngrams('dog') should be {expected}, got {got}"
+assert isinstance(got, list) and all(isinstance(g, str) for g in got), "return a list of str"
+''')

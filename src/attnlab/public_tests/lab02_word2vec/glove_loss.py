@@ -2,27 +2,33 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'glove_loss'
 points = None
 
-_PUBLIC = [
-    '# the worked example gives 15.921\nfrom attnlab.expect import expect_close\n\nloss = glove_loss(torch.tensor([[1.0, 0.0], [0.5, -1.0]]), torch.tensor([[1.0, 1.0], [2.0, 0.0]]),\n                  torch.tensor([0.5, 0.0]), torch.tensor([-0.5, 1.0]), torch.tensor([50.0, 200.0]))\nassert isinstance(loss, torch.Tensor) and loss.dim() == 0, "glove_loss should return a scalar tensor (the sum)"\nexpect_close(loss, 0.5**0.75 * (1 - math.log(50)) ** 2 + (2 - math.log(200)) ** 2, "the worked example", atol=1e-4)',
-    '# the weight stops at 1 from x_max on, and x_max and alpha are used\nfrom attnlab.expect import expect_close\n\nw, b = torch.zeros(1, 3), torch.zeros(1)\nfor x, expected in ((100.0, 1.0), (400.0, 1.0), (25.0, 0.25**0.75)):\n    got = glove_loss(w, w, b, b, torch.tensor([x]))\n    expect_close(got, expected * math.log(x) ** 2, f"glove_loss with zero vectors and x = {x}", atol=1e-4)\ngot = glove_loss(w, w, b, b, torch.tensor([5.0]), x_max=10.0, alpha=1.0)\nexpect_close(got, 0.5 * math.log(5.0) ** 2, "glove_loss with x = 5, x_max = 10, alpha = 1", atol=1e-5)',
-]
+check_1 = PublicCheck('the worked example gives 15.921', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example gives 15.921
+from attnlab.expect import expect_close
 
+loss = glove_loss(torch.tensor([[1.0, 0.0], [0.5, -1.0]]), torch.tensor([[1.0, 1.0], [2.0, 0.0]]),
+                  torch.tensor([0.5, 0.0]), torch.tensor([-0.5, 1.0]), torch.tensor([50.0, 200.0]))
+assert isinstance(loss, torch.Tensor) and loss.dim() == 0, "glove_loss should return a scalar tensor (the sum)"
+expect_close(loss, 0.5**0.75 * (1 - math.log(50)) ** 2 + (2 - math.log(200)) ** 2, "the worked example", atol=1e-4)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('the weight is 1 from x_max on; x_max and alpha are used', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# the weight is 1 from x_max on; x_max and alpha are used
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+w, b = torch.zeros(1, 3), torch.zeros(1)
+for x, expected in ((100.0, 1.0), (400.0, 1.0), (25.0, 0.25**0.75)):
+    got = glove_loss(w, w, b, b, torch.tensor([x]))
+    expect_close(got, expected * math.log(x) ** 2, f"glove_loss with zero vectors and x = {x}", atol=1e-4)
+got = glove_loss(w, w, b, b, torch.tensor([5.0]), x_max=10.0, alpha=1.0)
+expect_close(got, 0.5 * math.log(5.0) ** 2, "glove_loss with x = 5, x_max = 10, alpha = 1", atol=1e-5)
+''')

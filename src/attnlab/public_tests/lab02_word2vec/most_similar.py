@@ -2,33 +2,42 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'most_similar'
 points = None
 
-_PUBLIC = [
-    '# the worked example, with the tie broken by id\nfrom attnlab.expect import expect_close, expect_equal\n\nemb = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [-1.0, 0.0]])\nids, scores = most_similar(emb, 1, 3)\nexpect_equal(ids, [2, 0, 3], "ids of most_similar(emb, 1, 3)")\nexpect_close(scores, [math.sqrt(0.5), 0.0, 0.0], "scores of most_similar(emb, 1, 3)", atol=1e-6)',
-    '# the query is excluded, even when another row equals it\nfrom attnlab.expect import expect_equal\n\nemb = torch.tensor([[2.0, 1.0], [1.0, 3.0], [2.0, 1.0], [-1.0, 0.5]])\nids, scores = most_similar(emb, 2, 3)\nexpect_equal(ids, [0, 1, 3], "ids of most_similar(emb, 2, 3), where row 0 equals the query (row 2)")\nassert abs(scores[0].item() - 1.0) < 1e-6, f"row 0 has the query\'s direction: its cosine is 1, got {scores[0].item()}"',
-    '# float64 embeddings give float64 scores, the ids are a LongTensor\ng = torch.Generator().manual_seed(0)\nemb = torch.randn(20, 5, dtype=torch.float64, generator=g)\nids, scores = most_similar(emb, 7, 4)\nassert ids.dtype == torch.long and ids.shape == (4,), "ids should be a LongTensor of shape (k,)"\nassert scores.dtype == torch.float64 and scores.shape == (4,), "scores should have shape (k,) and the embeddings\' dtype"\nassert (scores[:-1] >= scores[1:]).all(), "the scores should be sorted, best first"',
-]
+check_1 = PublicCheck('the worked example, with the tie broken by id', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example, with the tie broken by id
+from attnlab.expect import expect_close, expect_equal
 
+emb = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [-1.0, 0.0]])
+ids, scores = most_similar(emb, 1, 3)
+expect_equal(ids, [2, 0, 3], "ids of most_similar(emb, 1, 3)")
+expect_close(scores, [math.sqrt(0.5), 0.0, 0.0], "scores of most_similar(emb, 1, 3)", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('the query is excluded, even when another row equals it', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# the query is excluded, even when another row equals it
+from attnlab.expect import expect_equal
 
+emb = torch.tensor([[2.0, 1.0], [1.0, 3.0], [2.0, 1.0], [-1.0, 0.5]])
+ids, scores = most_similar(emb, 2, 3)
+expect_equal(ids, [0, 1, 3], "ids of most_similar(emb, 2, 3), where row 0 equals the query (row 2)")
+assert abs(scores[0].item() - 1.0) < 1e-6, f"row 0 has the query's direction: its cosine is 1, got {scores[0].item()}"
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('float64 in, float64 scores out; the ids are a LongTensor', question=name, index=2, points=None,
+    first_line=36, source=r'''
+# float64 in, float64 scores out; the ids are a LongTensor
+g = torch.Generator().manual_seed(0)
+emb = torch.randn(20, 5, dtype=torch.float64, generator=g)
+ids, scores = most_similar(emb, 7, 4)
+assert ids.dtype == torch.long and ids.shape == (4,), "ids should be a LongTensor of shape (k,)"
+assert scores.dtype == torch.float64 and scores.shape == (4,), "scores should have shape (k,) and the embeddings' dtype"
+assert (scores[:-1] >= scores[1:]).all(), "the scores should be sorted, best first"
+''')

@@ -2,27 +2,31 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'noise_distribution'
 points = None
 
-_PUBLIC = [
-    '# the worked example: counts [0, 16, 1] give [0, 8/9, 1/9]\nfrom attnlab.expect import expect_close\n\np = noise_distribution(torch.tensor([0, 16, 1]))\nassert isinstance(p, torch.Tensor) and p.dtype == torch.float32, "integer counts should give a float32 tensor"\nexpect_close(p, [0.0, 8 / 9, 1 / 9], "noise_distribution([0, 16, 1])", atol=1e-6)',
-    '# power=1 gives the frequencies; float64 counts stay float64\nfrom attnlab.expect import expect_close\n\ncounts = torch.tensor([3.0, 1.0, 0.0, 4.0], dtype=torch.float64)\np = noise_distribution(counts, power=1.0)\nassert p.dtype == torch.float64, f"float64 counts should give float64, got {p.dtype}"\nexpect_close(p, [0.375, 0.125, 0.0, 0.5], "noise_distribution(counts, power=1.0)", atol=1e-12)\nexpect_close(noise_distribution(counts).sum(), 1.0, "the sum of the distribution", atol=1e-12)',
-]
+check_1 = PublicCheck('the worked example: counts [0, 16, 1] give [0, 8/9, 1/9]', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: counts [0, 16, 1] give [0, 8/9, 1/9]
+from attnlab.expect import expect_close
 
+p = noise_distribution(torch.tensor([0, 16, 1]))
+assert isinstance(p, torch.Tensor) and p.dtype == torch.float32, "integer counts should give a float32 tensor"
+expect_close(p, [0.0, 8 / 9, 1 / 9], "noise_distribution([0, 16, 1])", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('power=1 gives the frequencies; float64 counts stay float64', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# power=1 gives the frequencies; float64 counts stay float64
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+counts = torch.tensor([3.0, 1.0, 0.0, 4.0], dtype=torch.float64)
+p = noise_distribution(counts, power=1.0)
+assert p.dtype == torch.float64, f"float64 counts should give float64, got {p.dtype}"
+expect_close(p, [0.375, 0.125, 0.0, 0.5], "noise_distribution(counts, power=1.0)", atol=1e-12)
+expect_close(noise_distribution(counts).sum(), 1.0, "the sum of the distribution", atol=1e-12)
+''')

@@ -2,39 +2,53 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'skipgram_pairs'
 points = None
 
-_PUBLIC = [
-    '# the worked examples with window 1 and window 2\nfrom attnlab.expect import expect_equal\n\nids = torch.tensor([4, 7, 9])\nexpect_equal(skipgram_pairs(ids, 1), [[4, 7], [7, 4], [7, 9], [9, 7]], "skipgram_pairs([4, 7, 9], 1)")\nexpect_equal(skipgram_pairs(ids, 2), [[4, 7], [4, 9], [7, 4], [7, 9], [9, 4], [9, 7]],\n             "skipgram_pairs([4, 7, 9], 2)")',
-    '# a pad (id 0) is never a center nor a context\nfrom attnlab.expect import expect_equal\n\nexpect_equal(skipgram_pairs(torch.tensor([4, 7, 9, 0, 0]), 1), [[4, 7], [7, 4], [7, 9], [9, 7]],\n             "skipgram_pairs([4, 7, 9, 0, 0], 1)")\nexpect_equal(skipgram_pairs(torch.tensor([5, 0, 7, 8]), 1), [[7, 8], [8, 7]], "skipgram_pairs([5, 0, 7, 8], 1)")\nexpect_equal(skipgram_pairs(torch.tensor([5, 0, 7, 8]), 2), [[5, 7], [7, 5], [7, 8], [8, 7]],\n             "skipgram_pairs([5, 0, 7, 8], 2)")',
-    '# no pair at all gives an empty (0, 2) LongTensor\nfor ids in (torch.tensor([6]), torch.tensor([6, 0, 0]), torch.tensor([0, 0])):\n    pairs = skipgram_pairs(ids, 2)\n    assert isinstance(pairs, torch.Tensor) and pairs.dtype == torch.long, "return a LongTensor"\n    assert pairs.shape == (0, 2), f"skipgram_pairs({ids.tolist()}, 2) should have shape (0, 2), got {tuple(pairs.shape)}"',
-    '# window < 1 raises a ValueError that names the value\nfor bad in (0, -2):\n    try:\n        skipgram_pairs(torch.tensor([4, 7, 9]), bad)\n    except ValueError as err:\n        assert str(bad) in str(err), f"the message should name window={bad}; got {str(err)!r}"\n    else:\n        raise AssertionError(f"skipgram_pairs(ids, {bad}) should raise ValueError: the window must be at least 1")',
-]
+check_1 = PublicCheck('the worked examples with window 1 and window 2', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked examples with window 1 and window 2
+from attnlab.expect import expect_equal
 
+ids = torch.tensor([4, 7, 9])
+expect_equal(skipgram_pairs(ids, 1), [[4, 7], [7, 4], [7, 9], [9, 7]], "skipgram_pairs([4, 7, 9], 1)")
+expect_equal(skipgram_pairs(ids, 2), [[4, 7], [4, 9], [7, 4], [7, 9], [9, 4], [9, 7]],
+             "skipgram_pairs([4, 7, 9], 2)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('a pad (id 0) is never a center nor a context', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# a pad (id 0) is never a center nor a context
+from attnlab.expect import expect_equal
 
+expect_equal(skipgram_pairs(torch.tensor([4, 7, 9, 0, 0]), 1), [[4, 7], [7, 4], [7, 9], [9, 7]],
+             "skipgram_pairs([4, 7, 9, 0, 0], 1)")
+expect_equal(skipgram_pairs(torch.tensor([5, 0, 7, 8]), 1), [[7, 8], [8, 7]], "skipgram_pairs([5, 0, 7, 8], 1)")
+expect_equal(skipgram_pairs(torch.tensor([5, 0, 7, 8]), 2), [[5, 7], [7, 5], [7, 8], [8, 7]],
+             "skipgram_pairs([5, 0, 7, 8], 2)")
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('no pair at all gives an empty (0, 2) LongTensor', question=name, index=2, points=None,
+    first_line=37, source=r'''
+# no pair at all gives an empty (0, 2) LongTensor
+for ids in (torch.tensor([6]), torch.tensor([6, 0, 0]), torch.tensor([0, 0])):
+    pairs = skipgram_pairs(ids, 2)
+    assert isinstance(pairs, torch.Tensor) and pairs.dtype == torch.long, "return a LongTensor"
+    assert pairs.shape == (0, 2), f"skipgram_pairs({ids.tolist()}, 2) should have shape (0, 2), got {tuple(pairs.shape)}"
+''')
 
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck('window < 1 raises a ValueError that names the value', question=name, index=3, points=None,
+    first_line=46, source=r'''
+# window < 1 raises a ValueError that names the value
+for bad in (0, -2):
+    try:
+        skipgram_pairs(torch.tensor([4, 7, 9]), bad)
+    except ValueError as err:
+        assert str(bad) in str(err), f"the message should name window={bad}; got {str(err)!r}"
+    else:
+        raise AssertionError(f"skipgram_pairs(ids, {bad}) should raise ValueError: the window must be at least 1")
+''')

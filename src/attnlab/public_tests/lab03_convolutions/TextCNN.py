@@ -2,33 +2,50 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'TextCNN'
 points = None
 
-_PUBLIC = [
-    '# the layers have the names and shapes of the contract\nmodel = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)\nfor name in ("embedding", "conv1", "conv2", "classifier"):\n    assert hasattr(model, name), f"TextCNN should have an attribute {name!r}"\nfor name, shape in (("conv1", (6, 8, 3)), ("conv2", (6, 6, 3))):\n    got = tuple(getattr(model, name).weight.shape)\n    assert got == shape, f"{name}.weight should have shape {shape} (C_out, C_in, K), got {got}"\nassert tuple(model.classifier.weight.shape) == (1, 6), "classifier should be nn.Linear(num_filters, num_classes)"',
-    '# logits are (B,) for one class and (B, C) for several\ng = torch.Generator().manual_seed(3)\nids = torch.randint(1, 50, (4, 12), generator=g)\nout = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)(ids)\nassert out.shape == (4,), f"num_classes=1: logits should have shape (4,), got {tuple(out.shape)}"\nout = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2, num_classes=3)(ids)\nassert out.shape == (4, 3), f"num_classes=3: logits should have shape (4, 3), got {tuple(out.shape)}"\nout = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)(ids[:1])\nassert out.shape == (1,), f"a batch of one keeps its batch dimension: (1,), got {tuple(out.shape)}"',
-    '# the max over time: moving a phrase within the sentence keeps the logit\ntorch.manual_seed(0)\nmodel = TextCNN(20, 4, num_filters=5, kernel_size=2, pool_size=1).eval()\nphrase = torch.tensor([7, 3, 9])\nearly = torch.zeros(1, 12, dtype=torch.long)\nlate = torch.zeros(1, 12, dtype=torch.long)\nearly[0, 2:5], late[0, 7:10] = phrase, phrase  # at least two pads on each side: the receptive field is 3\nwith torch.no_grad():\n    a, b = model(early), model(late)\nassert torch.allclose(a, b, atol=1e-6), (\n    "with pool_size=1 a phrase surrounded by padding gives the same logit wherever it stands: "\n    f"got {a.item():.4f} and {b.item():.4f}. Take the max over the time dimension (the last one)")',
-]
+check_1 = PublicCheck('the layers have the names and shapes of the contract', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the layers have the names and shapes of the contract
+model = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)
+for name in ("embedding", "conv1", "conv2", "classifier"):
+    assert hasattr(model, name), f"TextCNN should have an attribute {name!r}"
+for name, shape in (("conv1", (6, 8, 3)), ("conv2", (6, 6, 3))):
+    got = tuple(getattr(model, name).weight.shape)
+    assert got == shape, f"{name}.weight should have shape {shape} (C_out, C_in, K), got {got}"
+assert tuple(model.classifier.weight.shape) == (1, 6), "classifier should be nn.Linear(num_filters, num_classes)"
+''')
 
+check_2 = PublicCheck('logits are (B,) for one class and (B, C) for several', question=name, index=1, points=None,
+    first_line=26, source=r'''
+# logits are (B,) for one class and (B, C) for several
+g = torch.Generator().manual_seed(3)
+ids = torch.randint(1, 50, (4, 12), generator=g)
+out = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)(ids)
+assert out.shape == (4,), f"num_classes=1: logits should have shape (4,), got {tuple(out.shape)}"
+out = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2, num_classes=3)(ids)
+assert out.shape == (4, 3), f"num_classes=3: logits should have shape (4, 3), got {tuple(out.shape)}"
+out = TextCNN(50, 8, num_filters=6, kernel_size=3, pool_size=2)(ids[:1])
+assert out.shape == (1,), f"a batch of one keeps its batch dimension: (1,), got {tuple(out.shape)}"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('max over time: moving a phrase keeps the logit', question=name, index=2, points=None,
+    first_line=39, source=r'''
+# max over time: moving a phrase keeps the logit
+torch.manual_seed(0)
+model = TextCNN(20, 4, num_filters=5, kernel_size=2, pool_size=1).eval()
+phrase = torch.tensor([7, 3, 9])
+early = torch.zeros(1, 12, dtype=torch.long)
+late = torch.zeros(1, 12, dtype=torch.long)
+early[0, 2:5], late[0, 7:10] = phrase, phrase  # at least two pads on each side: the receptive field is 3
+with torch.no_grad():
+    a, b = model(early), model(late)
+assert torch.allclose(a, b, atol=1e-6), (
+    "with pool_size=1 a phrase surrounded by padding gives the same logit wherever it stands: "
+    f"got {a.item():.4f} and {b.item():.4f}. Take the max over the time dimension (the last one)")
+''')

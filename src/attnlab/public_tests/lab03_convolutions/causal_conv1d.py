@@ -2,33 +2,43 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'causal_conv1d'
 points = None
 
-_PUBLIC = [
-    '# the worked example: x = [1, 2, 3], W = [1, 1] gives [1, 3, 5]\nfrom attnlab.expect import expect_close\n\ny = causal_conv1d(torch.tensor([[[1.0, 2.0, 3.0]]]), torch.tensor([[[1.0, 1.0]]]))\nexpect_close(y, [[[1.0, 3.0, 5.0]]], "causal_conv1d([1, 2, 3], [1, 1])")',
-    '# the output keeps the input\'s length, also with dilation\ng = torch.Generator().manual_seed(1)\nx = torch.randn(2, 3, 9, generator=g)\nfor k, d in ((1, 1), (3, 1), (3, 2), (2, 4)):\n    y = causal_conv1d(x, torch.randn(5, 3, k, generator=g), dilation=d)\n    assert y.shape == (2, 5, 9), f"kernel {k}, dilation {d}: the shape should be (2, 5, 9), got {tuple(y.shape)}"',
-    '# changing input position 5 changes no output before position 5\ng = torch.Generator().manual_seed(2)\nx = torch.randn(1, 2, 10, generator=g)\nw = torch.randn(3, 2, 3, generator=g)\nx2 = x.clone()\nx2[..., 5] += 1.0\ny, y2 = causal_conv1d(x, w, dilation=2), causal_conv1d(x2, w, dilation=2)\nchanged = (y - y2).abs().amax(dim=(0, 1)) > 1e-6\nassert not changed[:5].any(), (f"outputs {changed[:5].nonzero().flatten().tolist()} changed although they come "\n                               "before position 5: pad on the left only, by dilation * (K - 1)")\nassert changed[5], "output 5 should depend on input 5"',
-]
+check_1 = PublicCheck('worked example: [1, 2, 3] with W = [1, 1] is [1, 3, 5]', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# worked example: [1, 2, 3] with W = [1, 1] is [1, 3, 5]
+from attnlab.expect import expect_close
 
+y = causal_conv1d(torch.tensor([[[1.0, 2.0, 3.0]]]), torch.tensor([[[1.0, 1.0]]]))
+expect_close(y, [[[1.0, 3.0, 5.0]]], "causal_conv1d([1, 2, 3], [1, 1])")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck("the output keeps the input's length, also with dilation", question=name, index=1, points=None,
+    first_line=23, source=r'''
+# the output keeps the input's length, also with dilation
+g = torch.Generator().manual_seed(1)
+x = torch.randn(2, 3, 9, generator=g)
+for k, d in ((1, 1), (3, 1), (3, 2), (2, 4)):
+    y = causal_conv1d(x, torch.randn(5, 3, k, generator=g), dilation=d)
+    assert y.shape == (2, 5, 9), f"kernel {k}, dilation {d}: the shape should be (2, 5, 9), got {tuple(y.shape)}"
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('changing input 5 changes no output before position 5', question=name, index=2, points=None,
+    first_line=33, source=r'''
+# changing input 5 changes no output before position 5
+g = torch.Generator().manual_seed(2)
+x = torch.randn(1, 2, 10, generator=g)
+w = torch.randn(3, 2, 3, generator=g)
+x2 = x.clone()
+x2[..., 5] += 1.0
+y, y2 = causal_conv1d(x, w, dilation=2), causal_conv1d(x2, w, dilation=2)
+changed = (y - y2).abs().amax(dim=(0, 1)) > 1e-6
+assert not changed[:5].any(), (f"outputs {changed[:5].nonzero().flatten().tolist()} changed although they come "
+                               "before position 5: pad on the left only, by dilation * (K - 1)")
+assert changed[5], "output 5 should depend on input 5"
+''')

@@ -2,39 +2,56 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'conv1d'
 points = None
 
-_PUBLIC = [
-    '# the worked example: x = [1, 2, 3, 4], W = [1, 0, -1] gives [-2, -2] (no flip)\nfrom attnlab.expect import expect_close\n\ny = conv1d(torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]), torch.tensor([[[1.0, 0.0, -1.0]]]))\nexpect_close(y, [[[-2.0, -2.0]]], "conv1d([1, 2, 3, 4], [1, 0, -1])")',
-    '# the bias is added once per output channel\nfrom attnlab.expect import expect_close\n\nx = torch.ones(1, 2, 3)\nw = torch.ones(3, 2, 2)\ny = conv1d(x, w, bias=torch.tensor([0.0, 10.0, -1.0]))\nexpect_close(y, [[[4.0, 4.0], [14.0, 14.0], [3.0, 3.0]]], "conv1d with bias [0, 10, -1]")',
-    '# equals F.conv1d with stride 2, padding 1 and dilation 2\nfrom attnlab.expect import expect_close\n\ng = torch.Generator().manual_seed(0)\nx = torch.randn(2, 3, 11, dtype=torch.float64, generator=g)\nw = torch.randn(4, 3, 3, dtype=torch.float64, generator=g)\nb = torch.randn(4, dtype=torch.float64, generator=g)\ny = conv1d(x, w, b, stride=2, padding=1, dilation=2)\nassert y.dtype == torch.float64, "keep the input\'s dtype (float64 here)"\nexpect_close(y, F.conv1d(x, w, b, stride=2, padding=1, dilation=2), "conv1d(stride=2, padding=1, dilation=2)",\n             atol=1e-9)',
-    '# a mismatch of channels raises a ValueError that names both\nx, w = torch.zeros(1, 3, 5), torch.zeros(2, 4, 3)\ntry:\n    conv1d(x, w)\nexcept ValueError as error:\n    assert "3" in str(error) and "4" in str(error), f"the message should name 3 and 4, got: {error}"\nelse:\n    raise AssertionError("conv1d(x with 3 channels, weight for 4) should raise a ValueError")',
-]
+check_1 = PublicCheck('worked example: [1, 2, 3, 4] with W = [1, 0, -1] is [-2, -2]', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# worked example: [1, 2, 3, 4] with W = [1, 0, -1] is [-2, -2]
+from attnlab.expect import expect_close
 
+y = conv1d(torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]), torch.tensor([[[1.0, 0.0, -1.0]]]))
+expect_close(y, [[[-2.0, -2.0]]], "conv1d([1, 2, 3, 4], [1, 0, -1])")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('the bias is added once per output channel', question=name, index=1, points=None,
+    first_line=23, source=r'''
+# the bias is added once per output channel
+from attnlab.expect import expect_close
 
+x = torch.ones(1, 2, 3)
+w = torch.ones(3, 2, 2)
+y = conv1d(x, w, bias=torch.tensor([0.0, 10.0, -1.0]))
+expect_close(y, [[[4.0, 4.0], [14.0, 14.0], [3.0, 3.0]]], "conv1d with bias [0, 10, -1]")
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('equals F.conv1d with stride 2, padding 1 and dilation 2', question=name, index=2, points=None,
+    first_line=34, source=r'''
+# equals F.conv1d with stride 2, padding 1 and dilation 2
+from attnlab.expect import expect_close
 
+g = torch.Generator().manual_seed(0)
+x = torch.randn(2, 3, 11, dtype=torch.float64, generator=g)
+w = torch.randn(4, 3, 3, dtype=torch.float64, generator=g)
+b = torch.randn(4, dtype=torch.float64, generator=g)
+y = conv1d(x, w, b, stride=2, padding=1, dilation=2)
+assert y.dtype == torch.float64, "keep the input's dtype (float64 here)"
+expect_close(y, F.conv1d(x, w, b, stride=2, padding=1, dilation=2), "conv1d(stride=2, padding=1, dilation=2)",
+             atol=1e-9)
+''')
 
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck('a mismatch of channels raises a ValueError that names both', question=name, index=3, points=None,
+    first_line=49, source=r'''
+# a mismatch of channels raises a ValueError that names both
+x, w = torch.zeros(1, 3, 5), torch.zeros(2, 4, 3)
+try:
+    conv1d(x, w)
+except ValueError as error:
+    assert "3" in str(error) and "4" in str(error), f"the message should name 3 and 4, got: {error}"
+else:
+    raise AssertionError("conv1d(x with 3 channels, weight for 4) should raise a ValueError")
+''')

@@ -2,33 +2,32 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'conv1d_output_length'
 points = None
 
-_PUBLIC = [
-    '# the worked example: L=10, K=3, s=2, p=1, d=2 gives 4\nn = conv1d_output_length(10, 3, stride=2, padding=1, dilation=2)\nassert isinstance(n, int), f"conv1d_output_length should return an int, got {type(n).__name__}"\nassert n == 4, f"conv1d_output_length(10, 3, stride=2, padding=1, dilation=2) should be 4, got {n}"',
-    '# the defaults (stride 1, no padding, no dilation): L - K + 1\nassert conv1d_output_length(7, 3) == 5, f"7 positions, kernel 3: 5 windows, got {conv1d_output_length(7, 3)}"\nassert conv1d_output_length(5, 5) == 1, "a kernel as long as the input gives one window"\nassert conv1d_output_length(8, 3, padding=1) == 8, "padding 1 with kernel 3 keeps the length (\'same\' padding)"',
-    '# the floor: a last window that would stick out is not counted\nn = conv1d_output_length(10, 3, stride=3)\nassert n == 3, f"L=10, K=3, stride 3: windows at 0, 3, 6 (one at 9 would stick out), so 3; got {n}"',
-]
+check_1 = PublicCheck('the worked example: L=10, K=3, s=2, p=1, d=2 gives 4', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: L=10, K=3, s=2, p=1, d=2 gives 4
+n = conv1d_output_length(10, 3, stride=2, padding=1, dilation=2)
+assert isinstance(n, int), f"conv1d_output_length should return an int, got {type(n).__name__}"
+assert n == 4, f"conv1d_output_length(10, 3, stride=2, padding=1, dilation=2) should be 4, got {n}"
+''')
 
+check_2 = PublicCheck('the defaults (stride 1, no padding, no dilation): L - K + 1', question=name, index=1, points=None,
+    first_line=22, source=r'''
+# the defaults (stride 1, no padding, no dilation): L - K + 1
+assert conv1d_output_length(7, 3) == 5, f"7 positions, kernel 3: 5 windows, got {conv1d_output_length(7, 3)}"
+assert conv1d_output_length(5, 5) == 1, "a kernel as long as the input gives one window"
+assert conv1d_output_length(8, 3, padding=1) == 8, "padding 1 with kernel 3 keeps the length ('same' padding)"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('the floor: a last window that would stick out is not counted', question=name, index=2, points=None,
+    first_line=30, source=r'''
+# the floor: a last window that would stick out is not counted
+n = conv1d_output_length(10, 3, stride=3)
+assert n == 3, f"L=10, K=3, stride 3: windows at 0, 3, 6 (one at 9 would stick out), so 3; got {n}"
+''')

@@ -2,27 +2,27 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'receptive_field'
 points = None
 
-_PUBLIC = [
-    '# the worked examples: 15 for doubling dilations, 41 for the TextCNN stack\nr = receptive_field([(3, 1, 1), (3, 1, 2), (3, 1, 4)])\nassert isinstance(r, int), f"receptive_field should return an int, got {type(r).__name__}"\nassert r == 15, f"receptive_field([(3, 1, 1), (3, 1, 2), (3, 1, 4)]) should be 15, got {r}"\nr = receptive_field([(7, 1, 1), (5, 5, 1), (7, 1, 1)])\nassert r == 41, f"receptive_field([(7, 1, 1), (5, 5, 1), (7, 1, 1)]) should be 41, got {r} (strides of earlier layers)"',
-    '# one layer, and no layer at all\nassert receptive_field([(5, 1, 1)]) == 5, "one layer with kernel 5 sees 5 positions"\nassert receptive_field([(3, 2, 3)]) == 7, "kernel 3 with dilation 3 spans 7 positions; its own stride does not count"\nassert receptive_field([]) == 1, "no layer: each output is one input, r = 1"',
-]
+check_1 = PublicCheck('worked examples: 15 (doubling dilations), 41 (TextCNN)', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# worked examples: 15 (doubling dilations), 41 (TextCNN)
+r = receptive_field([(3, 1, 1), (3, 1, 2), (3, 1, 4)])
+assert isinstance(r, int), f"receptive_field should return an int, got {type(r).__name__}"
+assert r == 15, f"receptive_field([(3, 1, 1), (3, 1, 2), (3, 1, 4)]) should be 15, got {r}"
+r = receptive_field([(7, 1, 1), (5, 5, 1), (7, 1, 1)])
+assert r == 41, f"receptive_field([(7, 1, 1), (5, 5, 1), (7, 1, 1)]) should be 41, got {r} (strides of earlier layers)"
+''')
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('one layer, and no layer at all', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# one layer, and no layer at all
+assert receptive_field([(5, 1, 1)]) == 5, "one layer with kernel 5 sees 5 positions"
+assert receptive_field([(3, 2, 3)]) == 7, "kernel 3 with dilation 3 spans 7 positions; its own stride does not count"
+assert receptive_field([]) == 1, "no layer: each output is one input, r = 1"
+''')

@@ -2,33 +2,53 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'ElmanRNN'
 points = None
 
-_PUBLIC = [
-    '# parameters named and shaped as in nn.RNN\nrnn = ElmanRNN(3, 5)\nshapes = {name: tuple(p.shape) for name, p in rnn.named_parameters()}\nexpected = {"weight_ih_l0": (5, 3), "weight_hh_l0": (5, 5), "bias_ih_l0": (5,), "bias_hh_l0": (5,)}\nassert shapes == expected, f"ElmanRNN(3, 5) should have the parameters {expected}, got {shapes}"\nk = 1 / math.sqrt(5)\nassert all(p.abs().max() <= k for p in rnn.parameters()), "initialise every parameter uniform in [-1/sqrt(H), 1/sqrt(H)]"',
-    '# output shapes (B, T, H) and (B, H); h_T is the last output\ng = torch.Generator().manual_seed(2)\nrnn = ElmanRNN(3, 5)\noutputs, h_T = rnn(torch.randn(2, 7, 3, generator=g))\nassert isinstance(outputs, torch.Tensor) and outputs.shape == (2, 7, 5), (\n    f"outputs should have shape (B, T, H) = (2, 7, 5), got {getattr(outputs, \'shape\', type(outputs))}")\nassert isinstance(h_T, torch.Tensor) and h_T.shape == (2, 5), (\n    f"h_T should have shape (B, H) = (2, 5), without nn.RNN\'s layer dimension; got {getattr(h_T, \'shape\', h_T)}")\nassert torch.equal(h_T, outputs[:, -1]), "h_T should be the state after the last step, outputs[:, -1]"',
-    '# the same outputs as nn.RNN(batch_first=True) on the same weights\nfrom attnlab.expect import expect_close\n\ntorch.manual_seed(3)\nreference = nn.RNN(3, 5, batch_first=True)\nrnn = ElmanRNN(3, 5)\nrnn.load_state_dict(reference.state_dict())\nx, h0 = torch.randn(2, 6, 3), torch.randn(2, 5)\nwith torch.no_grad():\n    expected, _ = reference(x)\n    outputs, _ = rnn(x)\n    expect_close(outputs, expected, "outputs with h0=None, compared with nn.RNN", atol=1e-5)\n    expected, h_n = reference(x, h0[None])  # nn.RNN wants h0 of shape (1, B, H)\n    outputs, h_T = rnn(x, h0)\n    expect_close(outputs, expected, "outputs with a given h0, compared with nn.RNN", atol=1e-5)\n    expect_close(h_T, h_n[0], "h_T with a given h0, compared with nn.RNN\'s h_n[0]", atol=1e-5)',
-]
+check_1 = PublicCheck('parameters named and shaped as in nn.RNN', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# parameters named and shaped as in nn.RNN
+rnn = ElmanRNN(3, 5)
+shapes = {name: tuple(p.shape) for name, p in rnn.named_parameters()}
+expected = {"weight_ih_l0": (5, 3), "weight_hh_l0": (5, 5), "bias_ih_l0": (5,), "bias_hh_l0": (5,)}
+assert shapes == expected, f"ElmanRNN(3, 5) should have the parameters {expected}, got {shapes}"
+k = 1 / math.sqrt(5)
+assert all(p.abs().max() <= k for p in rnn.parameters()), "initialise every parameter uniform in [-1/sqrt(H), 1/sqrt(H)]"
+''')
 
+check_2 = PublicCheck('output shapes (B, T, H) and (B, H); h_T is the last output', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# output shapes (B, T, H) and (B, H); h_T is the last output
+g = torch.Generator().manual_seed(2)
+rnn = ElmanRNN(3, 5)
+outputs, h_T = rnn(torch.randn(2, 7, 3, generator=g))
+assert isinstance(outputs, torch.Tensor) and outputs.shape == (2, 7, 5), (
+    f"outputs should have shape (B, T, H) = (2, 7, 5), got {getattr(outputs, 'shape', type(outputs))}")
+assert isinstance(h_T, torch.Tensor) and h_T.shape == (2, 5), (
+    f"h_T should have shape (B, H) = (2, 5), without nn.RNN's layer dimension; got {getattr(h_T, 'shape', h_T)}")
+assert torch.equal(h_T, outputs[:, -1]), "h_T should be the state after the last step, outputs[:, -1]"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_3 = PublicCheck('the outputs of nn.RNN(batch_first=True), same weights', question=name, index=2, points=None,
+    first_line=38, source=r'''
+# the outputs of nn.RNN(batch_first=True), same weights
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+torch.manual_seed(3)
+reference = nn.RNN(3, 5, batch_first=True)
+rnn = ElmanRNN(3, 5)
+rnn.load_state_dict(reference.state_dict())
+x, h0 = torch.randn(2, 6, 3), torch.randn(2, 5)
+with torch.no_grad():
+    expected, _ = reference(x)
+    outputs, _ = rnn(x)
+    expect_close(outputs, expected, "outputs with h0=None, compared with nn.RNN", atol=1e-5)
+    expected, h_n = reference(x, h0[None])  # nn.RNN wants h0 of shape (1, B, H)
+    outputs, h_T = rnn(x, h0)
+    expect_close(outputs, expected, "outputs with a given h0, compared with nn.RNN", atol=1e-5)
+    expect_close(h_T, h_n[0], "h_T with a given h0, compared with nn.RNN's h_n[0]", atol=1e-5)
+''')

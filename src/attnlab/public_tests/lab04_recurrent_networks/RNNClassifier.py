@@ -2,33 +2,53 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'RNNClassifier'
 points = None
 
-_PUBLIC = [
-    '# sub-layers and output shapes: (B,) for one class, (B, C) for C classes\ntorch.manual_seed(0)\nmodel = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5)\nassert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"\nassert isinstance(model.lstm, nn.LSTM) and model.lstm.batch_first, (\n    "lstm should be nn.LSTM(embed_dim, hidden_size, batch_first=True)")\nassert isinstance(model.classifier, nn.Linear) and model.classifier.out_features == 1, (\n    "classifier should be nn.Linear(hidden_size, num_classes)")\nids = torch.tensor([[5, 6, 7, 0], [3, 0, 0, 0], [9, 8, 7, 6]])\nlengths = torch.tensor([3, 1, 4])\nassert model(ids, lengths).shape == (3,), "num_classes=1: the logits should have shape (B,) = (3,)"\nassert model(ids[:1], lengths[:1]).shape == (1,), (\n    "a batch of one should give logits of shape (1,): squeeze(-1), not squeeze()")\nassert RNNClassifier(20, 6, 5, num_classes=3)(ids, lengths).shape == (3, 3), "num_classes=3: logits of shape (B, 3)"',
-    '# padding changes nothing: a padded sentence gets the logit of the sentence alone\nfrom attnlab.expect import expect_close\n\ntorch.manual_seed(1)\nmodel = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5).eval()\nids = torch.tensor([[5, 6, 7, 0, 0, 0], [3, 4, 0, 0, 0, 0]])\nwith torch.no_grad():\n    batch = model(ids, torch.tensor([3, 2]))\n    alone = torch.cat([model(torch.tensor([[5, 6, 7]]), torch.tensor([3])),\n                       model(torch.tensor([[3, 4]]), torch.tensor([2]))])\nexpect_close(batch, alone, "logits of padded sentences (expected: each sentence alone)", atol=1e-5)',
-    '# word order matters: reversing a sentence changes its logit\ntorch.manual_seed(2)\nmodel = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5).eval()\nwith torch.no_grad():\n    a = model(torch.tensor([[5, 6, 7, 9]]), torch.tensor([4]))\n    b = model(torch.tensor([[9, 7, 6, 5]]), torch.tensor([4]))\nassert not torch.allclose(a, b), "an LSTM reads words in order: reversing the sentence should change the logit"',
-]
+check_1 = PublicCheck('sub-layers; logits (B,) for one class, (B, C) for C', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers; logits (B,) for one class, (B, C) for C
+torch.manual_seed(0)
+model = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5)
+assert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"
+assert isinstance(model.lstm, nn.LSTM) and model.lstm.batch_first, (
+    "lstm should be nn.LSTM(embed_dim, hidden_size, batch_first=True)")
+assert isinstance(model.classifier, nn.Linear) and model.classifier.out_features == 1, (
+    "classifier should be nn.Linear(hidden_size, num_classes)")
+ids = torch.tensor([[5, 6, 7, 0], [3, 0, 0, 0], [9, 8, 7, 6]])
+lengths = torch.tensor([3, 1, 4])
+assert model(ids, lengths).shape == (3,), "num_classes=1: the logits should have shape (B,) = (3,)"
+assert model(ids[:1], lengths[:1]).shape == (1,), (
+    "a batch of one should give logits of shape (1,): squeeze(-1), not squeeze()")
+assert RNNClassifier(20, 6, 5, num_classes=3)(ids, lengths).shape == (3, 3), "num_classes=3: logits of shape (B, 3)"
+''')
 
+check_2 = PublicCheck('padding changes nothing: same logit as the sentence alone', question=name, index=1, points=None,
+    first_line=32, source=r'''
+# padding changes nothing: same logit as the sentence alone
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+torch.manual_seed(1)
+model = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5).eval()
+ids = torch.tensor([[5, 6, 7, 0, 0, 0], [3, 4, 0, 0, 0, 0]])
+with torch.no_grad():
+    batch = model(ids, torch.tensor([3, 2]))
+    alone = torch.cat([model(torch.tensor([[5, 6, 7]]), torch.tensor([3])),
+                       model(torch.tensor([[3, 4]]), torch.tensor([2]))])
+expect_close(batch, alone, "logits of padded sentences (expected: each sentence alone)", atol=1e-5)
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('word order matters: reversing a sentence changes its logit', question=name, index=2, points=None,
+    first_line=47, source=r'''
+# word order matters: reversing a sentence changes its logit
+torch.manual_seed(2)
+model = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5).eval()
+with torch.no_grad():
+    a = model(torch.tensor([[5, 6, 7, 9]]), torch.tensor([4]))
+    b = model(torch.tensor([[9, 7, 6, 5]]), torch.tensor([4]))
+assert not torch.allclose(a, b), "an LSTM reads words in order: reversing the sentence should change the logit"
+''')

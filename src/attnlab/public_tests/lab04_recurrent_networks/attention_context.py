@@ -2,33 +2,48 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'attention_context'
 points = None
 
-_PUBLIC = [
-    '# the worked example without a mask: weights [0.4683, 0.0634, 0.4683]\nfrom attnlab.expect import expect_close\n\nencoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])\nout = attention_context(torch.tensor([[2.0, 0.0]]), encoder_states)\nassert isinstance(out, tuple) and len(out) == 2, "attention_context should return the pair (context, weights)"\ncontext, weights = out\nexpect_close(weights, [[0.4683, 0.0634, 0.4683]], "weights of the worked example", atol=1e-4)\nexpect_close(context, [[0.9366, 0.5317]], "context of the worked example", atol=1e-4)',
-    '# the worked example with a mask: the masked weight is exactly 0\nfrom attnlab.expect import expect_close, expect_equal\n\nencoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])\ncontext, weights = attention_context(torch.tensor([[2.0, 0.0]]), encoder_states, torch.tensor([[True, True, False]]))\nexpect_close(weights, [[0.8808, 0.1192, 0.0]], "masked weights of the worked example", atol=1e-4)\nexpect_equal(weights[:, 2], [0.0], "the weight of the masked position (set its score to -inf)")\nexpect_close(context, [[0.8808, 0.1192]], "masked context of the worked example", atol=1e-4)',
-    '# shapes (B, H) and (B, T), rows sum to 1, dtype kept\nfrom attnlab.expect import expect_close\n\ng = torch.Generator().manual_seed(7)\ncontext, weights = attention_context(torch.randn(3, 4, dtype=torch.float64, generator=g),\n                                     torch.randn(3, 6, 4, dtype=torch.float64, generator=g))\nassert context.shape == (3, 4), f"context should have shape (B, H) = (3, 4), got {tuple(context.shape)}"\nassert weights.shape == (3, 6), f"weights should have shape (B, T) = (3, 6), got {tuple(weights.shape)}"\nassert context.dtype == torch.float64 and weights.dtype == torch.float64, "keep the input\'s dtype (float64 here)"\nexpect_close(weights.sum(-1), torch.ones(3, dtype=torch.float64), "the row sums of the weights (softmax over T)")',
-]
+check_1 = PublicCheck('worked example, no mask: weights [0.4683, 0.0634, 0.4683]', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# worked example, no mask: weights [0.4683, 0.0634, 0.4683]
+from attnlab.expect import expect_close
 
+encoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+out = attention_context(torch.tensor([[2.0, 0.0]]), encoder_states)
+assert isinstance(out, tuple) and len(out) == 2, "attention_context should return the pair (context, weights)"
+context, weights = out
+expect_close(weights, [[0.4683, 0.0634, 0.4683]], "weights of the worked example", atol=1e-4)
+expect_close(context, [[0.9366, 0.5317]], "context of the worked example", atol=1e-4)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('worked example with a mask: the masked weight is exactly 0', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# worked example with a mask: the masked weight is exactly 0
+from attnlab.expect import expect_close, expect_equal
 
+encoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+context, weights = attention_context(torch.tensor([[2.0, 0.0]]), encoder_states, torch.tensor([[True, True, False]]))
+expect_close(weights, [[0.8808, 0.1192, 0.0]], "masked weights of the worked example", atol=1e-4)
+expect_equal(weights[:, 2], [0.0], "the weight of the masked position (set its score to -inf)")
+expect_close(context, [[0.8808, 0.1192]], "masked context of the worked example", atol=1e-4)
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('shapes (B, H) and (B, T), rows sum to 1, dtype kept', question=name, index=2, points=None,
+    first_line=39, source=r'''
+# shapes (B, H) and (B, T), rows sum to 1, dtype kept
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+g = torch.Generator().manual_seed(7)
+context, weights = attention_context(torch.randn(3, 4, dtype=torch.float64, generator=g),
+                                     torch.randn(3, 6, 4, dtype=torch.float64, generator=g))
+assert context.shape == (3, 4), f"context should have shape (B, H) = (3, 4), got {tuple(context.shape)}"
+assert weights.shape == (3, 6), f"weights should have shape (B, T) = (3, 6), got {tuple(weights.shape)}"
+assert context.dtype == torch.float64 and weights.dtype == torch.float64, "keep the input's dtype (float64 here)"
+expect_close(weights.sum(-1), torch.ones(3, dtype=torch.float64), "the row sums of the weights (softmax over T)")
+''')

@@ -2,33 +2,41 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'last_valid_state'
 points = None
 
-_PUBLIC = [
-    '# the worked example: [[3], [4]]\nfrom attnlab.expect import expect_close\n\noutputs = torch.tensor([[[1.0], [2.0], [3.0]], [[4.0], [5.0], [6.0]]])\nexpect_close(last_valid_state(outputs, torch.tensor([3, 1])), [[3.0], [4.0]], "last_valid_state of the worked example")',
-    '# row b is outputs[b, lengths[b] - 1] for mixed lengths\nfrom attnlab.expect import expect_close\n\ng = torch.Generator().manual_seed(6)\noutputs = torch.randn(4, 5, 3, generator=g)\nlengths = torch.tensor([5, 1, 3, 2])\nexpected = torch.stack([outputs[0, 4], outputs[1, 0], outputs[2, 2], outputs[3, 1]])\nexpect_close(last_valid_state(outputs, lengths), expected, "last_valid_state with lengths [5, 1, 3, 2]")',
-    '# a length of 0 or above T raises a ValueError\nfor bad in ([3, 0], [4, 2]):\n    try:\n        last_valid_state(torch.zeros(2, 3, 1), torch.tensor(bad))\n    except ValueError:\n        continue\n    raise AssertionError(f"lengths {bad} with T=3 should raise a ValueError (allowed: 1 to T)")',
-]
+check_1 = PublicCheck('the worked example: [[3], [4]]', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: [[3], [4]]
+from attnlab.expect import expect_close
 
+outputs = torch.tensor([[[1.0], [2.0], [3.0]], [[4.0], [5.0], [6.0]]])
+expect_close(last_valid_state(outputs, torch.tensor([3, 1])), [[3.0], [4.0]], "last_valid_state of the worked example")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('row b is outputs[b, lengths[b] - 1] for mixed lengths', question=name, index=1, points=None,
+    first_line=23, source=r'''
+# row b is outputs[b, lengths[b] - 1] for mixed lengths
+from attnlab.expect import expect_close
 
+g = torch.Generator().manual_seed(6)
+outputs = torch.randn(4, 5, 3, generator=g)
+lengths = torch.tensor([5, 1, 3, 2])
+expected = torch.stack([outputs[0, 4], outputs[1, 0], outputs[2, 2], outputs[3, 1]])
+expect_close(last_valid_state(outputs, lengths), expected, "last_valid_state with lengths [5, 1, 3, 2]")
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('a length of 0 or above T raises a ValueError', question=name, index=2, points=None,
+    first_line=35, source=r'''
+# a length of 0 or above T raises a ValueError
+for bad in ([3, 0], [4, 2]):
+    try:
+        last_valid_state(torch.zeros(2, 3, 1), torch.tensor(bad))
+    except ValueError:
+        continue
+    raise AssertionError(f"lengths {bad} with T=3 should raise a ValueError (allowed: 1 to T)")
+''')

@@ -2,33 +2,51 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'lstm_cell'
 points = None
 
-_PUBLIC = [
-    '# the worked example: c_t = 1.6082, h_t = 0.9063 (gates i, f, g, o)\nfrom attnlab.expect import expect_close\n\nout = lstm_cell(torch.tensor([[0.7]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.zeros(4, 1),\n                torch.zeros(4, 1), torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.zeros(4))\nassert isinstance(out, tuple) and len(out) == 2, "lstm_cell should return the pair (h_t, c_t)"\nh, c = out\nexpect_close(c, [[1.6082]], "c_t for the worked example", atol=1e-4)\nexpect_close(h, [[0.9063]], "h_t for the worked example", atol=1e-4)',
-    '# shapes (B, H) with D != H, dtype kept\ng = torch.Generator().manual_seed(4)\nB, D, H = 3, 2, 5\nf64 = dict(dtype=torch.float64, generator=g)\nh, c = lstm_cell(torch.randn(B, D, **f64), torch.randn(B, H, **f64), torch.randn(B, H, **f64),\n                 torch.randn(4 * H, D, **f64), torch.randn(4 * H, H, **f64), torch.randn(4 * H, **f64),\n                 torch.randn(4 * H, **f64))\nassert h.shape == (B, H) and c.shape == (B, H), f"h_t and c_t should have shape (B, H) = {(B, H)}, got {h.shape}, {c.shape}"\nassert h.dtype == torch.float64 and c.dtype == torch.float64, "keep the input\'s dtype (float64 here)"\nassert (h.abs() < 1).all(), "h_t = o * tanh(c_t) lies in (-1, 1)"',
-    '# the same (h_t, c_t) as PyTorch\'s nn.LSTMCell with these weights\nfrom attnlab.expect import expect_close\n\ng = torch.Generator().manual_seed(5)\ncell = nn.LSTMCell(3, 4)\nx, h_prev, c_prev = torch.randn(2, 3, generator=g), torch.randn(2, 4, generator=g), torch.randn(2, 4, generator=g)\nwith torch.no_grad():\n    h_ref, c_ref = cell(x, (h_prev, c_prev))\n    h, c = lstm_cell(x, h_prev, c_prev, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)\nexpect_close(c, c_ref, "c_t compared with nn.LSTMCell", atol=1e-5)\nexpect_close(h, h_ref, "h_t compared with nn.LSTMCell", atol=1e-5)',
-]
+check_1 = PublicCheck('worked example: c_t = 1.6082, h_t = 0.9063 (i, f, g, o)', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# worked example: c_t = 1.6082, h_t = 0.9063 (i, f, g, o)
+from attnlab.expect import expect_close
 
+out = lstm_cell(torch.tensor([[0.7]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.zeros(4, 1),
+                torch.zeros(4, 1), torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.zeros(4))
+assert isinstance(out, tuple) and len(out) == 2, "lstm_cell should return the pair (h_t, c_t)"
+h, c = out
+expect_close(c, [[1.6082]], "c_t for the worked example", atol=1e-4)
+expect_close(h, [[0.9063]], "h_t for the worked example", atol=1e-4)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('shapes (B, H) with D != H, dtype kept', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# shapes (B, H) with D != H, dtype kept
+g = torch.Generator().manual_seed(4)
+B, D, H = 3, 2, 5
+f64 = dict(dtype=torch.float64, generator=g)
+h, c = lstm_cell(torch.randn(B, D, **f64), torch.randn(B, H, **f64), torch.randn(B, H, **f64),
+                 torch.randn(4 * H, D, **f64), torch.randn(4 * H, H, **f64), torch.randn(4 * H, **f64),
+                 torch.randn(4 * H, **f64))
+assert h.shape == (B, H) and c.shape == (B, H), f"h_t and c_t should have shape (B, H) = {(B, H)}, got {h.shape}, {c.shape}"
+assert h.dtype == torch.float64 and c.dtype == torch.float64, "keep the input's dtype (float64 here)"
+assert (h.abs() < 1).all(), "h_t = o * tanh(c_t) lies in (-1, 1)"
+''')
 
+check_3 = PublicCheck('the (h_t, c_t) of nn.LSTMCell with these weights', question=name, index=2, points=None,
+    first_line=41, source=r'''
+# the (h_t, c_t) of nn.LSTMCell with these weights
+from attnlab.expect import expect_close
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+g = torch.Generator().manual_seed(5)
+cell = nn.LSTMCell(3, 4)
+x, h_prev, c_prev = torch.randn(2, 3, generator=g), torch.randn(2, 4, generator=g), torch.randn(2, 4, generator=g)
+with torch.no_grad():
+    h_ref, c_ref = cell(x, (h_prev, c_prev))
+    h, c = lstm_cell(x, h_prev, c_prev, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+expect_close(c, c_ref, "c_t compared with nn.LSTMCell", atol=1e-5)
+expect_close(h, h_ref, "h_t compared with nn.LSTMCell", atol=1e-5)
+''')

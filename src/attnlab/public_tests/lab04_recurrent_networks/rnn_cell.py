@@ -2,33 +2,48 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'rnn_cell'
 points = None
 
-_PUBLIC = [
-    '# the worked example: tanh(0.1) = 0.09967\nfrom attnlab.expect import expect_close\n\nh = rnn_cell(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0]]), torch.tensor([[1.0, 2.0]]),\n             torch.tensor([[0.5]]), torch.tensor([0.0]), torch.tensor([0.1]))\nexpect_close(h, [[0.09967]], "h_t for the worked example", atol=1e-5)',
-    '# shape (B, H) with D != H, dtype kept, values in (-1, 1)\ng = torch.Generator().manual_seed(0)\nB, D, H = 3, 4, 5\nx, h_prev = torch.randn(B, D, dtype=torch.float64, generator=g), torch.randn(B, H, dtype=torch.float64, generator=g)\nW_ih, W_hh = torch.randn(H, D, dtype=torch.float64, generator=g), torch.randn(H, H, dtype=torch.float64, generator=g)\nb_ih, b_hh = torch.randn(H, dtype=torch.float64, generator=g), torch.randn(H, dtype=torch.float64, generator=g)\nh = rnn_cell(x, h_prev, W_ih, W_hh, b_ih, b_hh)\nassert isinstance(h, torch.Tensor) and h.shape == (B, H), (\n    f"h_t should have shape (B, H) = {(B, H)}, got {getattr(h, \'shape\', type(h))}")\nassert h.dtype == torch.float64, f"keep the input\'s dtype (float64 here), got {h.dtype}"\nassert (h.abs() < 1).all(), "h_t = tanh(...) lies in (-1, 1): did you forget the tanh?"',
-    '# the same numbers as PyTorch\'s nn.RNNCell with these weights\nfrom attnlab.expect import expect_close\n\ng = torch.Generator().manual_seed(1)\ncell = nn.RNNCell(4, 5)\nx, h_prev = torch.randn(3, 4, generator=g), torch.randn(3, 5, generator=g)\nwith torch.no_grad():\n    expected = cell(x, h_prev)\n    h = rnn_cell(x, h_prev, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)\nexpect_close(h, expected, "h_t compared with nn.RNNCell", atol=1e-5)',
-]
+check_1 = PublicCheck('the worked example: tanh(0.1) = 0.09967', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: tanh(0.1) = 0.09967
+from attnlab.expect import expect_close
 
+h = rnn_cell(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0]]), torch.tensor([[1.0, 2.0]]),
+             torch.tensor([[0.5]]), torch.tensor([0.0]), torch.tensor([0.1]))
+expect_close(h, [[0.09967]], "h_t for the worked example", atol=1e-5)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('shape (B, H) with D != H, dtype kept, values in (-1, 1)', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# shape (B, H) with D != H, dtype kept, values in (-1, 1)
+g = torch.Generator().manual_seed(0)
+B, D, H = 3, 4, 5
+x, h_prev = torch.randn(B, D, dtype=torch.float64, generator=g), torch.randn(B, H, dtype=torch.float64, generator=g)
+W_ih, W_hh = torch.randn(H, D, dtype=torch.float64, generator=g), torch.randn(H, H, dtype=torch.float64, generator=g)
+b_ih, b_hh = torch.randn(H, dtype=torch.float64, generator=g), torch.randn(H, dtype=torch.float64, generator=g)
+h = rnn_cell(x, h_prev, W_ih, W_hh, b_ih, b_hh)
+assert isinstance(h, torch.Tensor) and h.shape == (B, H), (
+    f"h_t should have shape (B, H) = {(B, H)}, got {getattr(h, 'shape', type(h))}")
+assert h.dtype == torch.float64, f"keep the input's dtype (float64 here), got {h.dtype}"
+assert (h.abs() < 1).all(), "h_t = tanh(...) lies in (-1, 1): did you forget the tanh?"
+''')
 
+check_3 = PublicCheck("the same numbers as PyTorch's nn.RNNCell with these weights", question=name, index=2, points=None,
+    first_line=39, source=r'''
+# the same numbers as PyTorch's nn.RNNCell with these weights
+from attnlab.expect import expect_close
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+g = torch.Generator().manual_seed(1)
+cell = nn.RNNCell(4, 5)
+x, h_prev = torch.randn(3, 4, generator=g), torch.randn(3, 5, generator=g)
+with torch.no_grad():
+    expected = cell(x, h_prev)
+    h = rnn_cell(x, h_prev, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+expect_close(h, expected, "h_t compared with nn.RNNCell", atol=1e-5)
+''')

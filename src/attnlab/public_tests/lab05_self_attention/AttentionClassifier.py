@@ -2,33 +2,51 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'AttentionClassifier'
 points = None
 
-_PUBLIC = [
-    '# Sub-layers and output shapes: (B,) for one class (also for a batch of one), (B, C) for C classes.\ntorch.manual_seed(0)\nmodel = AttentionClassifier(vocab_size=20, embed_dim=8)\nassert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"\nassert isinstance(model.attention, SelfAttention), "attention should be SelfAttention(embed_dim)"\nassert isinstance(model.classifier, nn.Linear) and model.classifier.out_features == 1, (\n    "classifier should be nn.Linear(embed_dim, num_classes)")\nids = torch.tensor([[5, 6, 7, 0, 0], [3, 4, 0, 0, 0], [9, 8, 7, 6, 5]])\nassert model(ids).shape == (3,), f"num_classes=1: the logits should have shape (B,) = (3,), got {tuple(model(ids).shape)}"\nassert model(ids[:1]).shape == (1,), "a batch of one should give logits of shape (1,): squeeze(-1), not squeeze()"\nassert AttentionClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), "num_classes=3: the logits should have shape (B, 3)"',
-    '# Padding changes nothing: the same sentences padded to a longer length give the same logits.\ntorch.manual_seed(1)\nmodel = AttentionClassifier(vocab_size=20, embed_dim=8).eval()\nids = torch.tensor([[5, 6, 7, 0], [3, 4, 0, 0]])\nlonger = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)\nwith torch.no_grad():\n    assert torch.allclose(model(ids), model(longer), atol=1e-6), (\n        "extra padding changed the logits: mask the pads as keys and average over the real tokens only")\n    alone = model(torch.tensor([[3, 4]]))\n    assert torch.allclose(model(ids)[1:], alone, atol=1e-6), (\n        "a padded sentence should get the same logit as the sentence alone")',
-    '# No positions, so the model is order-free: shuffling the real tokens gives the same logit.\ntorch.manual_seed(2)\nmodel = AttentionClassifier(vocab_size=20, embed_dim=8).eval()\nwith torch.no_grad():\n    a = model(torch.tensor([[5, 6, 7, 9]]))\n    b = model(torch.tensor([[9, 7, 5, 6]]))\nassert torch.allclose(a, b, atol=1e-5), "without positional information the logit should not depend on word order"',
-]
+check_1 = PublicCheck('sub-layers; logits (B,) for one class, (B, C) for C classes', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers; logits (B,) for one class, (B, C) for C classes
+torch.manual_seed(0)
+model = AttentionClassifier(vocab_size=20, embed_dim=8)
+assert isinstance(model.embedding, nn.Embedding), "embedding should be nn.Embedding(vocab_size, embed_dim)"
+assert isinstance(model.attention, SelfAttention), "attention should be SelfAttention(embed_dim)"
+assert isinstance(model.classifier, nn.Linear) and model.classifier.out_features == 1, (
+    "classifier should be nn.Linear(embed_dim, num_classes)")
+ids = torch.tensor([[5, 6, 7, 0, 0], [3, 4, 0, 0, 0], [9, 8, 7, 6, 5]])
+assert model(ids).shape == (3,), f"num_classes=1: the logits should have shape (B,) = (3,), got {tuple(model(ids).shape)}"
+assert model(ids[:1]).shape == (1,), "a batch of one should give logits of shape (1,): squeeze(-1), not squeeze()"
+assert AttentionClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), "num_classes=3: the logits should have shape (B, 3)"
+''')
 
+check_2 = PublicCheck('extra padding changes nothing', question=name, index=1, points=None,
+    first_line=29, source=r'''
+# extra padding changes nothing
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+torch.manual_seed(1)
+model = AttentionClassifier(vocab_size=20, embed_dim=8).eval()
+ids = torch.tensor([[5, 6, 7, 0], [3, 4, 0, 0]])
+longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+with torch.no_grad():
+    expect_close(model(longer), model(ids), "the logits with extra padding (mask the pads as keys, average over "
+                 "the real tokens only)", atol=1e-6)
+    expect_close(model(ids)[1:], model(torch.tensor([[3, 4]])), "the logit of a padded sentence (it should equal "
+                 "the sentence's alone)", atol=1e-6)
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('word order does not change the logit (no positions yet)', question=name, index=2, points=None,
+    first_line=45, source=r'''
+# word order does not change the logit (no positions yet)
+torch.manual_seed(2)
+model = AttentionClassifier(vocab_size=20, embed_dim=8).eval()
+with torch.no_grad():
+    a = model(torch.tensor([[5, 6, 7, 9]]))
+    b = model(torch.tensor([[9, 7, 5, 6]]))
+assert torch.allclose(a, b, atol=1e-5), "without positional information the logit should not depend on word order"
+''')

@@ -2,33 +2,64 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'SelfAttention'
 points = None
 
-_PUBLIC = [
-    '# Parameter names and shapes, output shapes with d_k != d_v.\nsa = SelfAttention(8, d_k=4, d_v=6)\nshapes = {name: tuple(p.shape) for name, p in sa.named_parameters()}\nexpected = {"q_proj.weight": (4, 8), "q_proj.bias": (4,), "k_proj.weight": (4, 8), "k_proj.bias": (4,),\n            "v_proj.weight": (6, 8), "v_proj.bias": (6,)}\nassert shapes == expected, f"SelfAttention(8, d_k=4, d_v=6) should have the parameters {expected}, got {shapes}"\nno_bias = {name for name, _ in SelfAttention(8, bias=False).named_parameters()}\nassert no_bias == {"q_proj.weight", "k_proj.weight", "v_proj.weight"}, f"bias=False: no biases, got {sorted(no_bias)}"\ng = torch.Generator().manual_seed(5)\nout, w = sa(torch.randn(3, 5, 8, generator=g))\nassert out.shape == (3, 5, 6), f"out should have shape (B, n, d_v) = (3, 5, 6), got {tuple(out.shape)}"\nassert w.shape == (3, 5, 5), f"weights should have shape (B, n, n) = (3, 5, 5), got {tuple(w.shape)}"\nassert torch.allclose(w.sum(-1), torch.ones(3, 5), atol=1e-6), "each row of the weights must sum to 1"',
-    '# Worked by hand: with W_Q = W_K = d^(1/4) I, W_V = I and no bias, the scores are\n# (d^(1/4) x)(d^(1/4) x)^T / sqrt(d) = x x^T, so SelfAttention equals simple_self_attention.\nd = 4\nsa = SelfAttention(d, bias=False).double()\nwith torch.no_grad():\n    sa.q_proj.weight.copy_(d ** 0.25 * torch.eye(d))\n    sa.k_proj.weight.copy_(d ** 0.25 * torch.eye(d))\n    sa.v_proj.weight.copy_(torch.eye(d))\ng = torch.Generator().manual_seed(6)\nx = torch.randn(2, 5, d, dtype=torch.float64, generator=g)\nout, w = sa(x)\ny_ref, w_ref = simple_self_attention(x)\nassert torch.allclose(w, w_ref) and torch.allclose(out, y_ref), (\n    "with these weights SelfAttention should equal simple_self_attention: scale by 1/sqrt(d_k)")',
-    '# Permutation equivariance without a mask, and padded keys ignored with a (B, 1, n) mask.\ng = torch.Generator().manual_seed(7)\nsa = SelfAttention(8)\nx = torch.randn(2, 5, 8, generator=g)\nperm = torch.randperm(5, generator=g)\nout, _ = sa(x)\nout_p, _ = sa(x[:, perm])\nassert torch.allclose(out_p, out[:, perm], atol=1e-5), "permuting the tokens should permute the outputs"\nmask = padding_mask(torch.tensor([5, 3]), 5)[:, None, :]\nout, w = sa(x, mask=mask)\nassert (w[1, :, 3:] == 0).all(), "padded keys must get weight exactly 0"\nout_short, _ = sa(x[1:, :3])\nassert torch.allclose(out[1, :3], out_short[0], atol=1e-5), "masking padded keys should equal dropping them"',
-]
+check_1 = PublicCheck('parameter names and shapes; output shapes with d_k != d_v', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# parameter names and shapes; output shapes with d_k != d_v
+from attnlab.expect import expect_close
 
+sa = SelfAttention(8, d_k=4, d_v=6)
+shapes = {name: tuple(p.shape) for name, p in sa.named_parameters()}
+expected = {"q_proj.weight": (4, 8), "q_proj.bias": (4,), "k_proj.weight": (4, 8), "k_proj.bias": (4,),
+            "v_proj.weight": (6, 8), "v_proj.bias": (6,)}
+assert shapes == expected, f"SelfAttention(8, d_k=4, d_v=6) should have the parameters {expected}, got {shapes}"
+no_bias = {name for name, _ in SelfAttention(8, bias=False).named_parameters()}
+assert no_bias == {"q_proj.weight", "k_proj.weight", "v_proj.weight"}, f"bias=False: no biases, got {sorted(no_bias)}"
+g = torch.Generator().manual_seed(5)
+out, w = sa(torch.randn(3, 5, 8, generator=g))
+assert out.shape == (3, 5, 6), f"out should have shape (B, n, d_v) = (3, 5, 6), got {tuple(out.shape)}"
+assert w.shape == (3, 5, 5), f"weights should have shape (B, n, n) = (3, 5, 5), got {tuple(w.shape)}"
+expect_close(w.sum(-1), torch.ones(3, 5), "the row sums of the weights", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('the worked example: equals simple_self_attention', question=name, index=1, points=None,
+    first_line=33, source=r'''
+# the worked example: equals simple_self_attention
+from attnlab.expect import expect_close
 
+d = 4
+sa = SelfAttention(d, bias=False).double()
+with torch.no_grad():
+    sa.q_proj.weight.copy_(d ** 0.25 * torch.eye(d))
+    sa.k_proj.weight.copy_(d ** 0.25 * torch.eye(d))
+    sa.v_proj.weight.copy_(torch.eye(d))
+g = torch.Generator().manual_seed(6)
+x = torch.randn(2, 5, d, dtype=torch.float64, generator=g)
+out, w = sa(x)
+y_ref, w_ref = simple_self_attention(x)
+expect_close(w, w_ref, "the weights (W_Q = W_K = d^(1/4) I: equal to simple_self_attention's if scaled by 1/sqrt(d_k))")
+expect_close(out, y_ref, "out (W_V = I: equal to simple_self_attention's y)")
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('shuffled tokens, shuffled outputs; padded keys are ignored', question=name, index=2, points=None,
+    first_line=52, source=r'''
+# shuffled tokens, shuffled outputs; padded keys are ignored
+g = torch.Generator().manual_seed(7)
+sa = SelfAttention(8)
+x = torch.randn(2, 5, 8, generator=g)
+perm = torch.randperm(5, generator=g)
+out, _ = sa(x)
+out_p, _ = sa(x[:, perm])
+assert torch.allclose(out_p, out[:, perm], atol=1e-5), "permuting the tokens should permute the outputs"
+mask = padding_mask(torch.tensor([5, 3]), 5)[:, None, :]
+out, w = sa(x, mask=mask)
+assert (w[1, :, 3:] == 0).all(), "padded keys must get weight exactly 0"
+out_short, _ = sa(x[1:, :3])
+assert torch.allclose(out[1, :3], out_short[0], atol=1e-5), "masking padded keys should equal dropping them"
+''')

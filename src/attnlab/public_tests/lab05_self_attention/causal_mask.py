@@ -2,27 +2,32 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'causal_mask'
 points = None
 
-_PUBLIC = [
-    'expected = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])\nm = causal_mask(3)\nassert isinstance(m, torch.Tensor) and m.dtype == torch.bool, (\n    f"causal_mask should return a bool tensor, got {getattr(m, \'dtype\', type(m))}")\nassert torch.equal(m, expected), f"causal_mask(3) should be\\n{expected}\\ngot\\n{m}"\nassert torch.equal(causal_mask(1), torch.ones(1, 1, dtype=torch.bool)), "causal_mask(1) is [[True]]"\nassert causal_mask(4, device=device).device.type == device.type, "create the mask on the device you are given"',
-    '# With the causal mask, changing a future token never changes the output of an earlier position.\ng = torch.Generator().manual_seed(4)\nx = torch.randn(2, 6, 8, generator=g)\nout, w = scaled_dot_product_attention(x, x, x, mask=causal_mask(6))\nx2 = x.clone()\nx2[:, 4:] = torch.randn(2, 2, 8, generator=g)  # change positions 4 and 5\nout2, _ = scaled_dot_product_attention(x2, x2, x2, mask=causal_mask(6))\nassert torch.allclose(out[:, :4], out2[:, :4], atol=1e-6), "positions 0..3 must not depend on positions 4 and 5"\nassert (w.triu(1) == 0).all(), "weights above the diagonal must be exactly 0"',
-]
+check_1 = PublicCheck('causal_mask(3) and causal_mask(1), worked by hand', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# causal_mask(3) and causal_mask(1), worked by hand
+from attnlab.expect import expect_equal
 
+expect_equal(causal_mask(3), [[True, False, False], [True, True, False], [True, True, True]], "causal_mask(3)")
+expect_equal(causal_mask(1), [[True]], "causal_mask(1)")
+assert causal_mask(4, device=device).device.type == device.type, "create the mask on the device you are given"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck("a future token never changes an earlier position's output", question=name, index=1, points=None,
+    first_line=24, source=r'''
+# a future token never changes an earlier position's output
+g = torch.Generator().manual_seed(4)
+x = torch.randn(2, 6, 8, generator=g)
+out, w = scaled_dot_product_attention(x, x, x, mask=causal_mask(6))
+x2 = x.clone()
+x2[:, 4:] = torch.randn(2, 2, 8, generator=g)  # change positions 4 and 5
+out2, _ = scaled_dot_product_attention(x2, x2, x2, mask=causal_mask(6))
+assert torch.allclose(out[:, :4], out2[:, :4], atol=1e-6), "positions 0..3 must not depend on positions 4 and 5"
+assert (w.triu(1) == 0).all(), "weights above the diagonal must be exactly 0"
+''')

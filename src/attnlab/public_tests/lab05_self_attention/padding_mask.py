@@ -2,21 +2,27 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'padding_mask'
 points = None
 
-_PUBLIC = [
-    'm = padding_mask(torch.tensor([3, 1, 4]), 5)\nexpected = torch.tensor([[True, True, True, False, False],\n                         [True, False, False, False, False],\n                         [True, True, True, True, False]])\nassert isinstance(m, torch.Tensor) and m.dtype == torch.bool, (\n    f"padding_mask should return a bool tensor, got {getattr(m, \'dtype\', type(m))}")\nassert m.shape == (3, 5), f"padding_mask(lengths (3,), 5) should have shape (3, 5), got {tuple(m.shape)}"\nassert torch.equal(m, expected), f"expected\\n{expected}\\ngot\\n{m}"\nm = padding_mask(torch.tensor([2, 2]), 6)\nassert m.shape == (2, 6) and m.sum().item() == 4, "max_len may be longer than every sequence: the shape is (B, max_len)"',
-]
+check_1 = PublicCheck('padding_mask([3, 1, 4], 5), the example above', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# padding_mask([3, 1, 4], 5), the example above
+from attnlab.expect import expect_equal
 
+expected = [[True, True, True, False, False],
+            [True, False, False, False, False],
+            [True, True, True, True, False]]
+expect_equal(padding_mask(torch.tensor([3, 1, 4]), 5), expected, "padding_mask([3, 1, 4], 5)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_2 = PublicCheck('max_len may be longer than every sequence', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# max_len may be longer than every sequence
+m = padding_mask(torch.tensor([2, 2]), 6)
+assert m.shape == (2, 6) and m.sum().item() == 4, "max_len may be longer than every sequence: the shape is (B, max_len)"
+''')

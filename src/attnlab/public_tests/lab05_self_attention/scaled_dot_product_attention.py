@@ -2,39 +2,80 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'scaled_dot_product_attention'
 points = None
 
-_PUBLIC = [
-    '# Worked on paper: q = k = I (d_k = 2), so the scores are I / sqrt(2) and row 0 of the weights is\n# softmax([0.7071, 0]) = [0.6698, 0.3302]. With the mask [[True, False], [True, True]] row 0 can only\n# see key 0 (weight 1) and row 1 sees both: softmax([0, 0.7071]) = [0.3302, 0.6698].\nq = k = torch.eye(2)\nv = torch.tensor([[1.0, 2.0], [3.0, 4.0]])\np = math.exp(1 / math.sqrt(2)) / (math.exp(1 / math.sqrt(2)) + 1)\nout, w = scaled_dot_product_attention(q, k, v)\nexpected = torch.tensor([[p, 1 - p], [1 - p, p]])\nassert torch.allclose(w, expected, atol=1e-5), f"weights should be {expected}, got {w} (did you scale by 1/sqrt(d_k)?)"\nassert torch.allclose(out, expected @ v, atol=1e-5), f"out should be weights @ v = {expected @ v}, got {out}"\nout, w = scaled_dot_product_attention(q, k, v, mask=torch.tensor([[True, False], [True, True]]))\nexpected = torch.tensor([[1.0, 0.0], [1 - p, p]])\nassert torch.allclose(w, expected, atol=1e-5), f"masked weights should be {expected}, got {w} (True = allowed)"\nassert w[0, 1] == 0, f"a masked weight must be exactly 0, got {w[0, 1].item()}"\nassert torch.allclose(out, expected @ v, atol=1e-5), f"out should be {expected @ v}, got {out}"',
-    '# Shapes: n_q != n_k, d_v != d_k, two leading dimensions; rows sum to 1; dtype kept.\ng = torch.Generator().manual_seed(0)\nq = torch.randn(2, 3, 4, 8, dtype=torch.float64, generator=g)\nk = torch.randn(2, 3, 6, 8, dtype=torch.float64, generator=g)\nv = torch.randn(2, 3, 6, 5, dtype=torch.float64, generator=g)\nout, w = scaled_dot_product_attention(q, k, v)\nassert out.shape == (2, 3, 4, 5), f"out should have shape (..., n_q, d_v) = (2, 3, 4, 5), got {tuple(out.shape)}"\nassert w.shape == (2, 3, 4, 6), f"weights should have shape (..., n_q, n_k) = (2, 3, 4, 6), got {tuple(w.shape)}"\nassert out.dtype == torch.float64 and w.dtype == torch.float64, "keep the input\'s dtype (float64 here)"\nassert torch.allclose(w.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64)), "each row of the weights must sum to 1"',
-    '# A key-padding mask of shape (B, 1, n_k): sequence b has lengths[b] real keys. Masked weights are\n# exactly 0, and each sequence\'s output equals attention over its real keys alone.\ng = torch.Generator().manual_seed(2)\nlengths = torch.tensor([5, 2, 3])\nq = torch.randn(3, 4, 8, generator=g)\nk = torch.randn(3, 5, 8, generator=g)\nv = torch.randn(3, 5, 6, generator=g)\nmask = (torch.arange(5)[None, :] < lengths[:, None])[:, None, :]  # (3, 1, 5)\nout, w = scaled_dot_product_attention(q, k, v, mask=mask)\nassert w.shape == (3, 4, 5) and out.shape == (3, 4, 6), "a (B, 1, n_k) mask broadcasts over the queries"\nassert (w.masked_select(~mask.expand_as(w)) == 0).all(), (\n    "weights of masked keys must be exactly 0 (fill the scores with -inf)")\nassert torch.allclose(w.sum(-1), torch.ones(3, 4), atol=1e-6), "each row must still sum to 1 after masking"\nfor b in range(3):\n    n = int(lengths[b])\n    out_b, _ = scaled_dot_product_attention(q[b], k[b, :n], v[b, :n])\n    assert torch.allclose(out[b], out_b, atol=1e-5), f"sequence {b}: masking the padded keys should equal dropping them"',
-    '# Huge scores stay finite, and the result lives on the inputs\' device.\ng = torch.Generator().manual_seed(3)\nq = 1e4 * torch.randn(2, 3, 4, generator=g)\nk = torch.randn(2, 5, 4, generator=g)\nv = torch.randn(2, 5, 4, generator=g)\nout, w = scaled_dot_product_attention(q, k, v)\nassert torch.isfinite(out).all() and torch.isfinite(w).all(), (\n    "huge scores gave inf or nan: use torch.softmax (it subtracts the max)")\nmask = torch.ones(3, 5, dtype=torch.bool, device=device)\nout, w = scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), mask=mask)\nassert out.device == q.to(device).device, f"the output should be on the inputs\' device {device}, got {out.device}"',
-]
+check_1 = PublicCheck('the worked example: q = k = I, with and without a mask', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: q = k = I, with and without a mask
+from attnlab.expect import expect_close
 
+q = k = torch.eye(2)
+v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+p = math.exp(1 / math.sqrt(2)) / (math.exp(1 / math.sqrt(2)) + 1)  # 0.6698
+out, w = scaled_dot_product_attention(q, k, v)
+expect_close(w, [[p, 1 - p], [1 - p, p]], "the weights (scores scaled by 1/sqrt(d_k))", atol=1e-5)
+expect_close(out, [[3 - 2 * p, 4 - 2 * p], [1 + 2 * p, 2 + 2 * p]], "out = weights @ v", atol=1e-5)
+out, w = scaled_dot_product_attention(q, k, v, mask=torch.tensor([[True, False], [True, True]]))
+expect_close(w, [[1.0, 0.0], [1 - p, p]], "the masked weights (True = may attend)", atol=1e-5)
+assert w[0, 1] == 0, f"a masked weight must be exactly 0 (fill the scores with -inf), got {w[0, 1].item()}"
+expect_close(out, [[1.0, 2.0], [1 + 2 * p, 2 + 2 * p]], "out with the mask", atol=1e-5)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('shapes with n_q != n_k and d_v != d_k; rows sum to 1', question=name, index=1, points=None,
+    first_line=31, source=r'''
+# shapes with n_q != n_k and d_v != d_k; rows sum to 1
+from attnlab.expect import expect_close
 
+g = torch.Generator().manual_seed(0)
+q = torch.randn(2, 3, 4, 8, dtype=torch.float64, generator=g)
+k = torch.randn(2, 3, 6, 8, dtype=torch.float64, generator=g)
+v = torch.randn(2, 3, 6, 5, dtype=torch.float64, generator=g)
+out, w = scaled_dot_product_attention(q, k, v)
+assert out.shape == (2, 3, 4, 5), f"out should have shape (..., n_q, d_v) = (2, 3, 4, 5), got {tuple(out.shape)}"
+assert w.shape == (2, 3, 4, 6), f"weights should have shape (..., n_q, n_k) = (2, 3, 4, 6), got {tuple(w.shape)}"
+assert out.dtype == torch.float64 and w.dtype == torch.float64, "keep the input's dtype (float64 here)"
+expect_close(w.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64), "the row sums of the weights (softmax over dim=-1)")
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('padded keys get weight 0: the same as dropping them', question=name, index=2, points=None,
+    first_line=47, source=r'''
+# padded keys get weight 0: the same as dropping them
+# (a key-padding mask of shape (B, 1, n_k): sequence b has lengths[b] real keys)
+from attnlab.expect import expect_close
 
+g = torch.Generator().manual_seed(2)
+lengths = torch.tensor([5, 2, 3])
+q = torch.randn(3, 4, 8, generator=g)
+k = torch.randn(3, 5, 8, generator=g)
+v = torch.randn(3, 5, 6, generator=g)
+mask = (torch.arange(5)[None, :] < lengths[:, None])[:, None, :]  # (3, 1, 5)
+out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+assert w.shape == (3, 4, 5) and out.shape == (3, 4, 6), "a (B, 1, n_k) mask broadcasts over the queries"
+assert (w.masked_select(~mask.expand_as(w)) == 0).all(), (
+    "weights of masked keys must be exactly 0 (fill the scores with -inf)")
+expect_close(w.sum(-1), torch.ones(3, 4), "the row sums of the masked weights", atol=1e-6)
+for b in range(3):
+    n = int(lengths[b])
+    out_b, _ = scaled_dot_product_attention(q[b], k[b, :n], v[b, :n])
+    expect_close(out[b], out_b, f"out of sequence {b} (masking its padded keys should equal dropping them)", atol=1e-5)
+''')
 
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck("huge scores stay finite; the output is on the inputs' device", question=name, index=3, points=None,
+    first_line=70, source=r'''
+# huge scores stay finite; the output is on the inputs' device
+g = torch.Generator().manual_seed(3)
+q = 1e4 * torch.randn(2, 3, 4, generator=g)
+k = torch.randn(2, 5, 4, generator=g)
+v = torch.randn(2, 5, 4, generator=g)
+out, w = scaled_dot_product_attention(q, k, v)
+assert torch.isfinite(out).all() and torch.isfinite(w).all(), (
+    "huge scores gave inf or nan: use torch.softmax (it subtracts the max)")
+mask = torch.ones(3, 5, dtype=torch.bool, device=device)
+out, w = scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), mask=mask)
+assert out.device == q.to(device).device, f"the output should be on the inputs' device {device}, got {out.device}"
+''')

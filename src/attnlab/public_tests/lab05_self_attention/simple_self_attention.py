@@ -2,33 +2,53 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'simple_self_attention'
 points = None
 
-_PUBLIC = [
-    '# A 2x2 example worked on paper: x = I, so the scores are I and each row\'s softmax is\n# softmax([1, 0]) = [e / (e + 1), 1 / (e + 1)] = [0.7311, 0.2689].\nx = torch.tensor([[1.0, 0.0], [0.0, 1.0]])\ny, w = simple_self_attention(x)\na, b = math.e / (math.e + 1), 1 / (math.e + 1)\nexpected = torch.tensor([[a, b], [b, a]])\nassert isinstance(w, torch.Tensor) and w.shape == (2, 2), "weights should be a (2, 2) tensor for x of shape (2, 2)"\nassert torch.allclose(w, expected, atol=1e-6), f"weights should be {expected}, got {w}"\nassert torch.allclose(y, expected @ x, atol=1e-6), f"y should be weights @ x = {expected @ x}, got {y}"',
-    '# Shapes with two leading dimensions, rows that sum to 1, and the input\'s dtype kept.\ng = torch.Generator().manual_seed(0)\nx = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)\ny, w = simple_self_attention(x)\nassert y.shape == (2, 3, 5, 4), f"y should have shape (2, 3, 5, 4), got {tuple(y.shape)}"\nassert w.shape == (2, 3, 5, 5), f"weights should have shape (2, 3, 5, 5), got {tuple(w.shape)}"\nassert y.dtype == torch.float64 and w.dtype == torch.float64, "keep the input\'s dtype (float64 here)"\nassert (w >= 0).all(), "attention weights are probabilities: never negative"\nassert torch.allclose(w.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64)), "each row of the weights must sum to 1"',
-    '# Permutation equivariance: shuffling the tokens shuffles the outputs the same way (attention has no\n# notion of order), and the scores of large inputs stay finite.\ng = torch.Generator().manual_seed(1)\nx = torch.randn(6, 4, generator=g)\nperm = torch.randperm(6, generator=g)\ny, w = simple_self_attention(x)\ny_p, w_p = simple_self_attention(x[perm])\nassert torch.allclose(y_p, y[perm], atol=1e-5), "permuting the tokens should permute the outputs the same way"\nassert torch.allclose(w_p, w[perm][:, perm], atol=1e-6), (\n    "permuting the tokens should permute the rows and the columns of the weights")\ny, w = simple_self_attention(100 * x)\nassert torch.isfinite(y).all() and torch.isfinite(w).all(), (\n    "large inputs gave inf or nan: use torch.softmax, which is numerically stable")',
-]
+check_1 = PublicCheck('the worked example: x = I gives weights 0.7311 and 0.2689', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: x = I gives weights 0.7311 and 0.2689
+from attnlab.expect import expect_close
 
+x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+y, w = simple_self_attention(x)
+a, b = math.e / (math.e + 1), 1 / (math.e + 1)  # 0.7311, 0.2689
+expect_close(w, [[a, b], [b, a]], "the weights for x = I", atol=1e-6)
+expect_close(y, [[a, b], [b, a]], "y for x = I (weights @ x)", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('shapes, dtype and row sums with two leading dimensions', question=name, index=1, points=None,
+    first_line=26, source=r'''
+# shapes, dtype and row sums with two leading dimensions
+from attnlab.expect import expect_close
 
+g = torch.Generator().manual_seed(0)
+x = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)
+y, w = simple_self_attention(x)
+assert y.shape == (2, 3, 5, 4), f"y should have shape (2, 3, 5, 4), got {tuple(y.shape)}"
+assert w.shape == (2, 3, 5, 5), f"weights should have shape (2, 3, 5, 5), got {tuple(w.shape)}"
+assert y.dtype == torch.float64 and w.dtype == torch.float64, "keep the input's dtype (float64 here)"
+assert (w >= 0).all(), "attention weights are probabilities: never negative"
+expect_close(w.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64), "the row sums of the weights (softmax over dim=-1)")
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('shuffled tokens, shuffled outputs; large inputs stay finite', question=name, index=2, points=None,
+    first_line=41, source=r'''
+# shuffled tokens, shuffled outputs; large inputs stay finite
+# (attention has no notion of order: permuting the tokens permutes the outputs the same way)
+g = torch.Generator().manual_seed(1)
+x = torch.randn(6, 4, generator=g)
+perm = torch.randperm(6, generator=g)
+y, w = simple_self_attention(x)
+y_p, w_p = simple_self_attention(x[perm])
+assert torch.allclose(y_p, y[perm], atol=1e-5), "permuting the tokens should permute the outputs the same way"
+assert torch.allclose(w_p, w[perm][:, perm], atol=1e-6), (
+    "permuting the tokens should permute the rows and the columns of the weights")
+y, w = simple_self_attention(100 * x)
+assert torch.isfinite(y).all() and torch.isfinite(w).all(), (
+    "large inputs gave inf or nan: use torch.softmax, which is numerically stable")
+''')

@@ -2,51 +2,125 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'MultiHeadAttention'
 points = None
 
-_PUBLIC = [
-    '# Sub-layers, parameter shapes, and the ValueError.\nmha = MultiHeadAttention(8, 2)\nshapes = {name: tuple(p.shape) for name, p in mha.named_parameters()}\nexpected = {f"{layer}.{kind}": (8, 8) if kind == "weight" else (8,)\n            for layer in ("q_proj", "k_proj", "v_proj", "out_proj") for kind in ("weight", "bias")}\nassert shapes == expected, f"MultiHeadAttention(8, 2) should have the parameters {expected}, got {shapes}"\nno_bias = {name for name, _ in MultiHeadAttention(8, 2, bias=False).named_parameters()}\nassert no_bias == {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}, (\n    f"bias=False: no biases, got {no_bias}")\ntry:\n    MultiHeadAttention(10, 3)\nexcept ValueError as exc:\n    assert "not divisible" in str(exc), f"the message should say d_model is not divisible by num_heads, got {exc!r}"\nelse:\n    raise AssertionError("MultiHeadAttention(10, 3) should raise ValueError: 10 is not divisible by 3")',
-    '# Output shapes: self-attention, and cross-attention with n_q != n_k; the weights of every head.\ng = torch.Generator().manual_seed(2)\nmha = MultiHeadAttention(8, 2)\nx = torch.randn(3, 5, 8, generator=g)\nout, w = mha(x, x, x)\nassert out.shape == (3, 5, 8), f"out should have shape (B, n_q, d) = (3, 5, 8), got {tuple(out.shape)}"\nassert w.shape == (3, 2, 5, 5), f"weights should have shape (B, h, n_q, n_k) = (3, 2, 5, 5), got {tuple(w.shape)}"\nassert torch.allclose(w.sum(-1), torch.ones(3, 2, 5), atol=1e-6), "each row of each head\'s weights must sum to 1"\nmemory = torch.randn(3, 7, 8, generator=g)\nout, w = mha(x[:, :4], memory, memory)\nassert out.shape == (3, 4, 8) and w.shape == (3, 2, 4, 7), (\n    f"cross-attention: expected out (3, 4, 8) and weights (3, 2, 4, 7), got {tuple(out.shape)} and {tuple(w.shape)}")',
-    '# Worked by hand: d = 2, h = 2 (d_h = 1), every projection the identity without bias. Head 0 sees\n# feature 0 only, head 1 feature 1 only. With x = I (two positions), head 0\'s scores are\n# [[1, 0], [0, 0]] / sqrt(1), so its weights are [[a, b], [0.5, 0.5]] with a = e/(e+1), b = 1/(e+1),\n# and its output is weights @ [1, 0] = [a, 0.5]. Head 1 is the mirror image: [0.5, a].\nmha = MultiHeadAttention(2, 2, bias=False)\nwith torch.no_grad():\n    for layer in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):\n        layer.weight.copy_(torch.eye(2))\nx = torch.eye(2)[None]  # (1, 2, 2)\nout, w = mha(x, x, x)\na, b = math.e / (math.e + 1), 1 / (math.e + 1)\nexpected_w = torch.tensor([[[[a, b], [0.5, 0.5]], [[0.5, 0.5], [b, a]]]])\nassert torch.allclose(w, expected_w, atol=1e-6), (\n    f"weights should be\\n{expected_w}\\ngot\\n{w}\\n(scale by 1/sqrt(d_h), the width of one head)")\nassert torch.allclose(out, torch.tensor([[[a, 0.5], [0.5, a]]]), atol=1e-6), (\n    f"out should be [[a, 0.5], [0.5, a]] with a = {a:.4f}, got {out}")',
-    '# Every mask shape the contract allows; masked weights are exactly 0.\ng = torch.Generator().manual_seed(3)\nmha = MultiHeadAttention(8, 4)\nx = torch.randn(2, 5, 8, generator=g)\ncausal = torch.ones(5, 5, dtype=torch.bool).tril()  # (n_q, n_k)\npadding = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]  # (B, 1, 1, n_k)\nper_sequence = causal[None, None] & padding  # (B, 1, n_q, n_k)\nfor mask in (causal, padding, per_sequence):\n    out, w = mha(x, x, x, mask=mask)\n    assert out.shape == (2, 5, 8) and w.shape == (2, 4, 5, 5), (\n        f"a mask of shape {tuple(mask.shape)}: wrong output shapes {tuple(out.shape)}, {tuple(w.shape)}")\n    assert (w.masked_select(~mask.expand_as(w)) == 0).all(), (\n        f"a mask of shape {tuple(mask.shape)}: masked weights must be exactly 0")\nout, _ = mha(x, x, x, mask=padding)\nout_short, _ = mha(x[1:, :3], x[1:, :3], x[1:, :3])\nassert torch.allclose(out[1, :3], out_short[0], atol=1e-5), "masking padded keys should equal dropping them"',
-    '# The same weights in torch\'s nn.MultiheadAttention (allowed here, in a check) give the same result.\n# Its packed in_proj_weight is [W_q; W_k; W_v]; its masks are True where attention is NOT allowed.\ng = torch.Generator().manual_seed(4)\nmha = MultiHeadAttention(12, 3).double()\ntorch_mha = nn.MultiheadAttention(12, 3, batch_first=True, dtype=torch.float64)\nwith torch.no_grad():\n    torch_mha.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))\n    torch_mha.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))\n    torch_mha.out_proj.weight.copy_(mha.out_proj.weight)\n    torch_mha.out_proj.bias.copy_(mha.out_proj.bias)\nquery = torch.randn(2, 4, 12, dtype=torch.float64, generator=g)\nmemory = torch.randn(2, 6, 12, dtype=torch.float64, generator=g)\ncausal = torch.ones(4, 6, dtype=torch.bool).tril()\nwith torch.no_grad():\n    out, w = mha(query, memory, memory, mask=causal)\n    out_t, w_t = torch_mha(query, memory, memory, attn_mask=~causal, average_attn_weights=False)\nassert torch.allclose(w, w_t), f"weights differ from nn.MultiheadAttention by up to {(w - w_t).abs().max().item():.3g}"\nassert torch.allclose(out, out_t), f"out differs from nn.MultiheadAttention by up to {(out - out_t).abs().max().item():.3g}"',
-    '# Dropout acts in training mode only: in eval mode a module with dropout=0.5 equals the same weights\n# without dropout; in training mode its output changes.\ng = torch.Generator().manual_seed(5)\nplain = MultiHeadAttention(8, 2)\ndropping = MultiHeadAttention(8, 2, dropout=0.5)\ndropping.load_state_dict(plain.state_dict())\nx = torch.randn(2, 6, 8, generator=g)\nplain.eval(), dropping.eval()\nassert torch.allclose(dropping(x, x, x)[0], plain(x, x, x)[0], atol=1e-6), "in eval mode dropout must do nothing"\ndropping.train()\nassert not torch.allclose(dropping(x, x, x)[0], plain(x, x, x)[0]), "in training mode dropout=0.5 should change the output"',
-]
+check_1 = PublicCheck('sub-layers, parameter shapes, and the ValueError', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers, parameter shapes, and the ValueError
+mha = MultiHeadAttention(8, 2)
+shapes = {name: tuple(p.shape) for name, p in mha.named_parameters()}
+expected = {f"{layer}.{kind}": (8, 8) if kind == "weight" else (8,)
+            for layer in ("q_proj", "k_proj", "v_proj", "out_proj") for kind in ("weight", "bias")}
+assert shapes == expected, f"MultiHeadAttention(8, 2) should have the parameters {expected}, got {shapes}"
+no_bias = {name for name, _ in MultiHeadAttention(8, 2, bias=False).named_parameters()}
+assert no_bias == {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}, (
+    f"bias=False: no biases, got {no_bias}")
+try:
+    MultiHeadAttention(10, 3)
+except ValueError as exc:
+    assert "not divisible" in str(exc), f"the message should say d_model is not divisible by num_heads, got {exc!r}"
+else:
+    raise AssertionError("MultiHeadAttention(10, 3) should raise ValueError: 10 is not divisible by 3")
+''')
 
+check_2 = PublicCheck('output shapes for self- and cross-attention; rows sum to 1', question=name, index=1, points=None,
+    first_line=33, source=r'''
+# output shapes for self- and cross-attention; rows sum to 1
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+g = torch.Generator().manual_seed(2)
+mha = MultiHeadAttention(8, 2)
+x = torch.randn(3, 5, 8, generator=g)
+out, w = mha(x, x, x)
+assert out.shape == (3, 5, 8), f"out should have shape (B, n_q, d) = (3, 5, 8), got {tuple(out.shape)}"
+assert w.shape == (3, 2, 5, 5), f"weights should have shape (B, h, n_q, n_k) = (3, 2, 5, 5), got {tuple(w.shape)}"
+expect_close(w.sum(-1), torch.ones(3, 2, 5), "the row sums of each head's weights", atol=1e-6)
+memory = torch.randn(3, 7, 8, generator=g)
+out, w = mha(x[:, :4], memory, memory)
+assert out.shape == (3, 4, 8) and w.shape == (3, 2, 4, 7), (
+    f"cross-attention: expected out (3, 4, 8) and weights (3, 2, 4, 7), got {tuple(out.shape)} and {tuple(w.shape)}")
+''')
 
+check_3 = PublicCheck('the worked example: two heads of width 1, identity weights', question=name, index=2, points=None,
+    first_line=51, source=r'''
+# the worked example: two heads of width 1, identity weights
+from attnlab.expect import expect_close
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+mha = MultiHeadAttention(2, 2, bias=False)
+with torch.no_grad():
+    for layer in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+        layer.weight.copy_(torch.eye(2))
+x = torch.eye(2)[None]  # (1, 2, 2)
+out, w = mha(x, x, x)
+a, b = math.e / (math.e + 1), 1 / (math.e + 1)  # 0.7311, 0.2689
+expect_close(w, [[[[a, b], [0.5, 0.5]], [[0.5, 0.5], [b, a]]]], "the weights of the two heads (scaled by "
+             "1/sqrt(d_h), the width of one head)", atol=1e-6)
+expect_close(out, [[[a, 0.5], [0.5, a]]], "out (the heads concatenated, then out_proj)", atol=1e-6)
+''')
 
+check_4 = PublicCheck('every mask shape the contract allows; masked weights are 0', question=name, index=3, points=None,
+    first_line=68, source=r'''
+# every mask shape the contract allows; masked weights are 0
+from attnlab.expect import expect_close
 
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+g = torch.Generator().manual_seed(3)
+mha = MultiHeadAttention(8, 4)
+x = torch.randn(2, 5, 8, generator=g)
+causal = torch.ones(5, 5, dtype=torch.bool).tril()  # (n_q, n_k)
+padding = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]  # (B, 1, 1, n_k)
+per_sequence = causal[None, None] & padding  # (B, 1, n_q, n_k)
+for mask in (causal, padding, per_sequence):
+    out, w = mha(x, x, x, mask=mask)
+    assert out.shape == (2, 5, 8) and w.shape == (2, 4, 5, 5), (
+        f"a mask of shape {tuple(mask.shape)}: wrong output shapes {tuple(out.shape)}, {tuple(w.shape)}")
+    assert (w.masked_select(~mask.expand_as(w)) == 0).all(), (
+        f"a mask of shape {tuple(mask.shape)}: masked weights must be exactly 0")
+out, _ = mha(x, x, x, mask=padding)
+out_short, _ = mha(x[1:, :3], x[1:, :3], x[1:, :3])
+expect_close(out[1, :3], out_short[0], "out with padded keys masked (it should equal dropping them)", atol=1e-5)
+''')
 
+check_5 = PublicCheck('equals nn.MultiheadAttention with the same weights', question=name, index=4, points=None,
+    first_line=90, source=r'''
+# equals nn.MultiheadAttention with the same weights
+# (allowed here, in a check; its packed in_proj_weight is [W_q; W_k; W_v] and its masks are True where
+# attention is NOT allowed)
+from attnlab.expect import expect_close
 
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+g = torch.Generator().manual_seed(4)
+mha = MultiHeadAttention(12, 3).double()
+torch_mha = nn.MultiheadAttention(12, 3, batch_first=True, dtype=torch.float64)
+with torch.no_grad():
+    torch_mha.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
+    torch_mha.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+    torch_mha.out_proj.weight.copy_(mha.out_proj.weight)
+    torch_mha.out_proj.bias.copy_(mha.out_proj.bias)
+query = torch.randn(2, 4, 12, dtype=torch.float64, generator=g)
+memory = torch.randn(2, 6, 12, dtype=torch.float64, generator=g)
+causal = torch.ones(4, 6, dtype=torch.bool).tril()
+with torch.no_grad():
+    out, w = mha(query, memory, memory, mask=causal)
+    out_t, w_t = torch_mha(query, memory, memory, attn_mask=~causal, average_attn_weights=False)
+expect_close(w, w_t, "the weights (expected: nn.MultiheadAttention's)", atol=1e-8, rtol=1e-5)
+expect_close(out, out_t, "out (expected: nn.MultiheadAttention's)", atol=1e-8, rtol=1e-5)
+''')
 
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
-
-
-@test_case(name="check 5", points=None, hidden=False)
-def check_5(env):
-    _run_public(env, 4)
-
-
-@test_case(name="check 6", points=None, hidden=False)
-def check_6(env):
-    _run_public(env, 5)
+check_6 = PublicCheck('dropout acts in training mode only', question=name, index=5, points=None,
+    first_line=115, source=r'''
+# dropout acts in training mode only
+# (in eval mode a module with dropout=0.5 equals the same weights without dropout)
+g = torch.Generator().manual_seed(5)
+plain = MultiHeadAttention(8, 2)
+dropping = MultiHeadAttention(8, 2, dropout=0.5)
+dropping.load_state_dict(plain.state_dict())
+x = torch.randn(2, 6, 8, generator=g)
+plain.eval(), dropping.eval()
+assert torch.allclose(dropping(x, x, x)[0], plain(x, x, x)[0], atol=1e-6), "in eval mode dropout must do nothing"
+dropping.train()
+assert not torch.allclose(dropping(x, x, x)[0], plain(x, x, x)[0]), "in training mode dropout=0.5 should change the output"
+''')

@@ -2,27 +2,31 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'merge_heads'
 points = None
 
-_PUBLIC = [
-    '# The example above, backwards.\nheads = torch.tensor([[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]])  # (1, 2, 2, 3)\nout = merge_heads(heads)\nassert isinstance(out, torch.Tensor) and out.shape == (1, 2, 6), (\n    f"merge_heads of a (1, 2, 2, 3) tensor should have shape (1, 2, 6), got {getattr(out, \'shape\', out)}")\nassert torch.equal(out, torch.arange(12.0).reshape(1, 2, 6)), (\n    f"merge_heads should put head 0\'s features first at every position, got\\n{out}")',
-    '# Round trips both ways, for several numbers of heads.\ng = torch.Generator().manual_seed(1)\nx = torch.randn(2, 7, 24, generator=g)\nfor h in (1, 3, 8, 24):\n    back = merge_heads(split_heads(x, h))\n    assert back.shape == x.shape and torch.equal(back, x), f"merge_heads(split_heads(x, {h})) should give x back exactly"\ny = torch.randn(2, 4, 7, 6, generator=g)\nassert torch.equal(split_heads(merge_heads(y), 4), y), "split_heads(merge_heads(y), h) should give y back exactly"',
-]
+check_1 = PublicCheck('the worked example, backwards', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example, backwards
+from attnlab.expect import expect_equal
 
+heads = torch.tensor([[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]])  # (1, 2, 2, 3)
+expect_equal(merge_heads(heads), torch.arange(12.0).reshape(1, 2, 6), "merge_heads of the example's heads "
+             "(head 0's features first at every position)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('round trips both ways give the input back exactly', question=name, index=1, points=None,
+    first_line=24, source=r'''
+# round trips both ways give the input back exactly
+g = torch.Generator().manual_seed(1)
+x = torch.randn(2, 7, 24, generator=g)
+for h in (1, 3, 8, 24):
+    back = merge_heads(split_heads(x, h))
+    assert back.shape == x.shape and torch.equal(back, x), f"merge_heads(split_heads(x, {h})) should give x back exactly"
+y = torch.randn(2, 4, 7, 6, generator=g)
+assert torch.equal(split_heads(merge_heads(y), 4), y), "split_heads(merge_heads(y), h) should give y back exactly"
+''')

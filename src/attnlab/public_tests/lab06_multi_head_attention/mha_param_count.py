@@ -2,21 +2,24 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'mha_param_count'
 points = None
 
-_PUBLIC = [
-    'assert mha_param_count(512, 8) == 4 * 512 * 512 + 4 * 512 == 1_050_624, (\n    f"mha_param_count(512, 8) should be 1050624, got {mha_param_count(512, 8)}")\nassert mha_param_count(512, 8, bias=False) == 1_048_576, (\n    f"without biases: 4 * 512 * 512 = 1048576, got {mha_param_count(512, 8, bias=False)}")\nassert mha_param_count(512, 1) == mha_param_count(512, 64), "the count does not depend on the number of heads"\nassert isinstance(mha_param_count(6, 3), int), "return a Python int"\nfor d, h, bias in ((8, 2, True), (12, 4, False)):\n    n = sum(p.numel() for p in MultiHeadAttention(d, h, bias=bias).parameters())\n    assert mha_param_count(d, h, bias) == n, (\n        f"MultiHeadAttention({d}, {h}, bias={bias}) has {n} parameters, mha_param_count says {mha_param_count(d, h, bias)}")',
-]
-
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_1 = PublicCheck("mha_param_count(512, 8), and the modules' own counts", question=name, index=0, points=None,
+    first_line=14, source=r'''
+# mha_param_count(512, 8), and the modules' own counts
+assert mha_param_count(512, 8) == 4 * 512 * 512 + 4 * 512 == 1_050_624, (
+    f"mha_param_count(512, 8) should be 1050624, got {mha_param_count(512, 8)}")
+assert mha_param_count(512, 8, bias=False) == 1_048_576, (
+    f"without biases: 4 * 512 * 512 = 1048576, got {mha_param_count(512, 8, bias=False)}")
+assert mha_param_count(512, 1) == mha_param_count(512, 64), "the count does not depend on the number of heads"
+assert isinstance(mha_param_count(6, 3), int), "return a Python int"
+for d, h, bias in ((8, 2, True), (12, 4, False)):
+    n = sum(p.numel() for p in MultiHeadAttention(d, h, bias=bias).parameters())
+    assert mha_param_count(d, h, bias) == n, (
+        f"MultiHeadAttention({d}, {h}, bias={bias}) has {n} parameters, mha_param_count says {mha_param_count(d, h, bias)}")
+''')

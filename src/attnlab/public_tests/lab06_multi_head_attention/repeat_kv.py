@@ -2,27 +2,34 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'repeat_kv'
 points = None
 
-_PUBLIC = [
-    '# Worked by hand: two kv heads whose entries are all 0 (head 0) and all 1 (head 1), repeated 3 times.\nx = torch.stack([torch.zeros(4, 2), torch.ones(4, 2)])[None]  # (1, 2, 4, 2)\nout = repeat_kv(x, 3)\nassert isinstance(out, torch.Tensor) and out.shape == (1, 6, 4, 2), (\n    f"repeat_kv(x (1, 2, 4, 2), 3) should have shape (1, 6, 4, 2), got {getattr(out, \'shape\', out)}")\nheads = [int(out[0, j, 0, 0]) for j in range(6)]\nassert heads == [0, 0, 0, 1, 1, 1], (\n    f"output heads should come from input heads [0, 0, 0, 1, 1, 1], got {heads} (repeat in place, do not tile)")',
-    '# Random values: head j of the output is input head j // n_rep; n_rep = 1 changes nothing.\ng = torch.Generator().manual_seed(6)\nx = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)\nout = repeat_kv(x, 4)\nassert out.shape == (2, 12, 5, 4) and out.dtype == torch.float64, (\n    f"expected shape (2, 12, 5, 4) in float64, got {tuple(out.shape)}, {out.dtype}")\nfor j in range(12):\n    assert torch.equal(out[:, j], x[:, j // 4]), f"output head {j} should equal input head {j // 4}"\nassert torch.equal(repeat_kv(x, 1), x), "repeat_kv(x, 1) should return x unchanged"',
-]
+check_1 = PublicCheck('the worked example: heads [0, 1] repeated 3 times in place', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: heads [0, 1] repeated 3 times in place
+x = torch.stack([torch.zeros(4, 2), torch.ones(4, 2)])[None]  # (1, 2, 4, 2)
+out = repeat_kv(x, 3)
+assert isinstance(out, torch.Tensor) and out.shape == (1, 6, 4, 2), (
+    f"repeat_kv(x (1, 2, 4, 2), 3) should have shape (1, 6, 4, 2), got {getattr(out, 'shape', out)}")
+heads = [int(out[0, j, 0, 0]) for j in range(6)]
+assert heads == [0, 0, 0, 1, 1, 1], (
+    f"output heads should come from input heads [0, 0, 0, 1, 1, 1], got {heads} (repeat in place, do not tile)")
+''')
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('output head j is input head j // n_rep; n_rep = 1: unchanged', question=name, index=1, points=None,
+    first_line=26, source=r'''
+# output head j is input head j // n_rep; n_rep = 1: unchanged
+g = torch.Generator().manual_seed(6)
+x = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)
+out = repeat_kv(x, 4)
+assert out.shape == (2, 12, 5, 4) and out.dtype == torch.float64, (
+    f"expected shape (2, 12, 5, 4) in float64, got {tuple(out.shape)}, {out.dtype}")
+for j in range(12):
+    assert torch.equal(out[:, j], x[:, j // 4]), f"output head {j} should equal input head {j // 4}"
+assert torch.equal(repeat_kv(x, 1), x), "repeat_kv(x, 1) should return x unchanged"
+''')

@@ -2,27 +2,34 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'split_heads'
 points = None
 
-_PUBLIC = [
-    '# Worked by hand: one sequence of 2 positions with 6 features, numbered 0..11, cut into 2 heads of 3.\n# Head 0 gets features 0-2 of every position, head 1 features 3-5.\nx = torch.arange(12.0).reshape(1, 2, 6)\nout = split_heads(x, 2)\nexpected = torch.tensor([[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]])\nassert isinstance(out, torch.Tensor) and out.shape == (1, 2, 2, 3), (\n    f"split_heads(x (1, 2, 6), 2) should have shape (1, 2, 2, 3), got {getattr(out, \'shape\', out)}")\nassert torch.equal(out, expected), (\n    f"expected\\n{expected}\\ngot\\n{out}\\n(reshape to (B, n, h, d_h) first, then transpose: "\n    "a plain reshape to (B, h, n, d_h) mixes heads and positions)")',
-    '# Shapes for several numbers of heads, and the dtype kept.\ng = torch.Generator().manual_seed(0)\nx = torch.randn(3, 5, 12, dtype=torch.float64, generator=g)\nfor h in (1, 2, 4, 12):\n    out = split_heads(x, h)\n    assert out.shape == (3, h, 5, 12 // h), (\n        f"split_heads(x (3, 5, 12), {h}) should have shape (3, {h}, 5, {12 // h}), got {tuple(out.shape)}")\n    assert out.dtype == torch.float64, "keep the input\'s dtype"\n    assert torch.equal(out[:, 0, :, :], x[:, :, : 12 // h]), (\n        f"with {h} heads, head 0 should be the first {12 // h} features of every position")',
-]
+check_1 = PublicCheck('the worked example: 12 numbered features cut into 2 heads', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: 12 numbered features cut into 2 heads
+from attnlab.expect import expect_equal
 
+x = torch.arange(12.0).reshape(1, 2, 6)
+expected = [[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]]
+expect_equal(split_heads(x, 2), expected, "split_heads(arange(12).reshape(1, 2, 6), 2) (view as (B, n, h, d_h), "
+             "then transpose)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('shapes and dtype for 1, 2, 4 and 12 heads', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# shapes and dtype for 1, 2, 4 and 12 heads
+g = torch.Generator().manual_seed(0)
+x = torch.randn(3, 5, 12, dtype=torch.float64, generator=g)
+for h in (1, 2, 4, 12):
+    out = split_heads(x, h)
+    assert out.shape == (3, h, 5, 12 // h), (
+        f"split_heads(x (3, 5, 12), {h}) should have shape (3, {h}, 5, {12 // h}), got {tuple(out.shape)}")
+    assert out.dtype == torch.float64, "keep the input's dtype"
+    assert torch.equal(out[:, 0, :, :], x[:, :, : 12 // h]), (
+        f"with {h} heads, head 0 should be the first {12 // h} features of every position")
+''')

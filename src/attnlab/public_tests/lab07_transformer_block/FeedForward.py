@@ -2,27 +2,49 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'FeedForward'
 points = None
 
-_PUBLIC = [
-    '# Sub-layers and shapes; ReLU by default; a position\'s output depends on that position only.\nff = FeedForward(8, 32)\nshapes = {name: tuple(p.shape) for name, p in ff.named_parameters()}\nexpected = {"linear1.weight": (32, 8), "linear1.bias": (32,), "linear2.weight": (8, 32), "linear2.bias": (8,)}\nassert shapes == expected, f"FeedForward(8, 32) should have the parameters {expected}, got {shapes}"\nx = torch.randn(3, 5, 8)\nout = ff(x)\nassert out.shape == (3, 5, 8), f"the output should have shape (3, 5, 8), got {tuple(out.shape)}"\nmanual = ff.linear2(torch.relu(ff.linear1(x)))\nassert torch.allclose(out, manual, atol=1e-6), "with activation=\'relu\' the output should be linear2(relu(linear1(x)))"\nassert torch.allclose(ff(x[:, 2:3]), out[:, 2:3], atol=1e-6), "each position should be transformed on its own"',
-    '# GELU: x * Phi(x) with the exact normal CDF; other activations are rejected.\nff = FeedForward(4, 8, activation="gelu")\nz = torch.linspace(-3, 3, 8)\nwith torch.no_grad():\n    ff.linear1.weight.zero_()\n    ff.linear1.bias.copy_(z)  # the hidden pre-activations are exactly z\n    ff.linear2.weight.copy_(torch.ones(4, 8) / 8)\n    ff.linear2.bias.zero_()\nexact = (z * 0.5 * (1 + torch.erf(z / math.sqrt(2)))).mean()\nassert torch.allclose(ff(torch.zeros(1, 1, 4)), exact.expand(1, 1, 4), atol=1e-6), (\n    "activation=\'gelu\' should be x * Phi(x), the exact (erf) GELU")\ntry:\n    FeedForward(4, 8, activation="tanh")\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError(\'FeedForward(4, 8, activation="tanh") should raise ValueError\')',
-]
+check_1 = PublicCheck('sub-layers, ReLU by default, each position on its own', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers, ReLU by default, each position on its own
+from attnlab.expect import expect_close
 
+ff = FeedForward(8, 32)
+shapes = {name: tuple(p.shape) for name, p in ff.named_parameters()}
+expected = {"linear1.weight": (32, 8), "linear1.bias": (32,), "linear2.weight": (8, 32), "linear2.bias": (8,)}
+assert shapes == expected, f"FeedForward(8, 32) should have the parameters {expected}, got {shapes}"
+x = torch.randn(3, 5, 8)
+out = ff(x)
+assert out.shape == (3, 5, 8), f"the output should have shape (3, 5, 8), got {tuple(out.shape)}"
+manual = ff.linear2(torch.relu(ff.linear1(x)))
+expect_close(out, manual, "the output (expected: linear2(relu(linear1(x))))", atol=1e-6)
+expect_close(ff(x[:, 2:3]), out[:, 2:3], "position 2 alone (each position is transformed on its own)", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('GELU is exact (erf); other activations are a ValueError', question=name, index=1, points=None,
+    first_line=31, source=r'''
+# GELU is exact (erf); other activations are a ValueError
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+ff = FeedForward(4, 8, activation="gelu")
+z = torch.linspace(-3, 3, 8)
+with torch.no_grad():
+    ff.linear1.weight.zero_()
+    ff.linear1.bias.copy_(z)  # the hidden pre-activations are exactly z
+    ff.linear2.weight.copy_(torch.ones(4, 8) / 8)
+    ff.linear2.bias.zero_()
+exact = (z * 0.5 * (1 + torch.erf(z / math.sqrt(2)))).mean()
+expect_close(ff(torch.zeros(1, 1, 4)), exact.expand(1, 1, 4), "the mean of gelu(z) over 8 known pre-activations "
+             "(exact: z * Phi(z))", atol=1e-6)
+try:
+    FeedForward(4, 8, activation="tanh")
+except ValueError:
+    pass
+else:
+    raise AssertionError('FeedForward(4, 8, activation="tanh") should raise ValueError')
+''')

@@ -2,27 +2,37 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'LearnedPositionalEmbedding'
 points = None
 
-_PUBLIC = [
-    '# The table is a trainable parameter named weight; forward adds its first n rows.\npos = LearnedPositionalEmbedding(10, 4)\nassert isinstance(pos.weight, nn.Parameter), "weight should be an nn.Parameter (so the optimizer trains it)"\nassert pos.weight.shape == (10, 4), f"weight should have shape (max_len, d_model) = (10, 4), got {tuple(pos.weight.shape)}"\nnames = [name for name, _ in pos.named_parameters()]\nassert names == ["weight"], f"the only parameter should be `weight`, got {names}"\nx = torch.randn(2, 6, 4)\nout = pos(x)\nassert out.shape == (2, 6, 4), f"the output should have the shape of x, (2, 6, 4), got {tuple(out.shape)}"\nassert torch.allclose(out, x + pos.weight[:6]), "forward(x) should be x + weight[:n], the same rows for every example"',
-    '# A sequence longer than the table is an error.\npos = LearnedPositionalEmbedding(10, 4)\ntry:\n    pos(torch.randn(1, 11, 4))\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError("a sequence of 11 positions with max_len=10 should raise ValueError")',
-]
+check_1 = PublicCheck('a trainable table named weight; forward adds rows 0..n-1', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# a trainable table named weight; forward adds rows 0..n-1
+from attnlab.expect import expect_close
 
+pos = LearnedPositionalEmbedding(10, 4)
+assert isinstance(pos.weight, nn.Parameter), "weight should be an nn.Parameter (so the optimizer trains it)"
+assert pos.weight.shape == (10, 4), f"weight should have shape (max_len, d_model) = (10, 4), got {tuple(pos.weight.shape)}"
+names = [name for name, _ in pos.named_parameters()]
+assert names == ["weight"], f"the only parameter should be `weight`, got {names}"
+x = torch.randn(2, 6, 4)
+out = pos(x)
+assert out.shape == (2, 6, 4), f"the output should have the shape of x, (2, 6, 4), got {tuple(out.shape)}"
+expect_close(out, x + pos.weight[:6], "forward(x) (x + weight[:n], the same rows for every example)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('a sequence longer than the table is a ValueError', question=name, index=1, points=None,
+    first_line=30, source=r'''
+# a sequence longer than the table is a ValueError
+pos = LearnedPositionalEmbedding(10, 4)
+try:
+    pos(torch.randn(1, 11, 4))
+except ValueError:
+    pass
+else:
+    raise AssertionError("a sequence of 11 positions with max_len=10 should raise ValueError")
+''')

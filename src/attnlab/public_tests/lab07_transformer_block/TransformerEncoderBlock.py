@@ -2,27 +2,56 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'TransformerEncoderBlock'
 points = None
 
-_PUBLIC = [
-    '# Sub-layers, shapes, and masks of every broadcastable shape.\nblock = TransformerEncoderBlock(16, 4, 32)\nassert isinstance(block.self_attn, MultiHeadAttention), "self_attn should be the given MultiHeadAttention"\nassert isinstance(block.ff, FeedForward), "ff should be your FeedForward"\nassert isinstance(block.norm1, nn.LayerNorm) and isinstance(block.norm2, nn.LayerNorm), (\n    "norm1 and norm2 should be nn.LayerNorm(d_model)")\nassert block.ff.linear1.out_features == 32, f"ff should have hidden width d_ff = 32, got {block.ff.linear1.out_features}"\nx = torch.randn(2, 5, 16)\nout = block(x)\nassert isinstance(out, torch.Tensor) and out.shape == (2, 5, 16), (\n    f"the block should return one (B, n, d) = (2, 5, 16) tensor, got {getattr(out, \'shape\', type(out))}")\ncausal = torch.ones(5, 5, dtype=torch.bool).tril()\npadding = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]  # (B, 1, 1, n)\nassert block(x, mask=causal).shape == (2, 5, 16), "a causal mask (n, n) should work"\nassert block(x, mask=padding).shape == (2, 5, 16), "a padding mask (B, 1, 1, n) should work"\nassert not torch.allclose(block(x, mask=causal), out), "the mask should change the output: pass it to self_attn"\nfirst_alone = block(x[:, :1], mask=causal[:1, :1])  # (B, 1, d): position 0 without the others\nassert torch.allclose(block(x, mask=causal)[:, 0], first_alone[:, 0], atol=1e-5), (\n    "with a causal mask, position 0 should only see itself")',
-    '# The residual structure: with both sub-layers switched off (zero output weights and biases),\n# post-norm is norm2(norm1(x)) and pre-norm is the identity.\nfor norm_first in (False, True):\n    block = TransformerEncoderBlock(16, 4, 32, norm_first=norm_first)\n    with torch.no_grad():\n        for linear in (block.self_attn.out_proj, block.ff.linear2):\n            linear.weight.zero_()\n            linear.bias.zero_()\n    x = 5 * torch.randn(2, 5, 16) + 3\n    expected = x if norm_first else block.norm2(block.norm1(x))\n    if norm_first:\n        rule = "x, since pre-norm is x + SA(norm1(x)), then x + FF(norm2(x))"\n    else:\n        rule = "norm2(norm1(x)), since post-norm is norm1(x + SA(x)), then norm2(x + FF(x))"\n    assert torch.allclose(block(x), expected, atol=1e-5), (\n        f"norm_first={norm_first}: with zero sub-layers the block should give {rule}")',
-]
+check_1 = PublicCheck('sub-layers, shapes, and masks of every broadcastable shape', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers, shapes, and masks of every broadcastable shape
+from attnlab.expect import expect_close
 
+block = TransformerEncoderBlock(16, 4, 32)
+assert isinstance(block.self_attn, MultiHeadAttention), "self_attn should be the given MultiHeadAttention"
+assert isinstance(block.ff, FeedForward), "ff should be your FeedForward"
+assert isinstance(block.norm1, nn.LayerNorm) and isinstance(block.norm2, nn.LayerNorm), (
+    "norm1 and norm2 should be nn.LayerNorm(d_model)")
+assert block.ff.linear1.out_features == 32, f"ff should have hidden width d_ff = 32, got {block.ff.linear1.out_features}"
+x = torch.randn(2, 5, 16)
+out = block(x)
+assert isinstance(out, torch.Tensor) and out.shape == (2, 5, 16), (
+    f"the block should return one (B, n, d) = (2, 5, 16) tensor, got {getattr(out, 'shape', type(out))}")
+causal = torch.ones(5, 5, dtype=torch.bool).tril()
+padding = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]  # (B, 1, 1, n)
+assert block(x, mask=causal).shape == (2, 5, 16), "a causal mask (n, n) should work"
+assert block(x, mask=padding).shape == (2, 5, 16), "a padding mask (B, 1, 1, n) should work"
+assert not torch.allclose(block(x, mask=causal), out), "the mask should change the output: pass it to self_attn"
+first_alone = block(x[:, :1], mask=causal[:1, :1])  # (B, 1, d): position 0 without the others
+expect_close(block(x, mask=causal)[:, 0], first_alone[:, 0], "position 0 with a causal mask (it sees only itself)",
+             atol=1e-5)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('with the sub-layers switched off: the residual structure', question=name, index=1, points=None,
+    first_line=39, source=r'''
+# with the sub-layers switched off: the residual structure
+# (zero output weights and biases: post-norm gives norm2(norm1(x)), pre-norm the identity)
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+for norm_first in (False, True):
+    block = TransformerEncoderBlock(16, 4, 32, norm_first=norm_first)
+    with torch.no_grad():
+        for linear in (block.self_attn.out_proj, block.ff.linear2):
+            linear.weight.zero_()
+            linear.bias.zero_()
+    x = 5 * torch.randn(2, 5, 16) + 3
+    expected = x if norm_first else block.norm2(block.norm1(x))
+    if norm_first:
+        rule = "x, since pre-norm is x + SA(norm1(x)), then x + FF(norm2(x))"
+    else:
+        rule = "norm2(norm1(x)), since post-norm is norm1(x + SA(x)), then norm2(x + FF(x))"
+    expect_close(block(x), expected, f"norm_first={norm_first}: the block with zero sub-layers (expected: {rule})",
+                 atol=1e-5)
+''')

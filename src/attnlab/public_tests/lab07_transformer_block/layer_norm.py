@@ -2,33 +2,53 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'layer_norm'
 points = None
 
-_PUBLIC = [
-    '# A row worked on paper: [1, 2, 3] has mean 2 and biased variance 2/3, so the output is [-1, 0, 1] / sqrt(2/3 + eps).\nx = torch.tensor([[1.0, 2.0, 3.0]])\nout = layer_norm(x, torch.ones(3), torch.zeros(3))\nexpected = torch.tensor([[-1.0, 0.0, 1.0]]) / math.sqrt(2 / 3 + 1e-5)\nassert isinstance(out, torch.Tensor) and out.shape == (1, 3), f"expected a (1, 3) tensor, got {getattr(out, \'shape\', out)}"\nassert torch.allclose(out, expected, atol=1e-6), (\n    f"layer_norm([1, 2, 3]) should be {expected}, got {out} (biased variance: divide by d)")\nout = layer_norm(x, torch.tensor([2.0, 2.0, 2.0]), torch.tensor([1.0, 0.0, -1.0]))\nassert torch.allclose(out, expected * 2 + torch.tensor([1.0, 0.0, -1.0]), atol=1e-6), (\n    "the output should be normalized * weight + bias")',
-    '# With unit weight and zero bias every row has mean 0 and variance 1, over the last dimension only.\ng = torch.Generator().manual_seed(0)\nx = 3 * torch.randn(2, 5, 32, generator=g, dtype=torch.float64) + 7\nout = layer_norm(x, torch.ones(32, dtype=torch.float64), torch.zeros(32, dtype=torch.float64))\nassert out.shape == (2, 5, 32) and out.dtype == torch.float64, (\n    f"keep the shape and dtype of x, got {tuple(out.shape)} {out.dtype}")\nzeros, ones = torch.zeros(2, 5, dtype=torch.float64), torch.ones(2, 5, dtype=torch.float64)\nassert torch.allclose(out.mean(-1), zeros, atol=1e-6), "each row (last dimension) should have mean 0"\nassert torch.allclose(out.var(-1, unbiased=False), ones, atol=1e-4), "each row should have variance 1"',
-    '# Far from zero in float32: shifting x by 10 000 must not change the result (subtract the mean first).\ng = torch.Generator().manual_seed(1)\nx = torch.randn(4, 64, generator=g)\nout_near = layer_norm(x, torch.ones(64), torch.zeros(64))\nout_far = layer_norm(x + 1e4, torch.ones(64), torch.zeros(64))\nassert torch.isfinite(out_far).all(), (\n    "layer_norm(x + 1e4) has nan or inf: the variance came out negative; compute (x - mean) first")\nassert torch.allclose(out_far, out_near, atol=2e-2), (\n    "layer_norm(x + 1e4) should equal layer_norm(x): E[x^2] - mean^2 loses the variance in float32")',
-]
+check_1 = PublicCheck('the worked example: the row [1, 2, 3]', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: the row [1, 2, 3]
+from attnlab.expect import expect_close
 
+x = torch.tensor([[1.0, 2.0, 3.0]])
+s = 1 / math.sqrt(2 / 3 + 1e-5)  # 1.2247
+expect_close(layer_norm(x, torch.ones(3), torch.zeros(3)), [[-s, 0.0, s]], "layer_norm([1, 2, 3]) (biased "
+             "variance: divide by d)", atol=1e-6)
+expect_close(layer_norm(x, torch.tensor([2.0, 2.0, 2.0]), torch.tensor([1.0, 0.0, -1.0])), [[1 - 2 * s, 0.0, 2 * s - 1]],
+             "layer_norm([1, 2, 3]) with weight 2 and bias [1, 0, -1] (normalized * weight + bias)", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('every row has mean 0 and variance 1 (last dimension only)', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# every row has mean 0 and variance 1 (last dimension only)
+from attnlab.expect import expect_close
 
+g = torch.Generator().manual_seed(0)
+x = 3 * torch.randn(2, 5, 32, generator=g, dtype=torch.float64) + 7
+out = layer_norm(x, torch.ones(32, dtype=torch.float64), torch.zeros(32, dtype=torch.float64))
+assert out.shape == (2, 5, 32) and out.dtype == torch.float64, (
+    f"keep the shape and dtype of x, got {tuple(out.shape)} {out.dtype}")
+zeros, ones = torch.zeros(2, 5, dtype=torch.float64), torch.ones(2, 5, dtype=torch.float64)
+expect_close(out.mean(-1), zeros, "the mean of each row (over the last dimension)", atol=1e-6)
+expect_close(out.var(-1, unbiased=False), ones, "the variance of each row", atol=1e-4)
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('shifting x by 10 000 in float32 changes nothing', question=name, index=2, points=None,
+    first_line=42, source=r'''
+# shifting x by 10 000 in float32 changes nothing
+# (far from zero, E[x^2] - mean^2 cancels: subtract the mean first)
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+g = torch.Generator().manual_seed(1)
+x = torch.randn(4, 64, generator=g)
+out_near = layer_norm(x, torch.ones(64), torch.zeros(64))
+out_far = layer_norm(x + 1e4, torch.ones(64), torch.zeros(64))
+assert torch.isfinite(out_far).all(), (
+    "layer_norm(x + 1e4) has nan or inf: the variance came out negative; compute (x - mean) first")
+expect_close(out_far, out_near, "layer_norm(x + 1e4) (expected: layer_norm(x); E[x^2] - mean^2 loses the variance "
+             "in float32)", atol=2e-2)
+''')

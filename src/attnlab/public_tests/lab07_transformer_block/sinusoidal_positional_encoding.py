@@ -2,27 +2,41 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'sinusoidal_positional_encoding'
 points = None
 
-_PUBLIC = [
-    '# Row 0 is [0, 1, 0, 1, ...]; row 1 for d = 4 worked on paper: the frequencies are 1 and 1/100.\npe = sinusoidal_positional_encoding(3, 4)\nassert isinstance(pe, torch.Tensor) and pe.shape == (3, 4), f"expected a (3, 4) tensor, got {getattr(pe, \'shape\', pe)}"\nassert pe.dtype == torch.float32, f"the table should be float32, got {pe.dtype}"\nassert torch.allclose(pe[0], torch.tensor([0.0, 1.0, 0.0, 1.0])), f"position 0 should be [0, 1, 0, 1], got {pe[0]}"\nrow1 = torch.tensor([math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)])\nassert torch.allclose(pe[1], row1, atol=1e-6), (\n    f"position 1 should be [sin 1, cos 1, sin 0.01, cos 0.01] = {row1}, got {pe[1]}")',
-    '# Interleaved sin/cos: each (sin, cos) pair lies on the unit circle; a wide table; odd widths rejected.\npe = sinusoidal_positional_encoding(50, 16)\nassert pe.shape == (50, 16), f"expected shape (50, 16), got {tuple(pe.shape)}"\nassert torch.allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(50, 8), atol=1e-5), (\n    "columns 2i and 2i+1 should be sin and cos of the same angle")\nassert torch.allclose(pe[:, 0], torch.sin(torch.arange(50.0)), atol=1e-5), "column 0 should be sin(p)"\nexpected = torch.tensor(math.sin(10 / 10000 ** (14 / 16)))\nassert torch.allclose(pe[10, 14], expected, atol=1e-6), "column 14 should be sin(p / 10000^(14/16))"\ntry:\n    sinusoidal_positional_encoding(10, 7)\nexcept ValueError as exc:\n    assert "7" in str(exc), f"the message should name the odd d_model (7), got {exc!r}"\nelse:\n    raise AssertionError("sinusoidal_positional_encoding(10, 7) should raise ValueError: d_model must be even")',
-]
+check_1 = PublicCheck('the worked example: positions 0 and 1 for d = 4', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: positions 0 and 1 for d = 4
+from attnlab.expect import expect_close
 
+pe = sinusoidal_positional_encoding(3, 4)
+assert isinstance(pe, torch.Tensor) and pe.shape == (3, 4), f"expected a (3, 4) tensor, got {getattr(pe, 'shape', pe)}"
+assert pe.dtype == torch.float32, f"the table should be float32, got {pe.dtype}"
+expect_close(pe[0], [0.0, 1.0, 0.0, 1.0], "position 0 (sin 0, cos 0, ...)", atol=1e-6)
+expect_close(pe[1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], "position 1 "
+             "(sin 1, cos 1, sin 0.01, cos 0.01)", atol=1e-6)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('interleaved sin/cos pairs; a wide table; odd widths rejected', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# interleaved sin/cos pairs; a wide table; odd widths rejected
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+pe = sinusoidal_positional_encoding(50, 16)
+assert pe.shape == (50, 16), f"expected shape (50, 16), got {tuple(pe.shape)}"
+expect_close(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(50, 8), "sin^2 + cos^2 of columns 2i and 2i+1 "
+             "(sin and cos of the same angle)", atol=1e-5)
+expect_close(pe[:, 0], torch.sin(torch.arange(50.0)), "column 0 (sin p)", atol=1e-5)
+expect_close(pe[10, 14], math.sin(10 / 10000 ** (14 / 16)), "pe[10, 14] (sin(p / 10000^(14/16)))", atol=1e-6)
+try:
+    sinusoidal_positional_encoding(10, 7)
+except ValueError as exc:
+    assert "7" in str(exc), f"the message should name the odd d_model (7), got {exc!r}"
+else:
+    raise AssertionError("sinusoidal_positional_encoding(10, 7) should raise ValueError: d_model must be even")
+''')

@@ -1,0 +1,244 @@
+"""Name the likely mistake: when hidden tests fail, find the catalogued mutant the submission behaves like.
+
+The lab's catalogue (``catalogue.py`` in the autograder bundle, never shipped to students) lists the mistakes
+students really make, each with a student-facing ``hint``. ``Recorder`` wraps the student during the grading run
+and keeps, for each failed hidden test, the requests the test made (the same inputs) and the submission's
+replies. Each mutant of that question (the reference code with the mutant's definitions, run in this process:
+trusted code) then gets the same requests in the same order. A mutant whose replies all equal the submission's
+(outputs and gradients within the hidden tests' tolerances, the same in-place changes, an error where the
+submission raised one) behaves like it on those inputs. When the mutants that match all carry one hint, and no
+correct variant matches, the question's feedback says ``likely mistake: <hint>``.
+
+The submission is never called again, so the diagnosis costs only in-process mutant calls, has a time cap, and
+cannot disturb the worker. It leaks nothing: the hint is fixed text written by the instructor; no input, test
+source or mutant source reaches the feedback.
+
+Use (``runner.grade_submission``)::
+
+    recorder = Recorder(student)
+    questions = run_suite(suite, recorder, ref, seed=seed, on_result=recorder.on_result, ...)
+    name_mistakes(bundle_dir, recorder, questions, budget_s=...)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .api import StudentAPI
+from .catalogue import Entry, load_catalogue, student_with
+from .checks import compare_values
+
+HINT_PREFIX = "likely mistake: "
+NOT_WRITTEN = "not written yet"  # the ending of the stubs' NotImplementedError (build/transforms/strip_solutions.py)
+DEFAULT_BUDGET_S = 3.0
+MAX_EXCHANGES = 64  # per question: enough to cover its failed tests, bounded for the time cap
+
+
+def diagnosis_budget(grading_s: float) -> float:
+    """The time the diagnosis may take after ``grading_s`` seconds of grading: at most 30% more (at least half a
+    second, at most ``DEFAULT_BUDGET_S``), so that naming mistakes never slows grading by more than about 1.3x."""
+    return min(DEFAULT_BUDGET_S, max(0.5, 0.3 * grading_s))
+
+
+# ------------------------------------------------------------------------------------------------ recording
+@dataclass
+class Exchange:
+    """One request a hidden test made to the submission, and its reply (or the error it raised)."""
+
+    op: str
+    payload: dict
+    ok: bool
+    value: Any
+
+
+class Recorder(StudentAPI):
+    """Wraps a student: passes every request through unchanged and keeps the exchanges of the failed tests
+    (``on_result`` is ``run_suite``'s callback: it closes each test)."""
+
+    def __init__(self, inner: StudentAPI):
+        self.inner = inner
+        self.failed: dict[str, list[Exchange]] = {}  # hidden test name -> its exchanges
+        self._current: list[Exchange] = []
+
+    def set_deadline(self, deadline) -> None:
+        setter = getattr(self.inner, "set_deadline", None)
+        if setter is not None:
+            setter(deadline)
+
+    def source(self, name: str | None = None) -> str | None:
+        return self.inner.source(name)
+
+    def _op(self, op: str, **payload) -> Any:
+        try:
+            value = self.inner._op(op, **payload)
+        except Exception as exc:
+            self._current.append(Exchange(op, payload, False, exc))
+            raise
+        self._current.append(Exchange(op, payload, True, value))
+        return value
+
+    def on_result(self, test, passed: bool, message: str, seconds: float) -> None:
+        if not passed:
+            self.failed[test.name] = self._current
+        self._current = []
+
+
+# ------------------------------------------------------------------------------------------------ catalogue
+@dataclass(frozen=True)
+class Catalogue:
+    reference_code: str
+    mutants: tuple[Entry, ...]
+    variants: tuple[Entry, ...]
+
+
+_CATALOGUES: dict[Path, Catalogue | None] = {}
+_LOCK = threading.Lock()
+
+
+def load_bundle_catalogue(bundle_dir: str | Path) -> Catalogue | None:
+    """The catalogue of a built autograder (``catalogue.py`` beside ``reference.py``), once per process;
+    None when the bundle has none (an older build, or a course without catalogues)."""
+    bundle_dir = Path(bundle_dir).resolve()
+    with _LOCK:
+        if bundle_dir not in _CATALOGUES:
+            path = bundle_dir / "catalogue.py"
+            if path.exists() and (bundle_dir / "reference.py").exists():
+                mutants, variants = load_catalogue(path)
+                _CATALOGUES[bundle_dir] = Catalogue((bundle_dir / "reference.py").read_text(), tuple(mutants),
+                                                    tuple(variants))
+            else:
+                _CATALOGUES[bundle_dir] = None
+        return _CATALOGUES[bundle_dir]
+
+
+# ------------------------------------------------------------------------------------------------ diagnosis
+def _same(op: str, mine: Any, theirs: Any) -> bool:
+    """Whether two replies to ``op`` agree, within the hidden tests' tolerances."""
+    try:
+        if op in ("call", "module_call") and isinstance(mine, dict) and isinstance(theirs, dict):
+            compare_values(mine.get("output"), theirs.get("output"), name="output")
+            for part in ("grads", "param_grads"):
+                a, b = mine.get(part) or {}, theirs.get(part) or {}
+                if {str(k) for k, v in a.items() if v is not None} != {str(k) for k, v in b.items() if v is not None}:
+                    return False
+                for k, v in b.items():
+                    if v is not None:
+                        compare_values(a.get(k, a.get(str(k))), v, name=part)
+            return sorted(map(str, mine.get("modified") or [])) == sorted(map(str, theirs.get("modified") or []))
+        compare_values(mine, theirs, name=op)
+        return True
+    except Exception:  # noqa: BLE001 - any difference (or unlike types) is a mismatch
+        return False
+
+
+def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: float | None = None) -> bool:
+    """Whether ``candidate`` replies to every request of ``exchanges`` as the submission did."""
+    handles: dict[int, Any] = {}
+    for x in exchanges:
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        if x.op == "source":
+            continue
+        payload = dict(x.payload)
+        if "handle" in payload:
+            mapped = handles.get(getattr(payload["handle"], "id", None))
+            if mapped is None:
+                return False
+            payload["handle"] = mapped
+        try:
+            value, ok = candidate._op(x.op, **payload), True
+        except Exception:  # noqa: BLE001 - the candidate raised too: compare that with the submission
+            value, ok = None, False
+        if ok != x.ok:
+            return False
+        if not ok:
+            continue
+        if x.op == "create":
+            handles[getattr(x.value, "id", None)] = value
+        elif not _same(x.op, x.value, value):
+            return False
+    return True
+
+
+def _failed_tests(suite, questions: dict) -> dict[str, list[str]]:
+    """Question -> the names of its failed hidden tests worth diagnosing (not an unwritten stub)."""
+    out: dict[str, list[str]] = {}
+    for test in suite.tests:
+        q = questions.get(test.question)
+        if q is None:
+            continue
+        failed = [m for m in q["messages"] if m.startswith(f"failed: {test.name}:")]
+        if failed and NOT_WRITTEN not in failed[0]:
+            out.setdefault(test.question, []).append(test.name)
+    return out
+
+
+def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *,
+             budget_s: float = DEFAULT_BUDGET_S) -> dict[str, str]:
+    """Question -> the hint of the mistake the submission behaves like (questions without one are left out)."""
+    deadline = time.monotonic() + budget_s
+    hints: dict[str, str] = {}
+
+    def matches(entry: Entry, exchanges: list[Exchange]) -> bool:
+        try:
+            candidate = student_with(catalogue.reference_code, entry)
+        except Exception:  # noqa: BLE001 - a broken catalogue entry must not break grading
+            return False
+        return behaves_like(exchanges, candidate, deadline)
+
+    for question, tests in _failed_tests(suite, questions).items():
+        exchanges = [x for t in tests for x in recorder.failed.get(t, [])][:MAX_EXCHANGES]
+        if not exchanges:
+            continue
+        matching = []
+        for entry in catalogue.mutants:
+            if time.monotonic() > deadline:
+                return hints
+            if entry.question == question and entry.hint and matches(entry, exchanges):
+                matching.append(entry)
+        distinct = {m.hint for m in matching}
+        if len(distinct) != 1:
+            continue
+        if any(v.question == question and matches(v, exchanges) for v in catalogue.variants):
+            continue
+        if time.monotonic() <= deadline:
+            hints[question] = distinct.pop()
+    return hints
+
+
+def name_mistakes(bundle_dir: str | Path, suite, recorder: Recorder, questions: dict, *,
+                  budget_s: float = DEFAULT_BUDGET_S) -> dict:
+    """Add ``likely mistake: <hint>`` to the messages of each question the submission got wrong the way a
+    catalogued mutant does, and shorten an unwritten question's messages to its ``not written yet`` line(s).
+    Returns ``questions`` (changed in place). Never raises: a diagnosis is a bonus, the score stands."""
+    for q in questions.values():
+        failed = [m for m in q["messages"] if m.startswith("failed: ")]
+        stubs = [m for m in failed if NOT_WRITTEN in m]
+        if failed and len(stubs) == len(failed) and q["score"] == 0:
+            q["messages"] = _not_written_lines(stubs)
+    try:
+        catalogue = load_bundle_catalogue(bundle_dir)
+        if catalogue is None:
+            return questions
+        for question, hint in diagnose(suite, catalogue, recorder, questions, budget_s=budget_s).items():
+            questions[question]["messages"].append(HINT_PREFIX + hint)
+    except Exception:  # noqa: BLE001
+        pass
+    return questions
+
+
+def _not_written_lines(messages: list[str]) -> list[str]:
+    """``failed: test: ... raised NotImplementedError: SelfAttention.forward: not written yet (in cell 3 ...)``
+    -> ``SelfAttention.forward: not written yet``, once per function."""
+    out: list[str] = []
+    for m in messages:
+        text = m.split("NotImplementedError: ", 1)[-1]
+        end = text.find(NOT_WRITTEN)
+        line = text[: end + len(NOT_WRITTEN)] if end >= 0 else text
+        if line not in out:
+            out.append(line)
+    return out

@@ -1,0 +1,190 @@
+"""Public checks in the student's kernel: run one check, and show its result as something a student can act on.
+
+The generated test files (``attnlab.public_tests.<lab>``) hold one ``PublicCheck`` per test cell of the master.
+Otter's ``grader.check("name")`` runs them; ``start_lab`` wraps Otter's grader so that the result reads
+
+    ❌ simple_self_attention: 1 of 3 checks failed
+    ✅ the weights of the worked example
+    ❌ rows of the weights sum to 1
+         assert torch.allclose(w.sum(-1), ones), "each row of the weights must sum to 1"
+       each row of the weights must sum to 1
+
+and an unwritten answer gives one line, ``❌ simple_self_attention: not written yet`` (``SelfAttention.__init__: not
+written yet`` for a class). Nothing of the kit's
+plumbing (file names, line numbers of generated files, internal calls) is shown.
+
+Each check runs on its own copy of the notebook's variables. Its code is compiled so that its line numbers are
+those of its verbatim copy in the test file, and registered in ``linecache``: plain Otter (which prints the test
+file's line where the failure happened) and tracebacks both show the check's own line.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from otter.test_files import test_case
+
+NOT_WRITTEN = "not written yet"  # the ending of the stubs' NotImplementedError (build/transforms/strip_solutions.py)
+
+
+@dataclass
+class Failure:
+    """Why a check failed: the statement of the check that failed, the error's type and message."""
+
+    line: str
+    kind: str
+    message: str
+
+    @property
+    def not_written(self) -> bool:
+        return self.kind == "NotImplementedError" and self.message.endswith(NOT_WRITTEN)
+
+
+class PublicCheck(test_case):
+    """One public check (an Otter exception-format test case) whose code is the master's test cell."""
+
+    def __init__(self, name: str, *, question: str, index: int, source: str, first_line: int = 1,
+                 points=None):
+        super().__init__(name=name, points=points, hidden=False)
+        self.question = question
+        self.index = index
+        self.source = source.strip("\n")
+        self.first_line = first_line
+        self.failure: Failure | None = None
+
+    @property
+    def filename(self) -> str:
+        return f"<check {self.index + 1} of {self.question}: {self.name}>"
+
+    def _code(self):
+        text = "\n" * (self.first_line - 1) + self.source + "\n"
+        linecache.cache[self.filename] = (len(text), None, text.splitlines(True), self.filename)
+        return compile(text, self.filename, "exec")
+
+    def call_func(self, global_environment: dict[str, Any]):
+        """Run the check on a copy of ``global_environment``; record why it failed, then let the error go on
+        to Otter (which reads the failing line from the check's own frame, the next one down)."""
+        self.failure = None
+        try:
+            exec(self._code(), dict(global_environment))  # a copy: the check's own variables stay out
+        except Exception as exc:
+            self.failure = describe_failure(exc, self)
+            raise
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["failure"] = None
+        return state
+
+
+def _statement(source: str, lineno: int) -> str:
+    """The innermost simple statement of ``source`` that spans line ``lineno`` (all its lines)."""
+    lines = source.split("\n")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno <= lineno <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno and (node.end_lineno or 0) <= (best.end_lineno or 0):
+                best = node
+    if best is None:
+        return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    chosen = lines[best.lineno - 1: best.end_lineno]
+    indent = min(len(x) - len(x.lstrip()) for x in chosen if x.strip())
+    return "\n".join(x[indent:] for x in chosen).strip("\n")
+
+
+def describe_failure(exc: BaseException, check: PublicCheck) -> Failure:
+    """The check's statement where ``exc`` passed (the deepest frame of the check's code), and the message."""
+    lineno = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == check.filename:
+            lineno = line
+    statement = _statement(check.source, lineno - check.first_line + 1) if lineno else ""
+    message = str(exc).strip()
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        message = str(exc.args[0])
+    return Failure(statement, type(exc).__name__, message)
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def format_result(question: str, result) -> str:
+    """What ``grader.check(question)`` shows: one line per check, the failing statement and the message below a
+    failed one; one line when nothing is written yet."""
+    rows = list(getattr(result, "test_case_results", []))
+    if not rows:
+        return f"{question}: no checks"
+    failures = [(r, getattr(r.test_case.body, "failure", None)) for r in rows if not r.passed]
+    if not failures:
+        return f"✅ {question}: all {len(rows)} checks passed"
+    if len(failures) == len(rows) and all(f is not None and f.not_written for _, f in failures):
+        # one line: the question's own stub when it is among them (a check may call an earlier, unwritten one)
+        messages = [f.message for _, f in failures]
+        own = [m for m in messages if m.split(":")[0] == question or m.startswith(question + ".")]
+        return f"❌ {(own or messages)[0]}"
+    out = [f"❌ {question}: {len(failures)} of {len(rows)} checks failed"]
+    for r in rows:
+        name = r.test_case.name
+        if r.passed:
+            out.append(f"✅ {name}")
+            continue
+        f = getattr(r.test_case.body, "failure", None)
+        if f is None:  # not one of ours (a hidden case in the autograder's copy): Otter's own message
+            out.append(f"❌ {name}\n{_indent((r.message or '').replace('❌ Test case failed', '').strip(), '   ')}")
+        elif f.not_written:
+            out.append(f"❌ {name}: {f.message}")
+        else:
+            what = f.message if f.kind == "AssertionError" else f"{f.kind}: {f.message}"
+            block = [f"❌ {name}"]
+            if f.line:
+                block.append(_indent(f.line, "     "))
+            block.append(_indent(what or "(the assert gives no message)", "   "))
+            out.append("\n".join(block))
+    return "\n".join(out)
+
+
+class CheckResult:
+    """Otter's result of ``grader.check``, shown with ``format_result``; every attribute is Otter's."""
+
+    def __init__(self, question: str, result):
+        self._question = question
+        self._result = result
+
+    def __getattr__(self, name):
+        return getattr(self._result, name)
+
+    def __repr__(self) -> str:
+        return format_result(self._question, self._result)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(repr(self))}</pre>"
+
+
+class Grader:
+    """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's."""
+
+    def __init__(self, notebook):
+        self._notebook = notebook
+
+    def __getattr__(self, name):
+        return getattr(self._notebook, name)
+
+    def check(self, question: str, global_env: dict | None = None):
+        import inspect
+
+        if global_env is None:
+            frame = inspect.currentframe().f_back
+            global_env = frame.f_globals
+        result = self._notebook.check(question, global_env)
+        return CheckResult(question, result)

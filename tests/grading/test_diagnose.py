@@ -1,0 +1,128 @@
+"""diagnose: the grader names the likely mistake from the lab's catalogue, on the requests the failed hidden tests
+made, without calling the submission again; unwritten answers give one line; no catalogue, no hint."""
+
+import pytest
+import torch
+
+from attnlab.grading.api import LocalStudent
+from attnlab.grading.catalogue import Entry, student_with
+from attnlab.grading.diagnose import (
+    HINT_PREFIX,
+    Catalogue,
+    Exchange,
+    Recorder,
+    behaves_like,
+    diagnose,
+    diagnosis_budget,
+    load_bundle_catalogue,
+    name_mistakes,
+)
+from attnlab.grading.hidden import run_suite
+from attnlab.grading.runner import load_bundle
+
+LAB = "lab99_demo"
+
+
+@pytest.fixture(scope="module")
+def lab(built_course):
+    directory = built_course / "autograder" / LAB
+    bundle = load_bundle(directory)
+    return directory, bundle, (directory / "reference.py").read_text()
+
+
+def graded(lab, source):
+    directory, bundle, ref_code = lab
+    recorder = Recorder(student_with(ref_code, Entry("submission", "double", source)))
+    results = run_suite(bundle.suite, recorder, bundle.reference, seed=3, on_result=recorder.on_result)
+    return recorder, results
+
+
+def test_a_submission_that_makes_a_catalogued_mistake_gets_its_hint(lab):
+    directory, bundle, _ = lab
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")  # written differently, same mistake
+    assert results["double"]["score"] == 0
+    name_mistakes(directory, bundle.suite, recorder, results)
+    assert results["double"]["messages"][-1] == HINT_PREFIX + "your double adds 1 to twice the input"
+    assert all(not m.startswith(HINT_PREFIX) for m in results["Scale"]["messages"])  # Scale passed
+
+
+def test_another_mistake_gets_no_hint(lab):
+    directory, bundle, _ = lab
+    recorder, results = graded(lab, "def double(x):\n    return 3 * x\n")
+    name_mistakes(directory, bundle.suite, recorder, results)
+    assert not any(m.startswith(HINT_PREFIX) for m in results["double"]["messages"])
+
+
+def test_the_recorder_is_transparent_and_keeps_only_failed_tests(lab):
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
+    assert list(recorder.failed) == ["double_values"]
+    assert all(isinstance(x, Exchange) and x.op == "call" for x in recorder.failed["double_values"])
+    directory, bundle, ref_code = lab
+    same = student_with(ref_code, Entry("s", "double", "def double(x):\n    return 2 * x + 1\n"))
+    plain = run_suite(bundle.suite, same, bundle.reference, seed=3)
+    assert plain == results  # recording changes nothing in the grade
+
+
+def test_the_submission_is_never_called_again(lab):
+    directory, bundle, ref_code = lab
+
+    class Counting(LocalStudent):
+        calls = 0
+
+        def _op(self, op, **payload):
+            Counting.calls += 1
+            return super()._op(op, **payload)
+
+    inner = student_with(ref_code, Entry("s", "double", "def double(x):\n    return 2 * x + 1\n"))
+    recorder = Recorder(Counting(inner.executor.namespace, inner.code))
+    results = run_suite(bundle.suite, recorder, bundle.reference, seed=3, on_result=recorder.on_result)
+    before = Counting.calls
+    name_mistakes(directory, bundle.suite, recorder, results)
+    assert Counting.calls == before and results["double"]["messages"][-1].startswith(HINT_PREFIX)
+
+
+def test_errors_must_match_too():
+    mutant = LocalStudent.from_code("def f(x):\n    raise ValueError('no')\n")
+    fine = LocalStudent.from_code("def f(x):\n    return x\n")
+    failed_call = [Exchange("call", {"name": "f", "args": [torch.ones(2)], "kwargs": {}, "grad": False,
+                                     "grad_outputs": None}, False, RuntimeError("student raised"))]
+    assert behaves_like(failed_call, mutant) and not behaves_like(failed_call, fine)
+
+
+def test_a_mutant_matching_a_correct_variant_too_is_not_named(lab):
+    directory, bundle, ref_code = lab
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
+    same = "def double(x):\n    return x * 2 + 1\n"
+    catalogue = Catalogue(ref_code, (Entry("m", "double", same, hint="h"),), (Entry("v", "double", same),))
+    assert diagnose(bundle.suite, catalogue, recorder, results) == {}
+    catalogue = Catalogue(ref_code, (Entry("m", "double", same, hint="h"), Entry("n", "double", same, hint="other")), ())
+    assert diagnose(bundle.suite, catalogue, recorder, results) == {}  # two different hints: say nothing
+    catalogue = Catalogue(ref_code, (Entry("m", "double", same, hint="h"),), ())
+    assert diagnose(bundle.suite, catalogue, recorder, results) == {"double": "h"}
+    assert diagnose(bundle.suite, catalogue, recorder, results, budget_s=0.0) == {}  # the time cap
+
+
+def test_unwritten_questions_get_one_line_and_no_diagnosis(lab):
+    directory, bundle, _ = lab
+    recorder, results = graded(lab, "def double(x):\n    raise NotImplementedError('double: not written yet')\n")
+    name_mistakes(directory, bundle.suite, recorder, results)
+    assert results["double"]["messages"] == ["double: not written yet"]
+
+
+def test_no_catalogue_in_the_bundle_means_plain_messages(lab, tmp_path):
+    import shutil
+
+    directory, bundle, _ = lab
+    copy = tmp_path / "bundle"
+    shutil.copytree(directory, copy)
+    (copy / "catalogue.py").unlink()
+    assert load_bundle_catalogue(copy) is None
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
+    before = [list(q["messages"]) for q in results.values()]
+    name_mistakes(copy, bundle.suite, recorder, results)
+    assert [q["messages"] for q in results.values()] == before
+
+
+def test_the_budget_is_at_most_30_percent_of_grading():
+    assert diagnosis_budget(1.0) == 0.5 and diagnosis_budget(5.0) == pytest.approx(1.5)
+    assert diagnosis_budget(100.0) == 3.0
