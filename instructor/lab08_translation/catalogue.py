@@ -1,0 +1,2 @@
+MUTANTS = []
+VARIANTS = []
