@@ -89,7 +89,11 @@ from attnlab.training import fit
 # has `forward(x, mask=None)`. `FeedForward(d_model, d_ff, dropout)` is `linear2(dropout(relu(linear1(x))))`.
 
 # %%
-# GIVEN from lab07_transformer_block: scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention, sinusoidal_positional_encoding, FeedForward, TransformerEncoderBlock
+# GIVEN from lab07_transformer_block: scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention
+
+
+# %%
+# GIVEN from lab07_transformer_block: sinusoidal_positional_encoding, FeedForward, TransformerEncoderBlock
 
 
 # %% [markdown]
