@@ -17,7 +17,7 @@ from attnlab.seeding import seed_everything
 from attnlab.training import fit
 
 
-# Given (from lab07_transformer_block): scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention, sinusoidal_positional_encoding, FeedForward, TransformerEncoderBlock. Run this cell; it is the working code of the earlier lab.
+# Given (from lab07_transformer_block): scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention. Run this cell; it is the working code of the earlier lab.
 
 def scaled_dot_product_attention(q, k, v, mask=None):
     """softmax(q k^T / sqrt(d_k)) v, with an optional boolean mask (True = may attend).
@@ -121,6 +121,8 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(merge_heads(heads))  # (B, h, n_q, d_h) -> (B, n_q, h*d_h) -> (B, n_q, d)
         return out, weights
 
+
+# Given (from lab07_transformer_block): sinusoidal_positional_encoding, FeedForward, TransformerEncoderBlock. Run this cell; it is the working code of the earlier lab.
 
 def sinusoidal_positional_encoding(max_len, d_model):
     """The sinusoidal position table of "Attention Is All You Need".

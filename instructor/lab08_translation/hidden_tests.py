@@ -401,8 +401,13 @@ def compare_greedy(student, ref, state, src, max_len, what, **kwargs) -> torch.T
     if got.shape[1] != expected.shape[1]:
         eos = kwargs.get("eos_id", 2)
         steps = eos_steps(expected, eos)
-        why = (f"every row has produced EOS by column {expected.shape[1] - 1}: stop there"
-               if all(s is not None for s in steps) else f"it should stop at max_len = {max_len} columns (BOS counted)")
+        if got.shape[1] < expected.shape[1]:
+            why = ("you stopped before every row had produced EOS: keep going until all rows have (or until "
+                   f"max_len = {max_len} columns)")
+        elif all(s is not None for s in steps):
+            why = f"every row has produced EOS by column {expected.shape[1] - 1}: stop there"
+        else:
+            why = f"stop at max_len = {max_len} columns (the BOS column counts)"
         raise AssertionError(f"{name} returned {got.shape[1]} columns, expected {expected.shape[1]}: {why}")
     checks.assert_close(got, expected, name=name)
     return expected
