@@ -277,7 +277,7 @@ class Seq2SeqTransformer(nn.Module):
                  num_decoder_layers=2, d_ff=512, max_len=128, dropout=0.1, pad_id=0):
         super().__init__()
         self.d_model = d_model
-        self.pad_id = pad_id
+        self.pad_id = pad_id  # greedy_decode pads finished rows with it
         self.max_len = max_len
         self.src_emb = nn.Embedding(src_vocab, d_model)
         self.tgt_emb = nn.Embedding(tgt_vocab, d_model)

@@ -410,7 +410,7 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         # BEGIN SOLUTION
         self.d_model = d_model
-        self.pad_id = pad_id
+        self.pad_id = pad_id  # greedy_decode pads finished rows with it
         self.max_len = max_len
         self.src_emb = nn.Embedding(src_vocab, d_model)
         self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
