@@ -1,0 +1,473 @@
+"""Hidden tests of Lab 08 (the translation Transformer), against the narrow interface.
+
+Every test draws its inputs from ``rng`` only and compares the student's answer with a trusted value: the
+reference (the solution's code), ``nn.TransformerDecoderLayer`` and ``F.cross_entropy`` built here, and
+properties checked on the student's own model (a later target token or extra source pads change no earlier
+logit). A blank notebook scores 0: every test compares a value first.
+
+``greedy_decode(model, ...)`` takes a model object, and the narrow interface sends tensors and plain values
+only (no module built by ``create`` can be passed to a function). So the tests call the notebook's given
+``decode_toy(state, src, max_len, ...)``, which builds the given ``ToyTranslator`` (the interface of
+``Seq2SeqTransformer``: ``encode``, ``decode``, ``forward``, ``pad_id``) with the test's random weights in the
+student's process and runs the student's ``greedy_decode`` on it; the reference does the same with the
+reference ``greedy_decode``. This also keeps ``greedy_decode``'s grade independent of the student's
+``Seq2SeqTransformer``.
+
+Questions and points (31 in all):
+
+    TransformerDecoderBlock   10
+    decoder_io                 3
+    Seq2SeqTransformer         8
+    sequence_loss              4
+    greedy_decode              6
+
+Tolerances: the defaults of ``checks.TOLERANCES``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.grading import checks
+from attnlab.grading.executor import StudentError
+from attnlab.grading.hidden import HiddenSuite
+from attnlab.grading.inputs import randint, randn, random_lengths, random_mask
+
+suite = HiddenSuite("lab08_translation")
+
+F32, F64 = torch.float32, torch.float64
+
+BLOCK = "TransformerDecoderBlock"
+IO = "decoder_io"
+MODEL = "Seq2SeqTransformer"
+LOSS = "sequence_loss"
+GREEDY = "greedy_decode"
+TOY = "decode_toy"
+
+FORBIDDEN = ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+             "TransformerDecoderLayer"]
+WHY = ("this lab asks you to build the decoder block and the model yourself: nn.Transformer, "
+       "nn.TransformerEncoder(Layer) and nn.TransformerDecoder(Layer) are not allowed in the graded cells")
+
+
+def expect_student_error(fn, error: str, *, what: str) -> None:
+    """``fn()`` must raise (in student code) ``error``."""
+    try:
+        fn()
+    except StudentError as exc:
+        text = str(exc)
+        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
+        return
+    raise AssertionError(f"{what} should raise {error}, but it returned normally")
+
+
+# ------------------------------------------------------------------------------------ TransformerDecoderBlock
+def placement(norm_first: bool) -> str:
+    return "pre-norm (norm_first=True)" if norm_first else "post-norm (norm_first=False)"
+
+
+def block_setup(student, ref, rng, norm_first: bool, dtype=F64, **kwargs):
+    num_heads = [1, 2, 4][randint(rng, 0, 2)]
+    d_model = num_heads * randint(rng, 2, 5)
+    d_ff = randint(rng, d_model, 3 * d_model)
+    s_mod, r_mod = checks.build_pair(student, ref, BLOCK, d_model, num_heads, d_ff, rng=rng, dtype=dtype,
+                                     norm_first=norm_first, **kwargs)
+    return s_mod, r_mod, d_model, num_heads, d_ff
+
+
+def block_masks(rng, batch: int, T: int, S: int) -> list:
+    """(tgt_mask, memory_mask) pairs: none; causal (T, T) + source padding (B, 1, 1, S); causal and target
+    padding (B, 1, T, T) + source padding; random (B, 1, T, T) + random (B, 1, T, S)."""
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    lengths = random_lengths(rng, batch, S)
+    keep = (torch.arange(S)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, S)
+    t_lengths = random_lengths(rng, batch, T)
+    t_keep = (torch.arange(T)[None, :] < t_lengths[:, None])[:, None, None, :]  # (B, 1, 1, T)
+    random_tgt = (torch.rand(batch, 1, T, T, generator=rng) < 0.6) | torch.eye(T, dtype=torch.bool)
+    return [(None, None), (causal, keep), (causal & t_keep, keep), (random_tgt, random_mask(rng, batch, 1, T, S, p=0.6))]
+
+
+def describe(tgt_mask, memory_mask) -> str:
+    parts = [f"tgt_mask {'None' if tgt_mask is None else tuple(tgt_mask.shape)}",
+             f"memory_mask {'None' if memory_mask is None else tuple(memory_mask.shape)}"]
+    return ", ".join(parts)
+
+
+def compare_block_with_ref(student, ref, rng, norm_first: bool, masks: bool) -> None:
+    s_mod, r_mod, d, h, _ = block_setup(student, ref, rng, norm_first)
+    batch, T, S = randint(rng, 2, 3), randint(rng, 3, 6), randint(rng, 3, 7)
+    y = randn(rng, batch, T, d, scale=1.5)
+    memory = randn(rng, batch, S, d, scale=1.5)
+    for tgt_mask, memory_mask in (block_masks(rng, batch, T, S) if masks else [(None, None)]):
+        checks.compare_module_call(s_mod, r_mod, y, memory, rng=rng, grad=True, tgt_mask=tgt_mask,
+                                   memory_mask=memory_mask,
+                                   name=f"TransformerDecoderBlock, {placement(norm_first)}, "
+                                        f"{describe(tgt_mask, memory_mask)}")
+
+
+@suite.test(BLOCK, points=2)
+def decoder_block_post_norm_float64_grads(student, ref, rng):
+    compare_block_with_ref(student, ref, rng, norm_first=False, masks=False)
+
+
+@suite.test(BLOCK, points=2)
+def decoder_block_pre_norm_float64_grads(student, ref, rng):
+    compare_block_with_ref(student, ref, rng, norm_first=True, masks=False)
+
+
+@suite.test(BLOCK, points=2)
+def decoder_block_masks_both_placements(student, ref, rng):
+    for norm_first in (False, True):
+        compare_block_with_ref(student, ref, rng, norm_first=norm_first, masks=True)
+
+
+def torch_decoder_layer(state: dict, d_model: int, num_heads: int, d_ff: int, norm_first: bool,
+                        dtype: torch.dtype) -> nn.TransformerDecoderLayer:
+    """``nn.TransformerDecoderLayer`` holding the weights of ``state`` (our names), dropout 0, eval mode."""
+    module = nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout=0.0, batch_first=True,
+                                        norm_first=norm_first, dtype=dtype)
+    mapped = {}
+    for ours, theirs in (("self_attn", "self_attn"), ("cross_attn", "multihead_attn")):
+        qkv = ("q_proj", "k_proj", "v_proj")
+        mapped[f"{theirs}.in_proj_weight"] = torch.cat([state[f"{ours}.{p}.weight"] for p in qkv])
+        mapped[f"{theirs}.in_proj_bias"] = torch.cat([state[f"{ours}.{p}.bias"] for p in qkv])
+        mapped[f"{theirs}.out_proj.weight"] = state[f"{ours}.out_proj.weight"]
+        mapped[f"{theirs}.out_proj.bias"] = state[f"{ours}.out_proj.bias"]
+    for i in (1, 2):
+        mapped[f"linear{i}.weight"] = state[f"ff.linear{i}.weight"]
+        mapped[f"linear{i}.bias"] = state[f"ff.linear{i}.bias"]
+    for i in (1, 2, 3):
+        mapped[f"norm{i}.weight"] = state[f"norm{i}.weight"]
+        mapped[f"norm{i}.bias"] = state[f"norm{i}.bias"]
+    module.load_state_dict(mapped)
+    return module.eval()
+
+
+def torch_masks(tgt_mask, memory_mask, batch: int, h: int, T: int, S: int) -> dict:
+    """Our masks (True = allowed) in nn.TransformerDecoderLayer's arguments (True = blocked)."""
+    out = {}
+    if tgt_mask is not None:
+        out["tgt_mask"] = ~tgt_mask if tgt_mask.dim() == 2 else \
+            ~tgt_mask.expand(batch, h, T, T).reshape(batch * h, T, T)
+    if memory_mask is not None:
+        if memory_mask.shape[-2] == 1:  # (B, 1, 1, S): source padding
+            out["memory_key_padding_mask"] = ~memory_mask[:, 0, 0, :]
+        else:
+            out["memory_mask"] = ~memory_mask.expand(batch, h, T, S).reshape(batch * h, T, S)
+    return out
+
+
+@suite.test(BLOCK, points=3)
+def decoder_block_equals_torch_decoder_layer(student, ref, rng):
+    for norm_first, dtype in ((False, F64), (True, F64), (False, F32), (True, F32)):
+        s_mod, r_mod, d, h, d_ff = block_setup(student, ref, rng, norm_first, dtype=dtype)
+        layer = torch_decoder_layer(r_mod.state_dict(), d, h, d_ff, norm_first, dtype)
+        batch, T, S = randint(rng, 2, 3), randint(rng, 3, 6), randint(rng, 3, 7)
+        y = randn(rng, batch, T, d, dtype=dtype, scale=1.5)
+        memory = randn(rng, batch, S, d, dtype=dtype, scale=1.5)
+        all_masks = block_masks(rng, batch, T, S)
+        for tgt_mask, memory_mask in (all_masks if dtype == F64 else [all_masks[0], all_masks[1]]):
+            yg = y.detach().clone().requires_grad_(True)
+            mg = memory.detach().clone().requires_grad_(True)
+            expected = layer(yg, mg, **torch_masks(tgt_mask, memory_mask, batch, h, T, S))
+            go = checks.random_like_outputs(expected, rng)[0]
+            expected_grads = torch.autograd.grad(expected, (yg, mg), go)
+            got = s_mod.call(y, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, grad=True, grad_outputs=[go])
+            name = (f"TransformerDecoderBlock ({placement(norm_first)}, {describe(tgt_mask, memory_mask)}, "
+                    f"{dtype}) against nn.TransformerDecoderLayer(batch_first=True, dropout=0) with the same weights")
+            checks.assert_close(got.output, expected.detach(), name=name)
+            for key, what, exp in ((0, "y", expected_grads[0]), (1, "memory", expected_grads[1])):
+                assert got.grads.get(key) is not None, f"{name}: the gradient with respect to {what} is missing"
+                checks.assert_close(got.grads[key], exp, name=f"the gradient with respect to {what} of {name}")
+    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+
+
+@suite.test(BLOCK, points=1)
+def decoder_block_dropout_train_and_eval(student, ref, rng):
+    for norm_first in (False, True):
+        s_mod, r_mod, d, h, _ = block_setup(student, ref, rng, norm_first, dropout=0.5)
+        y, memory = randn(rng, 2, 5, d), randn(rng, 2, 6, d)
+        checks.compare_module_call(s_mod, r_mod, y, memory, name=f"TransformerDecoderBlock(dropout=0.5) in eval "
+                                   f"mode, {placement(norm_first)} (dropout must be off in eval mode)")
+        evaluated = s_mod.call(y, memory).output
+        trained = s_mod.call(y, memory, train=True).output
+        checks.expect_tensor(trained, name="TransformerDecoderBlock in training mode", shape=y.shape, dtype=F64)
+        assert not torch.allclose(trained, evaluated), (
+            "TransformerDecoderBlock(dropout=0.5) gives the same output in training and eval mode: apply dropout "
+            "(pass it to the attentions and the feed-forward network, and on each sub-layer's output)")
+
+
+# ------------------------------------------------------------------------------------------------- decoder_io
+def target_batch(rng, batch: int, T: int, vocab: int = 50) -> torch.Tensor:
+    """(B, T) rows BOS w... EOS PAD*, the first row full, words in [4, vocab)."""
+    lengths = random_lengths(rng, batch, T - 2) + 2  # BOS + words + EOS, at least 3
+    lengths[1 % batch] = 2 if batch > 1 else lengths[1 % batch]  # BOS EOS
+    tgt = torch.randint(4, vocab, (batch, T), generator=rng)
+    pos = torch.arange(T)[None, :]
+    tgt = torch.where(pos == lengths[:, None] - 1, torch.full_like(tgt, 2), tgt)
+    tgt = tgt.masked_fill(pos >= lengths[:, None], 0)
+    tgt[:, 0] = 1
+    return tgt
+
+
+@suite.test(IO, points=2)
+def decoder_io_matches_reference(student, ref, rng):
+    for batch, T in ((randint(rng, 2, 6), randint(rng, 4, 12)), (1, 3), (randint(rng, 3, 8), 2 + randint(rng, 8, 30))):
+        tgt = target_batch(rng, batch, T) if T > 3 else torch.tensor([[1, 7, 2]])
+        checks.compare_call(student, ref, IO, tgt)
+
+
+@suite.test(IO, points=1)
+def decoder_io_worked_example(student, ref, rng):
+    tgt = torch.tensor([[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]])
+    got = student.call(IO, tgt).output
+    assert isinstance(got, (tuple, list)) and len(got) == 2, "decoder_io should return a pair (dec_in, labels)"
+    checks.assert_close(got[0], tgt[:, :-1], name="dec_in of [[1, 5, 6, 7, 2, 0], ...] (tgt without its last column)")
+    checks.assert_close(got[1], tgt[:, 1:], name="labels of [[1, 5, 6, 7, 2, 0], ...] (tgt without its first column)")
+    got = student.call(IO, torch.tensor([[1, 2]])).output
+    checks.compare_values(got, (torch.tensor([[1]]), torch.tensor([[2]])), name="decoder_io([[BOS, EOS]])")
+
+
+# ----------------------------------------------------------------------------------------- Seq2SeqTransformer
+def model_setup(student, ref, rng, dtype=F64, pad_id=0, **overrides):
+    num_heads = [1, 2, 4][randint(rng, 0, 2)]
+    config = dict(d_model=num_heads * 2 * randint(rng, 1, 2), num_heads=num_heads,  # even: sin/cos pairs
+                  num_encoder_layers=randint(rng, 1, 2), num_decoder_layers=randint(rng, 1, 2),
+                  d_ff=randint(rng, 8, 20), max_len=32, dropout=0.1, pad_id=pad_id)
+    config.update(overrides)
+    src_vocab, tgt_vocab = randint(rng, 8, 20), randint(rng, 8, 20)
+    s_mod, r_mod = checks.build_pair(student, ref, MODEL, src_vocab, tgt_vocab, rng=rng, dtype=dtype, **config)
+    return s_mod, r_mod, src_vocab, tgt_vocab, config
+
+
+def source_batch(rng, batch: int, S: int, vocab: int, pad_id: int = 0) -> torch.Tensor:
+    """(B, S) right-padded source ids; real ids avoid pad_id; the first row full, the second of length 1."""
+    lengths = random_lengths(rng, batch, S)
+    ids = torch.randint(1, vocab, (batch, S), generator=rng)
+    ids = torch.where(ids == pad_id, torch.full_like(ids, 1 if pad_id != 1 else 2), ids)
+    return ids.masked_fill(torch.arange(S)[None, :] >= lengths[:, None], pad_id)
+
+
+def decoder_input(rng, batch: int, T: int, vocab: int, pad_id: int = 0) -> torch.Tensor:
+    """(B, T) decoder inputs without pads: BOS then random words."""
+    ids = torch.randint(1, vocab, (batch, T), generator=rng)
+    ids = torch.where(ids == pad_id, torch.full_like(ids, 1 if pad_id != 1 else 2), ids)
+    ids[:, 0] = 1 if pad_id != 1 else 2
+    return ids
+
+
+@suite.test(MODEL, points=3)
+def model_matches_reference_float64(student, ref, rng):
+    s_mod, r_mod, v_src, v_tgt, config = model_setup(student, ref, rng)
+    batch, S, T = randint(rng, 2, 4), randint(rng, 3, 9), randint(rng, 2, 8)
+    src, dec_in = source_batch(rng, batch, S, v_src), decoder_input(rng, batch, T, v_tgt)
+    name = (f"Seq2SeqTransformer({v_src}, {v_tgt}, d_model={config['d_model']}, num_heads={config['num_heads']}, "
+            f"{config['num_encoder_layers']} + {config['num_decoder_layers']} layers)")
+    r_memory = r_mod.call(src, method="encode").output
+    checks.compare_module_call(s_mod, r_mod, src, method="encode", name=f"{name}.encode (source pads masked)")
+    checks.compare_module_call(s_mod, r_mod, dec_in, r_memory, src, rng=rng, grad=True, method="decode",
+                               name=f"{name}.decode (causal and source pad masks)")
+    checks.compare_module_call(s_mod, r_mod, src, dec_in, rng=rng, grad=True, name=f"{name} forward(src, dec_in)")
+    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+
+
+@suite.test(MODEL, points=2)
+def model_causal_future_tokens_ignored(student, ref, rng):
+    s_mod, r_mod, v_src, v_tgt, _ = model_setup(student, ref, rng)
+    batch, S, T = 3, randint(rng, 3, 8), randint(rng, 5, 10)
+    src, dec_in = source_batch(rng, batch, S, v_src), decoder_input(rng, batch, T, v_tgt)
+    k = randint(rng, 1, T - 2)
+    later = dec_in.clone()
+    later[:, k:] = torch.randint(4, v_tgt, (batch, T - k), generator=rng)
+    base = checks.expect_tensor(s_mod.call(src, dec_in).output, name="Seq2SeqTransformer's logits",
+                                shape=(batch, T, v_tgt), dtype=F64)
+    changed = s_mod.call(src, later).output
+    err = (base[:, :k] - changed[:, :k]).abs().max().item()
+    assert err <= 1e-9, (f"changing the target tokens from position {k} on changed the logits at positions 0..{k - 1} "
+                         f"(by up to {err:.3g}): decode must use a causal mask (True on and below the diagonal) in "
+                         "the decoder's self-attention")
+    checks.compare_module_call(s_mod, r_mod, src, later, name="Seq2SeqTransformer forward(src, dec_in)")
+
+
+@suite.test(MODEL, points=2)
+def model_source_pads_ignored(student, ref, rng):
+    for pad_id in (0, randint(rng, 3, 7)):
+        s_mod, r_mod, v_src, v_tgt, _ = model_setup(student, ref, rng, pad_id=pad_id)
+        batch, S, T = 3, randint(rng, 3, 7), randint(rng, 2, 6)
+        src = source_batch(rng, batch, S, v_src, pad_id=pad_id)
+        dec_in = decoder_input(rng, batch, T, v_tgt, pad_id=pad_id)
+        longer = torch.cat([src, torch.full((batch, randint(rng, 1, 4)), pad_id)], dim=1)
+        base = checks.expect_tensor(s_mod.call(src, dec_in).output, name="Seq2SeqTransformer's logits",
+                                    shape=(batch, T, v_tgt), dtype=F64)
+        padded = s_mod.call(longer, dec_in).output
+        err = (base - padded).abs().max().item()
+        assert err <= 1e-8, (f"Seq2SeqTransformer(pad_id={pad_id}): adding pads to the source changed the logits "
+                             f"(by up to {err:.3g}): mask the source positions equal to self.pad_id as keys, in the "
+                             "encoder's self-attention and in the decoder's cross-attention")
+        checks.compare_module_call(s_mod, r_mod, longer, dec_in, name=f"Seq2SeqTransformer(pad_id={pad_id}) forward")
+
+
+@suite.test(MODEL, points=1)
+def model_float32_padded_targets_and_too_long(student, ref, rng):
+    s_mod, r_mod, v_src, v_tgt, config = model_setup(student, ref, rng, dtype=F32, num_encoder_layers=3,
+                                                     num_decoder_layers=1)
+    batch, S, T = 4, randint(rng, 3, 8), randint(rng, 4, 9)
+    src = source_batch(rng, batch, S, v_src)
+    dec_in = decoder_input(rng, batch, T, v_tgt)
+    lengths = random_lengths(rng, batch, T)
+    real = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+    dec_in = dec_in.masked_fill(~real, 0)
+    got = checks.expect_tensor(s_mod.call(src, dec_in).output, name="Seq2SeqTransformer's logits (float32)",
+                               shape=(batch, T, v_tgt), dtype=F32)
+    expected = r_mod.call(src, dec_in).output
+    checks.assert_close(got[real], expected[real], name="Seq2SeqTransformer's logits at the real target positions "
+                        "(float32, 3 encoder + 1 decoder layers, padded targets)")
+    too_long = torch.ones(1, config["max_len"] + 1, dtype=torch.long)
+    expect_student_error(lambda: s_mod.call(too_long, dec_in[:1]), "ValueError",
+                         what=f"Seq2SeqTransformer(max_len={config['max_len']}) on a source of "
+                              f"{config['max_len'] + 1} tokens")
+
+
+# ---------------------------------------------------------------------------------------------- sequence_loss
+def loss_inputs(rng, dtype=F64, pad_id=0):
+    batch, T, V = randint(rng, 2, 5), randint(rng, 3, 9), randint(rng, 5, 30)
+    logits = randn(rng, batch, T, V, dtype=dtype, scale=2.0)
+    labels = torch.randint(0, V, (batch, T), generator=rng)
+    labels = torch.where(labels == pad_id, torch.full_like(labels, (pad_id + 1) % V), labels)
+    lengths = random_lengths(rng, batch, T)
+    labels = labels.masked_fill(torch.arange(T)[None, :] >= lengths[:, None], pad_id)
+    return logits, labels
+
+
+def check_loss(student, ref, rng, logits, labels, what, **kwargs):
+    V = logits.shape[-1]
+    eps, pad_id = kwargs.get("label_smoothing", 0.0), kwargs.get("pad_id", 0)
+    expected = F.cross_entropy(logits.reshape(-1, V).to(F64), labels.reshape(-1), ignore_index=pad_id,
+                               label_smoothing=eps).to(logits.dtype)
+    got = student.call(LOSS, logits, labels, **kwargs).output
+    checks.assert_close(got, expected, name=f"sequence_loss{what} against F.cross_entropy(ignore_index={pad_id}, "
+                        f"label_smoothing={eps:g}) (the mean over the non-pad tokens)")
+    checks.compare_call(student, ref, LOSS, logits, labels, grad=True, rng=rng, **kwargs)
+
+
+@suite.test(LOSS, points=2)
+def loss_matches_cross_entropy_with_pads(student, ref, rng):
+    for _ in range(2):
+        logits, labels = loss_inputs(rng)
+        check_loss(student, ref, rng, logits, labels, " (float64, right-padded labels)")
+
+
+@suite.test(LOSS, points=1)
+def loss_label_smoothing(student, ref, rng):
+    for eps in (0.1, 0.25):
+        logits, labels = loss_inputs(rng)
+        check_loss(student, ref, rng, logits, labels, f" with label_smoothing={eps}", label_smoothing=eps)
+
+
+@suite.test(LOSS, points=1)
+def loss_other_pad_id_float32(student, ref, rng):
+    pad_id = randint(rng, 1, 4)
+    logits, labels = loss_inputs(rng, dtype=F32, pad_id=pad_id)
+    check_loss(student, ref, rng, logits, labels, f" with pad_id={pad_id} (float32)", pad_id=pad_id,
+               label_smoothing=0.1)
+
+
+# ---------------------------------------------------------------------------------------------- greedy_decode
+def toy_state(rng, src_vocab: int, tgt_vocab: int, max_len: int, eos_id: int = 2, eos_bias: float = 0.0) -> dict:
+    """Random ToyTranslator weights; ``eos_bias`` shifts the score of EOS at every position."""
+    position = randn(rng, max_len, tgt_vocab)
+    position[:, eos_id] += eos_bias
+    return {"next_token": randn(rng, tgt_vocab, tgt_vocab, scale=1.5), "position": position,
+            "source": randn(rng, src_vocab, tgt_vocab)}
+
+
+def eos_steps(out: torch.Tensor, eos_id: int) -> list:
+    """For each row, the column of its first EOS (None when there is none)."""
+    steps = []
+    for row in out.tolist():
+        steps.append(row.index(eos_id) if eos_id in row else None)
+    return steps
+
+
+def compare_greedy(student, ref, state, src, max_len, what, **kwargs) -> torch.Tensor:
+    expected = ref.call(TOY, state, src, max_len, **kwargs).output
+    got = student.call(TOY, state, src, max_len, **kwargs).output
+    name = f"greedy_decode({what}, max_len={max_len})"
+    checks.expect_tensor(got, name=name, dtype=torch.long)
+    assert got.dim() == 2 and got.shape[0] == expected.shape[0], (
+        f"{name} should return (B, L) = ({expected.shape[0]}, L), got shape {tuple(got.shape)}")
+    if got.shape[1] != expected.shape[1]:
+        eos = kwargs.get("eos_id", 2)
+        steps = eos_steps(expected, eos)
+        if got.shape[1] < expected.shape[1]:
+            why = ("you stopped before every row had produced EOS: keep going until all rows have (or until "
+                   f"max_len = {max_len} columns)")
+        elif all(s is not None for s in steps):
+            why = f"every row has produced EOS by column {expected.shape[1] - 1}: stop there"
+        else:
+            why = f"stop at max_len = {max_len} columns (the BOS column counts)"
+        raise AssertionError(f"{name} returned {got.shape[1]} columns, expected {expected.shape[1]}: {why}")
+    checks.assert_close(got, expected, name=name)
+    return expected
+
+
+def greedy_case(rng, batch: int, max_len: int, want_early_stop: bool, eos_id=2, pad_id=0, tries=40):
+    """A random toy and source batch whose greedy output has rows of different lengths (and stops early)."""
+    src_vocab, tgt_vocab = randint(rng, 6, 12), randint(rng, 6, 12)
+    for attempt in range(tries):
+        state = toy_state(rng, src_vocab, tgt_vocab, 64, eos_id=eos_id, eos_bias=0.2 * attempt)
+        src = source_batch(rng, batch, randint(rng, 2, 6), src_vocab, pad_id=pad_id)
+        yield state, src
+
+
+def pick_case(ref, rng, batch, max_len, early_stop, **kwargs):
+    """The first case the reference decodes with rows ending at different steps (and stopping early if asked)."""
+    pad_id = kwargs.get("pad_id", 0)
+    eos_id = kwargs.get("eos_id", 2)
+    for state, src in greedy_case(rng, batch, max_len, early_stop, eos_id=eos_id, pad_id=pad_id):
+        out = ref.call(TOY, state, src, max_len, **kwargs).output
+        steps = [s for s in eos_steps(out, eos_id)]
+        ended = [s for s in steps if s is not None]
+        varied = len(set(ended)) >= 2
+        if early_stop and varied and len(ended) == batch and out.shape[1] < max_len:
+            return state, src
+        if not early_stop and varied and len(ended) < batch:
+            return state, src
+    raise RuntimeError("internal: no suitable greedy_decode case found")  # pragma: no cover
+
+
+@suite.test(GREEDY, points=2)
+def greedy_matches_reference_rows_of_different_lengths(student, ref, rng):
+    for _ in range(2):
+        state, src = pick_case(ref, rng, batch=6, max_len=15, early_stop=True)
+        compare_greedy(student, ref, state, src, 15, "a random ToyTranslator, rows ending at different steps")
+
+
+@suite.test(GREEDY, points=2)
+def greedy_pads_after_eos_and_max_len(student, ref, rng):
+    state, src = pick_case(ref, rng, batch=5, max_len=12, early_stop=False)
+    compare_greedy(student, ref, state, src, 12, "a random ToyTranslator, some rows never ending")
+    # a model that never says EOS: exactly max_len columns
+    state = toy_state(rng, 8, 8, 64, eos_bias=-100.0)
+    for max_len in (2, randint(rng, 5, 20)):
+        src = source_batch(rng, 3, 4, 8)
+        out = compare_greedy(student, ref, state, src, max_len, "a ToyTranslator that never says EOS")
+        assert out.shape[1] == max_len  # the reference
+
+
+@suite.test(GREEDY, points=1)
+def greedy_all_rows_end_at_once(student, ref, rng):
+    state = toy_state(rng, 8, 8, 64, eos_bias=100.0)  # EOS at the first step
+    src = source_batch(rng, 4, 5, 8)
+    compare_greedy(student, ref, state, src, 10, "a ToyTranslator that says EOS at once (output (B, 2))")
+
+
+@suite.test(GREEDY, points=1)
+def greedy_other_special_ids(student, ref, rng):
+    pad_id, bos_id, eos_id = 5, 3, 4
+    kwargs = dict(bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+    state, src = pick_case(ref, rng, batch=5, max_len=14, early_stop=True, **kwargs)
+    compare_greedy(student, ref, state, src, 14, f"bos_id={bos_id}, eos_id={eos_id} and a model with pad_id={pad_id}",
+                   **kwargs)
