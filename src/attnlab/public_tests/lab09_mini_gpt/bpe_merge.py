@@ -9,7 +9,7 @@ points = None
 
 _PUBLIC = [
     '# "aaa": [5, 5, 5] merges to [9, 5], the leftmost pair wins\nmerged = bpe_merge([5, 5, 5], (5, 5), 9)\nassert merged == [9, 5], f"bpe_merge([5, 5, 5], (5, 5), 9) should be [9, 5], got {merged}"\nmerged = bpe_merge([5, 5, 5, 5], (5, 5), 9)\nassert merged == [9, 9], f"bpe_merge([5, 5, 5, 5], (5, 5), 9) should be [9, 9], got {merged}"',
-    '# Every occurrence is merged, the last pair too; the input is unchanged\nids = [1, 2, 3, 1, 2]\nmerged = bpe_merge(ids, (1, 2), 7)\nassert merged == [7, 3, 7], f"bpe_merge([1, 2, 3, 1, 2], (1, 2), 7) should be [7, 3, 7], got {merged}"\nassert ids == [1, 2, 3, 1, 2], "bpe_merge changed its input list: build a new one"\nassert bpe_merge([2, 1], (1, 2), 7) == [2, 1], "the order inside a pair matters: (1, 2) is not (2, 1)"',
+    '# Every occurrence is merged, the last too; input unchanged\nids = [1, 2, 3, 1, 2]\nmerged = bpe_merge(ids, (1, 2), 7)\nassert merged == [7, 3, 7], f"bpe_merge([1, 2, 3, 1, 2], (1, 2), 7) should be [7, 3, 7], got {merged}"\nassert ids == [1, 2, 3, 1, 2], "bpe_merge changed its input list: build a new one"\nassert bpe_merge([2, 1], (1, 2), 7) == [2, 1], "the order inside a pair matters: (1, 2) is not (2, 1)"',
 ]
 
 
