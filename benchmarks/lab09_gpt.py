@@ -27,7 +27,6 @@ import json
 import math
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch

@@ -36,7 +36,6 @@ Tolerances: the defaults of ``checks.TOLERANCES``.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import torch
