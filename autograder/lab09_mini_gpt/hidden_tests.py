@@ -1,0 +1,587 @@
+"""Hidden tests of Lab 09 (a mini-GPT), against the narrow interface.
+
+Every test draws its inputs from ``rng`` only and compares the student's answer with a trusted value:
+pure-Python tokenizer and BPE answers computed here, ``nn.MultiheadAttention`` and ``F.layer_norm`` on the
+same weights, the reference (the solution's code) on the same randomised weights (LayerNorm included), and,
+for sampling, the softmax the samples should follow. A blank notebook scores 0.
+
+Questions and points (42 in all):
+
+    CharTokenizer         3     through the given char_tokenizer_probe (plain values)
+    bpe_pair_counts       2     through the given bpe_pair_count_rows (a dict with tuple keys cannot travel)
+    bpe_merge             3
+    get_batch             3
+    CausalSelfAttention   7
+    GPTBlock              5
+    MiniGPT               8
+    sample_next           6
+    generate              5     through the given method MiniGPT.generate, on the student's own model
+
+What the narrow interface cannot carry, and how the tests work around it:
+
+- a ``torch.Generator``: ``sample_next``, ``get_batch`` and ``generate`` are called with ``generator=None``
+  (the worker's global generator). Sampling is checked statistically: tens of thousands of draws in one call
+  (one per row), each frequency within ``6 sigma + 0.002`` of its probability (a correct sampler fails with
+  probability below 1e-6 per test), while every catalogued mistake is off by at least 0.05. That the
+  generator argument is honoured is checked by the public checks only.
+- a module as an argument: ``generate(model, ...)`` is reached through ``MiniGPT.generate`` (given code that
+  calls the student's ``generate(self, ...)``) on a ``MiniGPT`` the test creates by name. The expected tokens
+  come from the student's own model (its logits, called by the test), so a wrong ``MiniGPT`` does not cost
+  the ``generate`` points twice, as long as its forward runs.
+- methods of plain objects and dicts with tuple keys: the given ``char_tokenizer_probe`` and
+  ``bpe_pair_count_rows`` return plain values.
+
+Tolerances: the defaults of ``checks.TOLERANCES``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.grading import checks
+from attnlab.grading.executor import StudentError
+from attnlab.grading.hidden import HiddenSuite
+from attnlab.grading.inputs import randint, randn
+
+suite = HiddenSuite("lab09_mini_gpt")
+
+F32, F64 = torch.float32, torch.float64
+# float32 comparisons of whole layers: gradients of size ~50 carry cancellation errors of ~1e-4 that differ between
+# correct forms (F.scaled_dot_product_attention against attention by hand); every mistake is caught in float64
+F32_RTOL, F32_ATOL = 1e-3, 1e-3
+
+TOK = "CharTokenizer"
+PAIRS = "bpe_pair_counts"
+MERGE = "bpe_merge"
+BATCH = "get_batch"
+CSA = "CausalSelfAttention"
+BLOCK = "GPTBlock"
+GPT = "MiniGPT"
+SAMPLE = "sample_next"
+GEN = "generate"
+
+ALPHABET = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ .,;:!?'-\n") + ["é", "æ"]
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+def expect_student_error(fn, error: str, *, what: str, mentions: tuple[str, ...] = ()) -> None:
+    """``fn()`` must raise ``error`` in student code; its message must contain every string of ``mentions``."""
+    try:
+        fn()
+    except StudentError as exc:
+        text = str(exc)
+        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
+        message = text.split(f"raised {error}:", 1)[-1]
+        for mention in mentions:
+            assert mention in message, (f"{what}: the {error} message should name {mention}; "
+                                        f"got {message.strip()[:200]!r}")
+        return
+    raise AssertionError(f"{what} should raise {error}, but it returned normally")
+
+
+def random_text(rng, length: int, alphabet_size: int) -> str:
+    chars = [ALPHABET[i] for i in torch.randperm(len(ALPHABET), generator=rng)[:alphabet_size].tolist()]
+    picks = torch.randint(len(chars), (length,), generator=rng).tolist()
+    return "".join(chars[i] for i in picks)
+
+
+def int_list(value, name: str) -> list[int]:
+    assert isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value), (
+        f"{name} should be a list of Python ints, got {type(value).__name__}"
+        + (f" of {type(value[0]).__name__}" if isinstance(value, (list, tuple)) and value else ""))
+    return list(value)
+
+
+def frequencies_match(ids, probs: torch.Tensor, *, what: str) -> None:
+    """ids (N,) long, drawn from probs (V,): every frequency within 6 sigma + 0.002 of its probability."""
+    n, v = ids.shape[0], probs.shape[0]
+    assert int(ids.min()) >= 0 and int(ids.max()) < v, f"{what}: ids outside 0 .. {v - 1}"
+    freq = torch.bincount(ids, minlength=v).to(F64) / n
+    impossible = (probs == 0) & (freq > 0)
+    if impossible.any():
+        j = int(impossible.nonzero()[0])
+        raise AssertionError(f"{what}: token {j} was drawn {int(freq[j] * n)} times out of {n} but its probability "
+                             "is 0 (it is outside the top k)")
+    bound = 6 * torch.sqrt(probs * (1 - probs) / n) + 0.002
+    err = (freq - probs).abs()
+    if (err > bound).any():
+        j = int((err - bound).argmax())
+        raise AssertionError(f"{what}: token {j} was drawn with frequency {freq[j].item():.4f} over {n} draws, "
+                             f"expected probability {probs[j].item():.4f} (largest deviation allowed "
+                             f"{bound[j].item():.4f})")
+
+
+def expected_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
+    """softmax(logits / T) over the top_k largest logits, in float64; logits (V,)."""
+    scaled = logits.to(F64) / temperature
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.softmax(scaled, dim=-1)
+
+
+def distinct_logits(rng, v: int, spread: float = 1.0) -> torch.Tensor:
+    """(V,) logits whose probabilities are all at least a few percent apart, none tiny."""
+    base = torch.linspace(0.0, spread * 1.6, v, dtype=F64)
+    return base[torch.randperm(v, generator=rng)]
+
+
+# ----------------------------------------------------------------------------------------- CharTokenizer
+@suite.test(TOK, points=2)
+def tokenizer_sorted_vocabulary_and_round_trip(student, ref, rng):
+    for size in (5, 17, randint(rng, 20, len(ALPHABET))):
+        text = random_text(rng, 300, size)
+        chars = sorted(set(text))
+        probe = "".join(text[i] for i in torch.randint(len(text), (40,), generator=rng).tolist())
+        ids = torch.randint(len(chars), (30,), generator=rng).tolist()
+        out = student.call("char_tokenizer_probe", text, probe, ids).output
+        assert isinstance(out, (tuple, list)) and len(out) == 3, (
+            "char_tokenizer_probe (given) returned something else than (vocab_size, ids, text): keep it as given")
+        vocab_size, encoded, decoded = out
+        assert vocab_size == len(chars), (f"CharTokenizer.vocab_size is {vocab_size} for a text with {len(chars)} "
+                                          "distinct characters")
+        encoded = int_list(encoded, "CharTokenizer.encode(s)")
+        want = [chars.index(c) for c in probe]
+        assert encoded == want, (f"CharTokenizer.encode({probe[:12]!r}...) gave {encoded[:12]}..., expected "
+                                 f"{want[:12]}...: the id of a character is its position in the sorted "
+                                 "vocabulary sorted(set(text)), from 0")
+        want_text = "".join(chars[i] for i in ids)
+        assert decoded == want_text, (f"CharTokenizer.decode({ids[:8]}...) gave {str(decoded)[:12]!r}..., "
+                                      f"expected {want_text[:12]!r}...")
+        back = student.call("char_tokenizer_probe", text, probe, want).output[2]
+        assert back == probe, "decode(encode(s)) should give s back"
+
+
+@suite.test(TOK, points=1)
+def tokenizer_single_character_and_newline(student, ref, rng):
+    out = student.call("char_tokenizer_probe", "\n\n\n", "\n", [0, 0]).output
+    assert tuple(out) == (1, [0], "\n\n"), f"CharTokenizer('\\n\\n\\n'): expected (1, [0], '\\n\\n'), got {tuple(out)}"
+    text = random_text(rng, 200, 30)
+    chars = sorted(set(text))
+    out = student.call("char_tokenizer_probe", text, text, list(range(len(chars)))).output
+    assert out[2] == "".join(chars), "decode(range(vocab_size)) should list the sorted vocabulary"
+    assert int_list(out[1], "encode") == [chars.index(c) for c in text], "encode of the whole text is wrong"
+
+
+# ---------------------------------------------------------------------------------------- bpe_pair_counts
+def pair_rows(ids: list[int]) -> list[list[int]]:
+    return sorted([a, b, n] for (a, b), n in Counter(zip(ids, ids[1:])).items())
+
+
+def check_pairs(student, ids: list[int]) -> None:
+    got = student.call("bpe_pair_count_rows", ids).output
+    want = pair_rows(ids)
+    assert got == want, (f"bpe_pair_counts({ids[:10]}{'...' if len(ids) > 10 else ''}) gave the counts "
+                         f"{dict(((a, b), n) for a, b, n in got[:6]) if isinstance(got, list) else got}..., "
+                         f"expected {dict(((a, b), n) for a, b, n in want[:6])}...: count every adjacent pair "
+                         "ids[i], ids[i + 1], overlapping ones too")
+
+
+@suite.test(PAIRS, points=1)
+def pair_counts_overlapping_runs(student, ref, rng):
+    check_pairs(student, [3, 3, 3])
+    check_pairs(student, [7, 7, 7, 7, 7, 1, 7, 7])
+    n = randint(rng, 3, 9)
+    check_pairs(student, [5] * n + [2] + [5] * (n - 1))
+
+
+@suite.test(PAIRS, points=1)
+def pair_counts_random_lists(student, ref, rng):
+    for length, alphabet in ((2, 3), (60, 4), (500, 12)):
+        check_pairs(student, torch.randint(alphabet, (length,), generator=rng).tolist())
+    check_pairs(student, [randint(rng, 0, 9)])
+    check_pairs(student, [])
+
+
+# --------------------------------------------------------------------------------------------- bpe_merge
+def merge_reference(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def check_merge(student, ids: list[int], pair: tuple[int, int], new_id: int, note: str = "") -> None:
+    got = student.call(MERGE, ids, pair, new_id).output
+    got = int_list(got, "bpe_merge(...)")
+    want = merge_reference(ids, pair, new_id)
+    short = f"{ids[:12]}{'...' if len(ids) > 12 else ''}"
+    assert got == want, (f"bpe_merge({short}, {pair}, {new_id}) gave {got[:12]}..., expected {want[:12]}...{note}")
+
+
+@suite.test(MERGE, points=1)
+def merge_overlapping_pairs_aaa(student, ref, rng):
+    note = ": scan left to right and jump over both tokens of a merged pair (no overlaps)"
+    check_merge(student, [4, 4, 4], (4, 4), 9, note)
+    check_merge(student, [4, 4, 4, 4, 4], (4, 4), 9, note)
+    check_merge(student, [1, 4, 4, 4, 2, 4, 4], (4, 4), 11, note)
+
+
+@suite.test(MERGE, points=1)
+def merge_random_lists(student, ref, rng):
+    for length, alphabet in ((40, 3), (300, 5), (randint(rng, 2, 30), 2)):
+        ids = torch.randint(alphabet, (length,), generator=rng).tolist()
+        a, b = ids[0], ids[1]
+        check_merge(student, ids, (a, b), alphabet + randint(rng, 0, 5))
+
+
+@suite.test(MERGE, points=1)
+def merge_pair_order_ends_and_absent(student, ref, rng):
+    check_merge(student, [2, 1, 2, 1, 2], (1, 2), 8, ": the pair (a, b) means a then b")
+    check_merge(student, [1, 2, 3, 1, 2], (1, 2), 8, ": the pair at the very end must be merged too")
+    check_merge(student, [3, 3, 5, 6], (5, 6), 9, ": the pair at the very end must be merged too")
+    check_merge(student, [5, 6, 7], (6, 5), 9, "")
+    check_merge(student, [7], (7, 7), 9, "")
+    check_merge(student, [], (7, 7), 9, "")
+
+
+# --------------------------------------------------------------------------------------------- get_batch
+def check_windows(data: torch.Tensor, x, y, block_size: int, batch_size: int) -> torch.Tensor:
+    """x, y (B, T) are windows data[s:s+T] and data[s+1:s+T+1]; returns the starts s (B,)."""
+    checks.expect_tensor(x, name="x of get_batch", shape=(batch_size, block_size), dtype=data.dtype)
+    checks.expect_tensor(y, name="y of get_batch", shape=(batch_size, block_size), dtype=data.dtype)
+    where = torch.full((int(data.max()) + 1,), -1, dtype=torch.long)
+    where[data] = torch.arange(len(data))  # the data values are distinct: value -> position
+    assert int(x.min()) >= 0 and int(x.max()) < len(where), "x holds values that are not in data"
+    starts = where[x[:, 0]]
+    assert bool((starts >= 0).all()), "x holds values that are not in data"
+    positions = starts[:, None] + torch.arange(block_size)[None, :]  # (B, T)
+    assert int(positions.max()) + 1 < len(data), (
+        f"a window starts at {int(starts.max())}, too late for its target: with N={len(data)} and T={block_size} "
+        f"the last possible start is N - T - 1 = {len(data) - block_size - 1}")
+    assert torch.equal(x, data[positions]), "each row of x should be consecutive tokens of data, data[s : s + T]"
+    assert torch.equal(y, data[positions + 1]), (
+        "y should be x shifted by one position: y[b] = data[s + 1 : s + T + 1], for the same start s as x[b]")
+    return starts
+
+
+@suite.test(BATCH, points=2)
+def batch_windows_and_shift(student, ref, rng):
+    for n, block_size, batch_size in ((200, 16, 8), (60, 7, 30), (randint(rng, 30, 90), randint(rng, 2, 12), 5)):
+        data = torch.randperm(n, generator=rng) * 3 + 1  # distinct values, so a value tells its position
+        x, y = student.call(BATCH, data, block_size, batch_size).output
+        check_windows(data, x, y, block_size, batch_size)
+
+
+@suite.test(BATCH, points=1)
+def batch_every_start_reachable(student, ref, rng):
+    block_size = randint(rng, 3, 10)
+    n = block_size + 4  # starts 0, 1, 2, 3
+    data = torch.randperm(n, generator=rng) + 10
+    x, y = student.call(BATCH, data, block_size, 400).output
+    starts = check_windows(data, x, y, block_size, 400)
+    seen = sorted(set(starts.tolist()))
+    assert seen == [0, 1, 2, 3], (f"with N={n} and T={block_size} the starts should be uniform over 0..3 "
+                                  f"(N - T - 1 = 3 included), 400 windows started at {seen}")
+    counts = torch.bincount(starts, minlength=4).to(F64) / 400
+    assert bool((counts > 0.12).all()), f"the starts are far from uniform: frequencies {counts.tolist()}"
+
+
+# ------------------------------------------------------------------------------------ CausalSelfAttention
+def mha_from_state(state: dict, d: int, h: int, dtype) -> nn.MultiheadAttention:
+    mha = nn.MultiheadAttention(d, h, batch_first=True, dtype=dtype)
+    mha.load_state_dict({"in_proj_weight": state["qkv.weight"], "in_proj_bias": state["qkv.bias"],
+                         "out_proj.weight": state["proj.weight"], "out_proj.bias": state["proj.bias"]})
+    return mha.eval()
+
+
+def causal_attention_expected(state: dict, x: torch.Tensor, h: int) -> torch.Tensor:
+    d, t = x.shape[-1], x.shape[-2]
+    mha = mha_from_state(state, d, h, x.dtype)
+    blocked = torch.ones(t, t, dtype=torch.bool).triu(1)  # torch's convention: True = may not attend
+    with torch.no_grad():
+        return mha(x, x, x, attn_mask=blocked, need_weights=False)[0]
+
+
+@suite.test(CSA, points=2)
+def csa_equals_torch_mha_float64(student, ref, rng):
+    for d, h, block_size, t in ((16, 4, 8, 8), (12, 3, 10, 6), (8, 1, 5, 5)):
+        s_mod, _ = checks.build_pair(student, ref, CSA, d, h, block_size, rng=rng, dtype=F64)
+        x = randn(rng, 3, t, d)
+        got = s_mod.call(x).output
+        checks.assert_close(got, causal_attention_expected(s_mod.state_dict(), x, h),
+                            name=f"CausalSelfAttention({d}, {h}) against nn.MultiheadAttention with a causal mask "
+                                 "(qkv split in the order q, k, v; head i takes columns i*d_h .. (i+1)*d_h - 1)")
+
+
+@suite.test(CSA, points=2)
+def csa_against_reference_with_grads(student, ref, rng):
+    for d, h, block_size, t in ((16, 4, 8, 7), (6, 2, 12, 12)):
+        s_mod, r_mod = checks.build_pair(student, ref, CSA, d, h, block_size, rng=rng, dtype=F64)
+        checks.compare_module_call(s_mod, r_mod, randn(rng, 2, t, d), grad=True, rng=rng,
+                                   name=f"CausalSelfAttention({d}, {h}, {block_size})")
+
+
+@suite.test(CSA, points=2)
+def csa_causality(student, ref, rng):
+    d, h, t = 16, 4, 9
+    s_mod, r_mod = checks.build_pair(student, ref, CSA, d, h, t, rng=rng, dtype=F64, scale=1.0)
+    x = randn(rng, 2, t, d)
+    base = s_mod.call(x).output
+    checks.expect_tensor(base, name="the output of CausalSelfAttention", shape=(2, t, d), dtype=F64)
+    for pos in (0, randint(rng, 1, t - 2), t - 1):
+        changed = x.clone()
+        changed[:, pos] += randn(rng, 2, d, scale=3.0)
+        out = s_mod.call(changed).output
+        before = (out[:, :pos] - base[:, :pos]).abs().max().item() if pos else 0.0
+        assert before <= 1e-9, (f"changing the token at position {pos} changed the output at an earlier position "
+                                f"by {before:.3g}: a position must not see the future (causal mask)")
+        assert (out[:, pos] - base[:, pos]).abs().max().item() > 1e-6, (
+            f"changing the token at position {pos} did not change the output at {pos}: a position must see itself")
+    checks.compare_module_call(s_mod, r_mod, x, name="CausalSelfAttention")
+
+
+@suite.test(CSA, points=1)
+def csa_float32_and_dropout_eval(student, ref, rng):
+    s_mod, r_mod = checks.build_pair(student, ref, CSA, 32, 4, 16, rng=rng, dtype=F32, dropout=0.3)
+    checks.compare_module_call(s_mod, r_mod, randn(rng, 4, 16, 32, dtype=F32), grad=True, rng=rng,
+                               rtol=F32_RTOL, atol=F32_ATOL,
+                               name="CausalSelfAttention(32, 4, dropout=0.3) in eval mode (float32)")
+
+
+# --------------------------------------------------------------------------------------------- GPTBlock
+def block_expected(state: dict, x: torch.Tensor, h: int) -> torch.Tensor:
+    d = x.shape[-1]
+    sub = {k.removeprefix("attn."): v for k, v in state.items() if k.startswith("attn.")}
+    ln1 = F.layer_norm(x, (d,), state["ln1.weight"], state["ln1.bias"])
+    x = x + causal_attention_expected(sub, ln1, h)
+    ln2 = F.layer_norm(x, (d,), state["ln2.weight"], state["ln2.bias"])
+    hidden = F.gelu(ln2 @ state["mlp.0.weight"].T + state["mlp.0.bias"])
+    return x + hidden @ state["mlp.2.weight"].T + state["mlp.2.bias"]
+
+
+@suite.test(BLOCK, points=2)
+def block_pre_norm_formula_float64(student, ref, rng):
+    for d, h, t in ((16, 4, 8), (12, 2, 5)):
+        s_mod, _ = checks.build_pair(student, ref, BLOCK, d, h, t, rng=rng, dtype=F64)
+        x = randn(rng, 3, t, d, scale=2.0, shift=0.5)
+        checks.assert_close(s_mod.call(x).output, block_expected(s_mod.state_dict(), x, h),
+                            name=f"GPTBlock({d}, {h}) against x + attn(ln1(x)), then x + mlp(ln2(x)) "
+                                 "(mlp = Linear(d, 4d), exact GELU, Linear(4d, d))")
+
+
+@suite.test(BLOCK, points=2)
+def block_against_reference_with_grads(student, ref, rng):
+    for d, h, block_size, t in ((16, 4, 8, 8), (8, 2, 10, 6)):
+        s_mod, r_mod = checks.build_pair(student, ref, BLOCK, d, h, block_size, rng=rng, dtype=F64)
+        checks.compare_module_call(s_mod, r_mod, randn(rng, 2, t, d), grad=True, rng=rng,
+                                   name=f"GPTBlock({d}, {h}, {block_size})")
+
+
+@suite.test(BLOCK, points=1)
+def block_float32_dropout_eval(student, ref, rng):
+    s_mod, r_mod = checks.build_pair(student, ref, BLOCK, 32, 4, 16, rng=rng, dtype=F32, dropout=0.2)
+    checks.compare_module_call(s_mod, r_mod, randn(rng, 3, 16, 32, dtype=F32), grad=True, rng=rng,
+                               rtol=F32_RTOL, atol=F32_ATOL, name="GPTBlock(32, 4, dropout=0.2) in eval mode (float32)")
+
+
+# ---------------------------------------------------------------------------------------------- MiniGPT
+def gpt_pair(student, ref, rng, *args, dtype=F64, **kwargs):
+    """Student and reference MiniGPT with the same random weights (the tied table loaded once)."""
+    r_mod = ref.create(GPT, *args, **kwargs)
+    s_mod = student.create(GPT, *args, **kwargs)
+    r_mod.to(dtype)
+    s_mod.to(dtype)
+    r_params, s_params = r_mod.param_shapes(), s_mod.param_shapes()
+    if "lm_head.weight" in s_params:
+        raise AssertionError("MiniGPT: lm_head.weight is a parameter of its own; tie it to the embedding table: "
+                             "self.lm_head.weight = self.tok_emb.weight")
+    missing, extra = sorted(set(r_params) - set(s_params)), sorted(set(s_params) - set(r_params))
+    assert not missing and not extra, (f"MiniGPT should have the parameters {sorted(r_params)}; missing {missing}, "
+                                       f"unexpected {extra}. Name the sub-layers exactly as the lab says.")
+    for k, shape in r_params.items():
+        assert s_params[k] == shape, f"MiniGPT: parameter {k!r} has shape {s_params[k]}, expected {shape}"
+    state = checks.randomize_state({k: v for k, v in r_mod.state_dict().items() if k in r_params}, rng, 0.5)
+    state["lm_head.weight"] = state["tok_emb.weight"]
+    r_mod.load_state_dict(state)
+    s_mod.load_state_dict(state)
+    return s_mod, r_mod
+
+
+GPT_SMALL = (13, 8, 16, 4, 2)  # vocab_size, block_size, d_model, num_heads, num_layers
+
+
+@suite.test(GPT, points=2)
+def gpt_logits_loss_and_grads_float64(student, ref, rng):
+    s_mod, r_mod = gpt_pair(student, ref, rng, *GPT_SMALL)
+    for t in (8, 5):
+        idx = torch.randint(13, (3, t), generator=rng)
+        targets = torch.randint(13, (3, t), generator=rng)
+        checks.compare_module_call(s_mod, r_mod, idx, targets, grad=True, rng=rng,
+                                   name=f"MiniGPT(idx, targets) on T={t} (logits, loss)")
+
+
+@suite.test(GPT, points=1)
+def gpt_without_targets(student, ref, rng):
+    s_mod, r_mod = gpt_pair(student, ref, rng, 7, 6, 8, 2, 1)
+    idx = torch.randint(7, (2, 6), generator=rng)
+    s, r = checks.compare_module_call(s_mod, r_mod, idx, grad=True, rng=rng, name="MiniGPT(idx) without targets")
+    assert s.output[1] is None, "without targets the loss should be None"
+
+
+@suite.test(GPT, points=2)
+def gpt_weight_tying(student, ref, rng):
+    s_mod, r_mod = gpt_pair(student, ref, rng, *GPT_SMALL)
+    state = s_mod.state_dict()
+    assert torch.equal(state["lm_head.weight"], state["tok_emb.weight"]), "lm_head.weight should be tok_emb.weight"
+    # a new table, loaded only under the name tok_emb.weight, must reach the output layer too
+    table = randn(rng, 13, 16)
+    s_mod.load_state_dict({"tok_emb.weight": table})
+    r_mod.load_state_dict({"tok_emb.weight": table, "lm_head.weight": table})
+    idx, targets = torch.randint(13, (2, 8), generator=rng), torch.randint(13, (2, 8), generator=rng)
+    checks.compare_module_call(s_mod, r_mod, idx, targets, grad=True, rng=rng,
+                               name="MiniGPT after loading a new tok_emb.weight (weight tying: lm_head uses it too)")
+
+
+@suite.test(GPT, points=2)
+def gpt_causality(student, ref, rng):
+    s_mod, _ = gpt_pair(student, ref, rng, *GPT_SMALL)
+    idx = torch.randint(13, (2, 8), generator=rng)
+    base = checks.expect_tensor(s_mod.call(idx).output[0], name="the logits of MiniGPT", shape=(2, 8, 13), dtype=F64)
+    for pos in (0, randint(rng, 1, 6), 7):
+        changed = idx.clone()
+        changed[:, pos] = (changed[:, pos] + 1 + torch.randint(12, (2,), generator=rng)) % 13
+        out = s_mod.call(changed).output[0]
+        before = (out[:, :pos] - base[:, :pos]).abs().max().item() if pos else 0.0
+        assert before <= 1e-9, (f"changing the token at position {pos} changed the logits at an earlier position "
+                                f"by {before:.3g}: the model must not see the future")
+        assert (out[:, pos] - base[:, pos]).abs().max().item() > 1e-6, (
+            f"changing the token at position {pos} did not change the logits at {pos}")
+
+
+@suite.test(GPT, points=1)
+def gpt_float32_dropout_eval_and_too_long(student, ref, rng):
+    s_mod, r_mod = gpt_pair(student, ref, rng, 11, 10, 32, 4, 2, dtype=F32, dropout=0.2)
+    idx, targets = torch.randint(11, (4, 10), generator=rng), torch.randint(11, (4, 10), generator=rng)
+    checks.compare_module_call(s_mod, r_mod, idx, targets, grad=True, rng=rng, rtol=F32_RTOL, atol=F32_ATOL,
+                               name="MiniGPT(dropout=0.2) in eval mode (float32)")
+    too_long = torch.randint(11, (1, 10 + randint(rng, 1, 4)), generator=rng)
+    expect_student_error(lambda: s_mod.call(too_long), "ValueError",
+                         what=f"MiniGPT with block_size=10 on a sequence of {too_long.shape[1]}",
+                         mentions=(str(too_long.shape[1]), "10"))
+
+
+# ------------------------------------------------------------------------------------------- sample_next
+def call_sample(student, logits, **kwargs):
+    res = student.call(SAMPLE, logits, **kwargs)
+    ids = checks.expect_tensor(res.output, name=f"sample_next(..., {', '.join(f'{k}={v}' for k, v in kwargs.items())})",
+                               shape=(logits.shape[0],), dtype=torch.long)
+    assert not res.modified, "sample_next changed logits in place (masked_fill_, /=, ...): work on a new tensor"
+    return ids
+
+
+def check_distribution(student, rng, v: int, temperature: float, top_k: int | None, n: int = 30000,
+                       dtype=F64) -> None:
+    rows = [distinct_logits(rng, v), distinct_logits(rng, v, spread=2.0) + 5.0]
+    logits = torch.stack(rows).repeat(n // 2, 1).to(dtype)  # (n, V): rows alternate between the two
+    kwargs = {"temperature": temperature} | ({} if top_k is None else {"top_k": top_k})
+    ids = call_sample(student, logits, **kwargs)
+    for r, row in enumerate(rows):
+        frequencies_match(ids[r::2], expected_probs(row, temperature, top_k),
+                          what=f"sample_next with temperature={temperature}, top_k={top_k}, V={v}")
+
+
+@suite.test(SAMPLE, points=1)
+def sample_temperature_zero_is_argmax(student, ref, rng):
+    logits = randn(rng, 400, 20, scale=2.0)
+    top2 = logits.topk(2, dim=-1)
+    near_tie = top2.values[:, 1] + torch.linspace(1e-4, 1e-2, 400, dtype=F64)  # the best logit barely ahead
+    logits = logits.scatter(1, top2.indices[:, :1], near_tie[:, None])
+    ids = call_sample(student, logits, temperature=0.0)
+    wrong = int((ids != logits.argmax(-1)).sum())
+    assert wrong == 0, (f"temperature 0 should give the argmax of each row, without sampling: {wrong} of 400 rows "
+                        "(whose two best logits differ by 1e-4 .. 1e-2) got another token")
+    ids = call_sample(student, logits.to(F32), temperature=0, top_k=5)
+    assert torch.equal(ids, logits.argmax(-1)), "temperature 0 (with top_k=5) should give the argmax of each row"
+
+
+@suite.test(SAMPLE, points=2)
+def sample_frequencies_follow_softmax_of_temperature(student, ref, rng):
+    check_distribution(student, rng, 5, 1.0, None)
+    check_distribution(student, rng, 6, 0.5, None)
+    check_distribution(student, rng, 4, 2.0, None, dtype=F32)
+
+
+@suite.test(SAMPLE, points=2)
+def sample_top_k(student, ref, rng):
+    check_distribution(student, rng, 8, 1.0, 3)
+    check_distribution(student, rng, 6, 0.7, 2)
+    ids = call_sample(student, randn(rng, 40, 9), top_k=1)
+    assert ids.shape == (40,), "top_k=1 should return one id per row"
+
+
+@suite.test(SAMPLE, points=1)
+def sample_top_k_at_least_vocab(student, ref, rng):
+    check_distribution(student, rng, 4, 1.0, 4, n=20000)
+    check_distribution(student, rng, 4, 1.0, 4 + randint(rng, 1, 6), n=20000)
+
+
+# ---------------------------------------------------------------------------------------------- generate
+def gen_model(student, ref, rng, vocab: int, block_size: int):
+    """The student's own MiniGPT with random weights (big enough for clear argmaxes)."""
+    s_mod = student.create(GPT, vocab, block_size, 16, 4, 1)
+    s_mod.to(F64)
+    shapes = s_mod.param_shapes()
+    state = {k: randn(rng, *shape, scale=1.0 if k.endswith("emb.weight") else 0.5) for k, shape in shapes.items()}
+    state["lm_head.weight"] = state.get("tok_emb.weight")
+    s_mod.load_state_dict({k: v for k, v in state.items() if v is not None})
+    return s_mod
+
+
+def call_generate(s_mod, idx, new: int, **kwargs):
+    res = s_mod.call(idx, new, method="generate", **kwargs)
+    out = checks.expect_tensor(res.output, name=f"generate(model, idx {tuple(idx.shape)}, {new})",
+                               shape=(idx.shape[0], idx.shape[1] + new), dtype=torch.long)
+    assert torch.equal(out[:, : idx.shape[1]], idx), "the output of generate should start with idx, unchanged"
+    return out
+
+
+def check_greedy(s_mod, out, t0: int, block_size: int) -> None:
+    for t in range(t0, out.shape[1]):
+        context = out[:, max(0, t - block_size):t]
+        logits = s_mod.call(context).output[0]
+        want = logits[:, -1].argmax(-1)
+        assert torch.equal(out[:, t], want), (
+            f"with temperature 0, token {t} should be the argmax of the model's logits at the last position of "
+            f"the last block_size={block_size} tokens before it (crop the context to idx[:, -block_size:])")
+
+
+@suite.test(GEN, points=2)
+def generate_greedy_crops_to_block_size(student, ref, rng):
+    block_size = randint(rng, 4, 7)
+    s_mod = gen_model(student, ref, rng, 12, block_size)
+    idx = torch.randint(12, (3, 3), generator=rng)
+    out = call_generate(s_mod, idx, block_size + 5, temperature=0.0)
+    check_greedy(s_mod, out, 3, block_size)
+
+
+@suite.test(GEN, points=1)
+def generate_prompt_longer_than_block_size(student, ref, rng):
+    block_size = randint(rng, 3, 6)
+    s_mod = gen_model(student, ref, rng, 10, block_size)
+    idx = torch.randint(10, (2, block_size + randint(rng, 1, 5)), generator=rng)
+    out = call_generate(s_mod, idx, 4, temperature=0.0)
+    check_greedy(s_mod, out, idx.shape[1], block_size)
+
+
+@suite.test(GEN, points=2)
+def generate_samples_the_last_position(student, ref, rng):
+    s_mod = gen_model(student, ref, rng, 6, 8)
+    prompt = torch.randint(6, (1, 5), generator=rng)
+    logits = s_mod.call(prompt).output[0]
+    checks.expect_tensor(logits, name="the logits of MiniGPT", shape=(1, 5, 6), dtype=F64)
+    n = 20000
+    out = call_generate(s_mod, prompt.repeat(n, 1), 1, temperature=0.8, top_k=4)
+    frequencies_match(out[:, -1], expected_probs(logits[0, -1] / 1.0, 0.8, 4),
+                      what="the first token of generate(model, idx, 1, temperature=0.8, top_k=4) over many rows "
+                           "(sample from the logits of the last position, passing temperature and top_k on)")
+    call_generate(s_mod, prompt.repeat(3, 1), 3, temperature=1.3)

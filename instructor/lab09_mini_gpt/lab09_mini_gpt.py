@@ -1,0 +1,1052 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 09: A mini-GPT on tiny Shakespeare
+#
+# Labs 05 to 07 built attention, multi-head attention and the Transformer block. This lab puts them
+# together into a small **GPT** (a decoder-only Transformer, [Radford et al., 2018/2019](https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf)),
+# trains it to predict the next character of Shakespeare's plays, and makes it write. The model is the
+# one of Andrej Karpathy's [nanoGPT](https://github.com/karpathy/nanoGPT), and you can compare your numbers
+# with his: his CPU recipe (4 layers, 4 heads, 128 dimensions, 2,000 steps) reaches a validation loss of
+# about 1.88 nats per character.
+#
+# You will build it one idea at a time:
+#
+# 1. `CharTokenizer`: text to integer ids and back, one id per character.
+# 2. `bpe_pair_counts` and `bpe_merge`: the two steps of byte-pair encoding (BPE), the tokenizer of GPT-2.
+# 3. `get_batch`: random windows of the text as inputs, the same windows shifted by one as targets.
+# 4. `CausalSelfAttention`: multi-head self-attention where a position sees only itself and the past.
+# 5. `GPTBlock`: the pre-norm Transformer block of GPT-2.
+# 6. `MiniGPT`: embeddings, blocks, a final norm and a language-model head tied to the embeddings.
+# 7. `sample_next` and `generate`: sampling with a temperature and top-k, one token at a time.
+# 8. Experiments: a bigram baseline against the mini-GPT, samples at several temperatures, and how much
+#    BPE compresses the text as it learns more merges.
+#
+# **Rules of this lab.**
+#
+# - You **may** use `F.scaled_dot_product_attention(q, k, v, is_causal=True)` in `CausalSelfAttention`:
+#   you built it by hand in Lab 05. `nn.MultiheadAttention` and the `nn.Transformer*` layers are not
+#   needed (their parameter names would not match anyway).
+# - Name the sub-layers exactly as asked (`qkv`, `proj`, `ln1`, `attn`, `ln2`, `mlp`, `tok_emb`, `pos_emb`,
+#   `blocks`, `ln_f`, `lm_head`): the grader loads weights by these names.
+# - Tensors are batch-first: `(B, T, d)`. Token ids are `torch.long`.
+# - Your code must work in float32 and float64 on whatever device the inputs are on (CPU or GPU), must
+#   not change its inputs in place, and must keep the autograd graph (no `.detach()`, `.item()` in forward).
+#
+# **Shape legend** used throughout: `B` batch, `T` sequence length (at most `block_size`), `d` (or
+# `d_model`) the model width, `h` the number of heads, `d_h = d / h` the width of a head, `V` the vocabulary
+# size, `N` the length of the whole text in tokens.
+#
+# **How you are graded.** After each question, `grader.check("name")` runs a few public checks. The grade
+# comes from hidden tests that call your functions and classes on random inputs (float32 and float64) and
+# compare the outputs *and the gradients* with a reference and with PyTorch's own layers, check causality
+# (a change to a future token must not change a past output), and check the *distribution* of your samples
+# against the softmax they should follow. Cells whose first line says *Experiment* or *Demo* are not run by
+# the grader: do not define anything graded in them.
+#
+# **Sizes.** On a CPU the experiments use a small model and the whole notebook runs in about two minutes;
+# on a GPU (Colab: *Runtime > Change runtime type*) they train nanoGPT's Shakespeare model (6 layers, 6
+# heads, 384 dimensions, 256 characters of context). `sized(fast, full)` picks between the two; set the
+# environment variable `ATTNLAB_FAST=1` or `0` to force either.
+
+# %%
+import math
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from attnlab.datasets.shakespeare import load_tiny_shakespeare
+from attnlab.device import sized
+from attnlab.plotting import line_plot, plot_history
+from attnlab.seeding import seed_everything
+from attnlab.training import evaluate, fit
+
+# %% [markdown]
+# ## 0. The data
+#
+# Tiny Shakespeare is about a million characters of Shakespeare's plays in one text file. `attnlab`
+# downloads it once (1.1 MB) and checks its SHA-256.
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): load the text
+if device.type == "cpu":
+    # These models are small: on a CPU, one thread is as fast as several (and much faster when other
+    # programs share the cores), since coordinating threads costs more than the little work they split.
+    torch.set_num_threads(1)
+text = load_tiny_shakespeare()
+print(f"{len(text):,} characters; the first 300:\n")
+print(text[:300])
+
+# %% [markdown]
+# ## 1. Characters as tokens
+#
+# A language model reads and writes integers. The simplest tokenizer gives every distinct character an
+# id: the vocabulary is the **sorted** list of the characters that occur in the text, and a character's
+# id is its position in that list. For the text `"hello"` the vocabulary is `['e', 'h', 'l', 'o']`, so
+#
+# ```
+#   encode("hello") = [1, 0, 2, 2, 3]          decode([3, 2, 0]) = "ole"          vocab_size = 4
+# ```
+#
+# There is no `<pad>` or `<unk>` here: every window of the text is full, and every character of the text
+# is in the vocabulary (so id 0 is a real character, `'\n'` in Shakespeare).
+#
+# Implement `CharTokenizer(text)` with `encode(s) -> list[int]`, `decode(ids) -> str` (any sequence of
+# ints: a list, or a 1-D tensor) and the attribute `vocab_size`.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: CharTokenizer
+# points: 3
+
+# %%
+class CharTokenizer:
+    """One id per distinct character; the vocabulary is the sorted list of the text's characters.
+
+    Attributes: vocab_size (int), the number of distinct characters.
+    """
+
+    def __init__(self, text):
+        # the sorted distinct characters, a dict char -> id and the reverse, and vocab_size
+        # BEGIN SOLUTION
+        self.chars = sorted(set(text))
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.itos = dict(enumerate(self.chars))
+        self.vocab_size = len(self.chars)
+        # END SOLUTION
+
+    def encode(self, s):
+        """str -> list[int]: the id of every character of s."""
+        # BEGIN SOLUTION
+        return [self.stoi[ch] for ch in s]
+        # END SOLUTION
+
+    def decode(self, ids):
+        """A sequence of ints (list or 1-D tensor) -> str."""
+        # BEGIN SOLUTION
+        return "".join(self.itos[int(i)] for i in ids)
+        # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# "hello" worked by hand: vocabulary e, h, l, o
+from attnlab.expect import expect_equal
+
+tok = CharTokenizer("hello")
+assert tok.vocab_size == 4, f"'hello' has 4 distinct characters, got vocab_size={tok.vocab_size}"
+ids = tok.encode("hello")
+assert isinstance(ids, list), f"encode should return a list of ints, got {type(ids).__name__}"
+expect_equal(torch.tensor(ids), [1, 0, 2, 2, 3], "encode('hello')")
+assert tok.decode([3, 2, 0]) == "ole", f"decode([3, 2, 0]) should be 'ole', got {tok.decode([3, 2, 0])!r}"
+
+# %%
+# decode(encode(s)) gives s back, spaces and newlines included
+tok = CharTokenizer("To be, or not to be:\nthat is the question.")
+s = "to be: not that\n"
+assert tok.decode(tok.encode(s)) == s, f"the round trip gave {tok.decode(tok.encode(s))!r}, not {s!r}"
+assert tok.decode(torch.tensor(tok.encode(s))) == s, "decode should also accept a 1-D tensor of ids"
+assert tok.encode("\n") == [0], "the newline is the smallest character here, so its id is 0"
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# The grader can call your functions and build your modules, but it cannot call a method of a plain
+# Python object. This given function hands it your tokenizer's answers as plain values; leave it as it is.
+
+# %%
+def char_tokenizer_probe(text, s, ids):
+    """Given (used by the grader): (vocab_size, encode(s), decode(ids)) of CharTokenizer(text)."""
+    tokenizer = CharTokenizer(text)
+    return tokenizer.vocab_size, tokenizer.encode(s), tokenizer.decode(ids)
+
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): the vocabulary of Shakespeare, and the whole text as one tensor of ids
+tokenizer = CharTokenizer(text)
+print(f"vocab_size = {tokenizer.vocab_size}:", repr(tokenizer.decode(range(tokenizer.vocab_size))))
+data = torch.tensor(tokenizer.encode(text), dtype=torch.long)  # (N,)
+n_train = int(0.9 * len(data))  # the first 90% to train on, the last 10% to validate (as nanoGPT)
+train_data, val_data = data[:n_train], data[n_train:]
+print(f"train {len(train_data):,} tokens, validation {len(val_data):,} tokens")
+print("the first 20 ids:", data[:20].tolist())
+
+# %% [markdown]
+# ## 2. Byte-pair encoding
+#
+# One token per character makes sequences long: a model with a context of 64 tokens sees about ten words.
+# GPT-2's tokenizer, **byte-pair encoding** ([Sennrich et al., 2016](https://arxiv.org/abs/1508.07909)),
+# starts from characters (bytes) and repeatedly **merges the most frequent adjacent pair** into a new
+# token. Each merge is two small steps:
+#
+# 1. `bpe_pair_counts(ids)`: count every adjacent pair, `ids[i], ids[i + 1]` for every `i`. Pairs
+#    overlap: `[5, 5, 5]` holds the pair `(5, 5)` **twice** (at positions 0 and 1).
+# 2. `bpe_merge(ids, pair, new_id)`: rewrite the list, scanning **left to right**: where `pair` starts at
+#    the current position, emit `new_id` and jump over both tokens; otherwise emit the token and move on
+#    by one. So occurrences never overlap, and the leftmost one wins:
+#
+# ```
+#   ids            pair     new_id   merged
+#   [5, 5, 5]      (5, 5)   9        [9, 5]        not [9, 9]: the middle 5 is used once
+#   [5, 5, 5, 5]   (5, 5)   9        [9, 9]
+#   [1, 2, 3, 1, 2](1, 2)   7        [7, 3, 7]
+# ```
+#
+# `bpe_pair_counts` returns a dict `{(a, b): count}`; `bpe_merge` returns a new list (the input is not
+# changed).
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: bpe_pair_counts
+# points: 2
+
+# %%
+def bpe_pair_counts(ids):
+    """list[int] -> dict[(int, int), int]: how often each adjacent pair occurs (overlaps counted)."""
+    # BEGIN SOLUTION
+    counts = {}
+    for pair in zip(ids, ids[1:]):
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# [5, 5, 5] holds the pair (5, 5) twice: pairs overlap
+counts = bpe_pair_counts([5, 5, 5])
+assert isinstance(counts, dict), f"bpe_pair_counts should return a dict, got {type(counts).__name__}"
+assert counts == {(5, 5): 2}, f"bpe_pair_counts([5, 5, 5]) should be {{(5, 5): 2}}, got {counts}"
+
+# %%
+# Every adjacent pair is counted; no pairs in a list of one
+counts = bpe_pair_counts([1, 2, 3, 1, 2])
+expected = {(1, 2): 2, (2, 3): 1, (3, 1): 1}
+assert counts == expected, f"bpe_pair_counts([1, 2, 3, 1, 2]) should be {expected}, got {counts}"
+assert bpe_pair_counts([4]) == {}, "a list of one token has no pairs"
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# As with the tokenizer, the grader receives your counts through a given function, as a list of
+# `[a, b, count]` rows (a dict with tuple keys cannot travel to it); leave it as it is.
+
+# %%
+def bpe_pair_count_rows(ids):
+    """Given (used by the grader): bpe_pair_counts(ids) as sorted rows [a, b, count]."""
+    return sorted([int(a), int(b), int(n)] for (a, b), n in bpe_pair_counts(ids).items())
+
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: bpe_merge
+# points: 3
+
+# %%
+def bpe_merge(ids, pair, new_id):
+    """Replace every occurrence of pair in ids by new_id, left to right, without overlaps.
+
+    ids: list[int]; pair: (int, int); new_id: int. Returns a new list[int].
+    """
+    # BEGIN SOLUTION
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# "aaa": [5, 5, 5] merges to [9, 5], the leftmost pair wins
+merged = bpe_merge([5, 5, 5], (5, 5), 9)
+assert merged == [9, 5], f"bpe_merge([5, 5, 5], (5, 5), 9) should be [9, 5], got {merged}"
+merged = bpe_merge([5, 5, 5, 5], (5, 5), 9)
+assert merged == [9, 9], f"bpe_merge([5, 5, 5, 5], (5, 5), 9) should be [9, 9], got {merged}"
+
+# %%
+# Every occurrence is merged, the last too; input unchanged
+ids = [1, 2, 3, 1, 2]
+merged = bpe_merge(ids, (1, 2), 7)
+assert merged == [7, 3, 7], f"bpe_merge([1, 2, 3, 1, 2], (1, 2), 7) should be [7, 3, 7], got {merged}"
+assert ids == [1, 2, 3, 1, 2], "bpe_merge changed its input list: build a new one"
+assert bpe_merge([2, 1], (1, 2), 7) == [2, 1], "the order inside a pair matters: (1, 2) is not (2, 1)"
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ### 2.1 Experiment: how much does BPE compress?
+#
+# Training a BPE tokenizer is the loop: count the pairs, merge the most frequent one into a new id
+# (`vocab_size`, `vocab_size + 1`, ...), repeat. The **compression ratio** is the number of characters per
+# token. The plot shows it against the number of merges on the first part of the text: the first merges
+# (`e` + space, `t` + `h`, ...) gain the most, later ones less and less.
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): train BPE on the start of the text; compression ratio against the number of merges
+bpe_text = text[: sized(20_000, 200_000)]
+bpe_ids = tokenizer.encode(bpe_text)
+num_merges = sized(120, 500)
+ratios, merges = [len(bpe_text) / len(bpe_ids)], {}
+start = time.perf_counter()
+for step in range(num_merges):
+    counts = bpe_pair_counts(bpe_ids)
+    best = max(counts, key=counts.get)  # the most frequent pair (the first one seen on ties)
+    new_id = tokenizer.vocab_size + step
+    merges[new_id] = best
+    bpe_ids = bpe_merge(bpe_ids, best, new_id)
+    ratios.append(len(bpe_text) / len(bpe_ids))
+print(f"{num_merges} merges in {time.perf_counter() - start:.1f} s: {len(bpe_text):,} characters -> "
+      f"{len(bpe_ids):,} tokens, {ratios[-1]:.2f} characters per token")
+
+
+def bpe_token_text(token_id):
+    """The characters a BPE token stands for (merges applied backwards)."""
+    if token_id < tokenizer.vocab_size:
+        return tokenizer.decode([token_id])
+    a, b = merges[token_id]
+    return bpe_token_text(a) + bpe_token_text(b)
+
+
+print("the first 12 merges:", [bpe_token_text(t) for t in list(merges)[:12]])
+print("the last 6 merges:  ", [bpe_token_text(t) for t in list(merges)[-6:]])
+line_plot(torch.arange(num_merges + 1), {"tiny Shakespeare": ratios}, xlabel="number of merges",
+          ylabel="characters per token", title="BPE compression ratio")
+plt.show()
+
+# %% [markdown]
+# GPT-2 runs 50,000 merges on bytes and gets about 4 characters per token on English text. The rest of
+# this lab stays with characters: a vocabulary of 65 keeps the model small and the output head cheap.
+#
+# ## 3. Batches for next-token prediction
+#
+# A language model learns to predict, at **every** position, the next token. One training example is a
+# window of `block_size` consecutive tokens starting at a random position `s`; its targets are the same
+# window shifted by one:
+#
+# ```
+#   data:  ...  F  i  r  s  t     C  i  t  i  z  e  n  ...
+#               ^ s
+#   x:          F  i  r  s  t     C  i        data[s : s + T]
+#   y:          i  r  s  t     C  i  t        data[s + 1 : s + T + 1]
+# ```
+#
+# So one window gives `T` examples at once: predict `y[t]` from `x[0..t]`. The start `s` can be any of
+# `0, 1, ..., N - T - 1` (the last window's target ends at the last token), chosen uniformly at random
+# with `torch.randint(..., generator=generator)` so that a fixed generator gives the same batches.
+#
+# Implement `get_batch(data, block_size, batch_size, generator=None) -> (x, y)`, both `(B, T)` with
+# the dtype and device of `data`.
+#
+# *Hint.* `starts[:, None] + torch.arange(T)` is a `(B, T)` table of positions; indexing `data` with it
+# gives all the windows at once.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: get_batch
+# points: 3
+
+# %%
+def get_batch(data, block_size, batch_size, generator=None):
+    """Random windows of data and the same windows shifted by one.
+
+    Shapes:
+        data:    (N,) token ids
+        returns: x (B, T), y (B, T), T = block_size, B = batch_size; y[b, t] = data[s_b + t + 1]
+    The starts s_b are uniform over 0 .. N - T - 1, drawn with generator.
+    """
+    # BEGIN SOLUTION
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
+    positions = starts[:, None] + torch.arange(block_size)[None, :]  # (B, T)
+    positions = positions.to(data.device)
+    return data[positions], data[positions + 1]  # (B, T), (B, T)
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# y is x shifted by one, and x is a window of the data
+data = torch.arange(100, 150)  # the value tells the position: data[i] = 100 + i
+x, y = get_batch(data, 8, 4, generator=torch.Generator().manual_seed(0))
+assert x.shape == (4, 8) and y.shape == (4, 8), f"x and y should be (4, 8), got {tuple(x.shape)}, {tuple(y.shape)}"
+assert x.dtype == torch.long and y.dtype == torch.long, f"keep the dtype of data (long), got {x.dtype}, {y.dtype}"
+assert torch.equal(y, x + 1), "y should be x shifted by one position: y[b, t] = data[s + t + 1]"
+assert torch.equal(x[:, 1:], x[:, :-1] + 1), "each row of x should be consecutive tokens of the data"
+
+# %%
+# Every start from 0 to N - T - 1 is possible, no other
+data = torch.arange(12)
+starts = set()
+for seed in range(40):
+    x, y = get_batch(data, 8, 16, generator=torch.Generator().manual_seed(seed))
+    starts.update(x[:, 0].tolist())
+assert starts == {0, 1, 2, 3}, f"with N=12 and T=8 the starts should be 0..3, got {sorted(starts)}"
+g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+x1, _ = get_batch(torch.arange(1000), 8, 4, generator=g1)
+x2, _ = get_batch(torch.arange(1000), 8, 4, generator=g2)
+assert torch.equal(x1, x2), "the same generator seed should give the same batch: pass generator to torch.randint"
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 4. Causal self-attention
+#
+# In a language model, position `t` must not see the tokens after it: they are what it is asked to
+# predict. **Causal** self-attention masks the scores above the diagonal (Lab 05's `causal_mask`), so the
+# output at `t` depends on `x[0..t]` only. Everything else is Lab 06's multi-head attention, with two
+# GPT-2 habits:
+#
+# - one linear layer `qkv = nn.Linear(d, 3d)` computes queries, keys and values at once; its output is
+#   split into three `d`-wide parts **in the order q, k, v** (the order of `nn.MultiheadAttention`'s
+#   `in_proj_weight`);
+# - each part is split into `h` heads of width `d_h = d / h`, **head `i` taking the columns
+#   `i * d_h ... (i + 1) * d_h - 1`** (as Lab 06's `split_heads`), then `proj = nn.Linear(d, d)` mixes
+#   the merged heads.
+#
+# ```
+#   x:              (B, T, d)
+#   qkv(x):         (B, T, 3d)      -> split in q, k, v, each (B, T, d)
+#   heads:          (B, h, T, d_h)  view(B, T, h, d_h).transpose(1, 2)
+#   attention:      (B, h, T, d_h)  softmax(q k^T / sqrt(d_h) + causal mask) v
+#   merged:         (B, T, d)       transpose(1, 2).reshape(B, T, d)
+#   proj(merged):   (B, T, d)
+# ```
+#
+# You may compute the attention with `F.scaled_dot_product_attention(q, k, v, is_causal=True)` (it takes
+# `(B, h, T, d_h)` tensors and applies the causal mask and the scale itself) or by hand. **Dropout**
+# (`dropout`) goes on the attention weights (in training only; `dropout_p=` of the function) and on the
+# output of `proj`. With the same weights and dropout 0 the layer equals
+# `nn.MultiheadAttention(d, h, batch_first=True)` with a causal mask (shown in the demo after the question).
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: CausalSelfAttention
+# points: 7
+
+# %%
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where position t attends to positions 0..t only.
+
+    Attributes: qkv (nn.Linear(d_model, 3 * d_model), output split q, k, v), proj (nn.Linear(d_model, d_model))
+    """
+
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        # keep num_heads and dropout; create qkv, proj and an nn.Dropout for the output of proj
+        # BEGIN SOLUTION
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.resid_dropout = nn.Dropout(dropout)
+        # END SOLUTION
+
+    def forward(self, x):
+        """x: (B, T, d) -> (B, T, d); the output at t depends on x[:, :t + 1] only."""
+        # BEGIN SOLUTION
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)  # 3 x (B, T, d), in the order q, k, v
+        q, k, v = (t.view(B, T, self.num_heads, d // self.num_heads).transpose(1, 2)  # (B, h, T, d_h)
+                   for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                             dropout_p=self.dropout if self.training else 0.0)  # (B, h, T, d_h)
+        out = out.transpose(1, 2).reshape(B, T, d)  # (B, T, d): heads merged back
+        return self.resid_dropout(self.proj(out))  # (B, T, d)
+        # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# Sub-layers and shapes
+from attnlab.expect import expect_equal
+
+attn = CausalSelfAttention(16, 4, block_size=8)
+shapes = {name: tuple(p.shape) for name, p in attn.named_parameters()}
+expected = {"qkv.weight": (48, 16), "qkv.bias": (48,), "proj.weight": (16, 16), "proj.bias": (16,)}
+assert shapes == expected, f"CausalSelfAttention(16, 4, 8) should have the parameters {expected}, got {shapes}"
+out = attn(torch.randn(2, 5, 16))
+assert isinstance(out, torch.Tensor), f"forward should return one tensor, got {type(out).__name__}"
+expect_equal(torch.tensor(out.shape), [2, 5, 16], "the output shape")
+
+# %%
+# Changing token 3 changes no output before position 3
+from attnlab.expect import expect_close
+
+attn = CausalSelfAttention(16, 4, block_size=8).eval()
+x = torch.randn(1, 6, 16)
+x_changed = x.clone()
+x_changed[:, 3] += 5.0
+out, out_changed = attn(x), attn(x_changed)
+expect_close(out_changed[:, :3], out[:, :3], "outputs before the change", atol=1e-5)
+assert not torch.allclose(out_changed[:, 3], out[:, 3]), "the output at position 3 should see its own token"
+
+# %%
+# Position 0 attends only to itself: its output is proj(v_0)
+from attnlab.expect import expect_close
+
+attn = CausalSelfAttention(8, 2, block_size=4).eval()
+x = torch.randn(3, 4, 8)
+v0 = attn.qkv(x[:, 0])[:, 16:]  # (B, d): the value part (the third) of position 0
+expect_close(attn(x)[:, 0], attn.proj(v0), "the output at position 0", atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% tags=["otter_ignore"]
+# Demo (not graded): your layer equals nn.MultiheadAttention with the same weights and a causal mask
+seed_everything(0)
+attn = CausalSelfAttention(16, 4, block_size=8).eval()
+torch_mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+with torch.no_grad():
+    torch_mha.in_proj_weight.copy_(attn.qkv.weight)  # (3d, d): q, k, v stacked in this order
+    torch_mha.in_proj_bias.copy_(attn.qkv.bias)
+    torch_mha.out_proj.weight.copy_(attn.proj.weight)
+    torch_mha.out_proj.bias.copy_(attn.proj.bias)
+    x = torch.randn(2, 8, 16)
+    blocked = torch.ones(8, 8, dtype=torch.bool).triu(1)  # PyTorch's convention: True = may NOT attend
+    theirs, _ = torch_mha(x, x, x, attn_mask=blocked, need_weights=False)
+    print("largest difference to nn.MultiheadAttention:", (attn(x) - theirs).abs().max().item())
+
+# %% [markdown]
+# ## 5. The GPT block
+#
+# GPT-2's block is Lab 07's **pre-norm** block with causal attention and a GELU feed-forward network
+# four times wider than the model:
+#
+# ```
+#   x = x + attn(ln1(x))          attn: CausalSelfAttention
+#   x = x + mlp(ln2(x))           mlp:  nn.Sequential(nn.Linear(d, 4d), nn.GELU(), nn.Linear(4d, d), nn.Dropout(dropout))
+# ```
+#
+# `ln1` and `ln2` are `nn.LayerNorm(d)`. Build `mlp` exactly as written (an `nn.Sequential` of those four
+# layers, so its parameters are `mlp.0.*` and `mlp.2.*`; `nn.GELU()` is the exact erf form).
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: GPTBlock
+# points: 5
+
+# %%
+class GPTBlock(nn.Module):
+    """Pre-norm Transformer block with causal self-attention.
+
+    Attributes: ln1, attn (CausalSelfAttention), ln2, mlp (nn.Sequential(Linear(d, 4d), GELU(), Linear(4d, d), Dropout))
+    """
+
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        # BEGIN SOLUTION
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, num_heads, block_size, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model),
+                                 nn.Dropout(dropout))
+        # END SOLUTION
+
+    def forward(self, x):
+        """x: (B, T, d) -> (B, T, d)."""
+        # BEGIN SOLUTION
+        x = x + self.attn(self.ln1(x))  # (B, T, d)
+        return x + self.mlp(self.ln2(x))  # (B, T, d)
+        # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# Sub-layers: ln1, attn, ln2, mlp four times wider
+block = GPTBlock(16, 4, block_size=8)
+assert isinstance(block.attn, CausalSelfAttention), "attn should be your CausalSelfAttention"
+assert isinstance(block.ln1, nn.LayerNorm) and isinstance(block.ln2, nn.LayerNorm), "ln1, ln2: nn.LayerNorm(d)"
+assert isinstance(block.mlp, nn.Sequential) and len(block.mlp) == 4, "mlp should be an nn.Sequential of 4 layers"
+assert tuple(block.mlp[0].weight.shape) == (64, 16), "mlp[0] should be nn.Linear(d, 4d)"
+assert isinstance(block.mlp[1], nn.GELU), "mlp[1] should be nn.GELU()"
+out = block(torch.randn(2, 5, 16))
+assert out.shape == (2, 5, 16), f"the block should keep the shape (2, 5, 16), got {tuple(out.shape)}"
+
+# %%
+# With zero output layers the block is the identity (pre-norm)
+from attnlab.expect import expect_close
+
+block = GPTBlock(16, 4, block_size=8)
+with torch.no_grad():
+    for linear in (block.attn.proj, block.mlp[2]):
+        linear.weight.zero_()
+        linear.bias.zero_()
+x = 3 * torch.randn(2, 5, 16) + 1
+expect_close(block(x), x, "the block with zero sub-layers (x + attn(ln1(x)), then x + mlp(ln2(x)))", atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 6. The mini-GPT
+#
+# The whole model, GPT-2's layout:
+#
+# ```
+#   idx:       (B, T) token ids, T <= block_size
+#   x = tok_emb(idx) + pos_emb(arange(T))     (B, T, d)   token and learned position embeddings (then dropout)
+#   x = blocks(x)                              (B, T, d)   num_layers GPTBlocks, one after the other
+#   logits = lm_head(ln_f(x))                  (B, T, V)   a last LayerNorm, then a linear layer to the vocabulary
+#   loss = cross_entropy(logits, targets)                  the mean over all B * T positions
+# ```
+#
+# **Weight tying** ([Press & Wolf, 2017](https://arxiv.org/abs/1608.05859)): the output layer
+# `lm_head = nn.Linear(d, V, bias=False)` has a `(V, d)` weight, the shape of the embedding table; GPT-2
+# uses **the same parameter** for both (`self.lm_head.weight = self.tok_emb.weight`): a token's input
+# vector is also the vector its logit is read with. It saves `V * d` parameters and usually helps a
+# little. After tying, `named_parameters()` lists the table once, as `tok_emb.weight`.
+#
+# Implement `MiniGPT(vocab_size, block_size, d_model, num_heads, num_layers, dropout=0.0)` with the
+# attributes `tok_emb` (`nn.Embedding(V, d)`), `pos_emb` (`nn.Embedding(block_size, d)`), `blocks` (an
+# `nn.ModuleList` or `nn.Sequential` of `GPTBlock`s), `ln_f` (`nn.LayerNorm(d)`), `lm_head` (tied), and
+# keep `block_size` as an attribute. `forward(idx, targets=None)` returns `(logits, loss)`, the loss
+# `None` without targets (`F.cross_entropy` wants `(B * T, V)` logits and `(B * T,)` targets). A sequence
+# longer than `block_size` raises a `ValueError` that names both lengths.
+#
+# The initialisation is given (GPT-2's: normal with standard deviation 0.02, smaller for the layers that
+# write into the residual stream); the method `generate` at the end of the class is given too, it calls
+# your function `generate` of section 7.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: MiniGPT
+# points: 8
+
+# %%
+class MiniGPT(nn.Module):
+    """A decoder-only Transformer language model.
+
+    Attributes: block_size, tok_emb (nn.Embedding(V, d)), pos_emb (nn.Embedding(block_size, d)),
+    blocks (GPTBlocks), ln_f (nn.LayerNorm(d)), lm_head (nn.Linear(d, V, bias=False), weight tied to tok_emb)
+    """
+
+    def __init__(self, vocab_size, block_size, d_model, num_heads, num_layers, dropout=0.0):
+        super().__init__()
+        self.block_size = block_size
+        # create tok_emb, pos_emb, an nn.Dropout(dropout) for the embeddings, blocks, ln_f and lm_head; tie lm_head
+        # BEGIN SOLUTION
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(GPTBlock(d_model, num_heads, block_size, dropout) for _ in range(num_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # weight tying: one (V, d) parameter
+        # END SOLUTION
+        self.init_weights(num_layers)
+
+    def init_weights(self, num_layers):
+        """Given: GPT-2's initialisation."""
+        for name, p in self.named_parameters():
+            if p.dim() < 2:  # biases and LayerNorm parameters
+                nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
+            elif name.endswith(("proj.weight", "mlp.2.weight")):  # the layers that write into the residual stream
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * num_layers))
+            else:
+                nn.init.normal_(p, mean=0.0, std=0.02)
+
+    def forward(self, idx, targets=None):
+        """idx: (B, T) ids, targets: None or (B, T) ids -> (logits (B, T, V), loss (scalar) or None)."""
+        # BEGIN SOLUTION
+        B, T = idx.shape
+        if T > self.block_size:
+            raise ValueError(f"the sequence has T={T} tokens, more than block_size={self.block_size}")
+        positions = torch.arange(T, device=idx.device)  # (T,)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, d) + (T, d)
+        for block in self.blocks:
+            x = block(x)  # (B, T, d)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))  # (B*T, V), (B*T,)
+        return logits, loss
+        # END SOLUTION
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        """Given: max_new_tokens tokens after idx (B, T0), with your function generate (section 7)."""
+        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# The parameters, with lm_head tied to tok_emb
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)
+assert model.lm_head.weight is model.tok_emb.weight, (
+    "lm_head.weight should be the same parameter as tok_emb.weight: self.lm_head.weight = self.tok_emb.weight")
+names = [name for name, _ in model.named_parameters()]
+assert "lm_head.weight" not in names and "tok_emb.weight" in names, f"the tied table is listed once, got {names[:3]}"
+assert tuple(model.pos_emb.weight.shape) == (8, 16), "pos_emb should be nn.Embedding(block_size, d_model)"
+assert len(model.blocks) == 2 and isinstance(model.blocks[0], GPTBlock), "blocks should hold num_layers GPTBlocks"
+assert model.block_size == 8, "keep block_size as an attribute"
+
+# %%
+# Shapes; the loss of an untrained model is close to ln(V)
+from attnlab.expect import expect_close
+
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)
+idx = torch.randint(11, (3, 8))
+logits, loss = model(idx)
+assert logits.shape == (3, 8, 11) and loss is None, "without targets: logits (B, T, V) and loss None"
+logits, loss = model(idx, torch.randint(11, (3, 8)))
+assert loss is not None and loss.dim() == 0, "with targets the loss should be a scalar tensor"
+expect_close(loss, math.log(11), "the loss at initialisation (about ln V)", atol=0.1)
+logits5, _ = model(idx[:, :5])
+expect_close(logits5, logits[:, :5], "the logits of the first 5 tokens alone (causality)", atol=1e-5)
+
+# %%
+# A sequence longer than block_size is an error
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=1)
+try:
+    model(torch.zeros(1, 9, dtype=torch.long))
+except ValueError as exc:
+    assert "9" in str(exc) and "8" in str(exc), f"the message should name T=9 and block_size=8, got {exc}"
+else:
+    raise AssertionError("a sequence of 9 tokens with block_size=8 should raise ValueError")
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 7. Sampling
+#
+# The model gives, for the last position, a vector of logits over the vocabulary. Three ways to pick the
+# next token from them:
+#
+# - **Temperature** $\tau$: sample from $\mathrm{softmax}(\text{logits} / \tau)$. With $\tau = 1$ this is
+#   the model's own distribution; $\tau < 1$ sharpens it (safer, more repetitive text), $\tau > 1$
+#   flattens it (more surprising, more mistakes). **$\tau = 0$ means greedy**: take the argmax (dividing
+#   by 0 is not an option).
+# - **Top-k**: keep only the `k` largest logits, set the others to $-\infty$, then softmax: the long tail
+#   of unlikely tokens can never be drawn. A `top_k` of `V` or more keeps everything.
+# - Both together: temperature first, then top-k (the order does not matter: dividing by $\tau > 0$ keeps
+#   the ranking).
+#
+# Worked example: logits `[2, 1, 0]`. With $\tau = 1$ the probabilities are
+# `softmax([2, 1, 0]) = [0.665, 0.245, 0.090]`; with $\tau = 0.5$, `softmax([4, 2, 0]) = [0.867, 0.117, 0.016]`;
+# with `top_k=2` (and $\tau = 1$), `softmax([2, 1, -inf]) = [0.731, 0.269, 0]`.
+#
+# Implement `sample_next(logits, temperature=1.0, top_k=None, generator=None)`: `logits (B, V)` -> one id
+# per row, a `LongTensor (B,)`. Draw with `torch.multinomial(probs, 1, generator=generator)`, and do not
+# change `logits` in place.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: sample_next
+# points: 6
+
+# %%
+def sample_next(logits, temperature=1.0, top_k=None, generator=None):
+    """One token per row, from softmax(logits / temperature) restricted to the top_k largest logits.
+
+    Shapes:
+        logits:  (B, V)
+        returns: (B,) long; temperature 0 means the argmax
+    """
+    # BEGIN SOLUTION
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    logits = logits / temperature  # (B, V), a new tensor
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = F.softmax(logits, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# Temperature 0 is the argmax, and top_k=1 too
+from attnlab.expect import expect_equal
+
+logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+expect_equal(sample_next(logits, temperature=0.0), [0, 1], "sample_next(logits, temperature=0)")
+expect_equal(sample_next(logits, top_k=1, generator=torch.Generator().manual_seed(0)), [0, 1],
+             "sample_next(logits, top_k=1)")
+
+# %%
+# Frequencies follow softmax(logits / T): [2, 1, 0] at T = 0.5
+from attnlab.expect import expect_close
+
+logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)
+ids = sample_next(logits, temperature=0.5, generator=torch.Generator().manual_seed(0))
+assert ids.shape == (20000,) and ids.dtype == torch.long, f"expected a (B,) long tensor, got {tuple(ids.shape)} {ids.dtype}"
+freq = torch.bincount(ids, minlength=3) / 20000
+expect_close(freq, [0.867, 0.117, 0.016], "the frequencies at temperature 0.5", atol=0.015)
+
+# %%
+# top_k=2: frequencies [0.731, 0.269, 0], input unchanged
+from attnlab.expect import expect_close
+
+logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)
+before = logits.clone()
+ids = sample_next(logits, top_k=2, generator=torch.Generator().manual_seed(1))
+freq = torch.bincount(ids, minlength=3) / 20000
+assert freq[2] == 0, "with top_k=2 the smallest logit must never be drawn"
+expect_close(freq, [0.731, 0.269, 0.0], "the frequencies with top_k=2", atol=0.015)
+assert torch.equal(logits, before), "sample_next changed logits in place: work on a new tensor"
+
+# %%
+# The same generator seed gives the same samples
+logits = torch.randn(4, 10)
+a = sample_next(logits, generator=torch.Generator().manual_seed(3))
+b = sample_next(logits, generator=torch.Generator().manual_seed(3))
+assert torch.equal(a, b), "pass generator to torch.multinomial: the same seed should give the same samples"
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# **Generating text** repeats one step `max_new_tokens` times:
+#
+# 1. crop the context to its last `block_size` tokens (the model has no position embedding beyond that);
+# 2. run the model and keep the logits of the **last** position, `(B, V)`;
+# 3. draw the next token with `sample_next(..., temperature, top_k, generator)` and append it to `idx`.
+#
+# ```
+#   idx (B, T0) -> (B, T0 + 1) -> ... -> (B, T0 + max_new_tokens)
+# ```
+#
+# Implement `generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None)`; read the
+# context length from `model.block_size`. Run it under `torch.no_grad()` (no gradients are needed).
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: generate
+# points: 5
+
+# %%
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    """idx (B, T0) -> (B, T0 + max_new_tokens): sample one token at a time, the context cropped to block_size."""
+    # BEGIN SOLUTION
+    for _ in range(max_new_tokens):
+        context = idx[:, -model.block_size:]  # (B, <= block_size)
+        logits, _ = model(context)  # (B, T, V)
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)  # (B,)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
+    return idx
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# Greedy: each token is the argmax on the last block_size
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=1).eval()
+with torch.no_grad():
+    model.tok_emb.weight.normal_(0, 1.0)  # distinct logits, so the argmax is clear
+idx = torch.randint(11, (2, 4))
+out = model.generate(idx, 8, temperature=0.0)
+assert out.shape == (2, 12), f"4 tokens + 8 new should give (2, 12), got {tuple(out.shape)}"
+assert torch.equal(out[:, :4], idx), "the output should start with the prompt idx"
+for t in range(4, 12):
+    logits, _ = model(out[:, max(0, t - 6):t])
+    assert torch.equal(out[:, t], logits[:, -1].argmax(-1)), (
+        f"token {t} is not the argmax of the model on the last block_size=6 tokens before it")
+
+# %%
+# A fixed generator gives the same text
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=1).eval()
+idx = torch.zeros(3, 1, dtype=torch.long)
+a = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))
+b = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))
+assert a.shape == (3, 11) and torch.equal(a, b), "pass generator on to sample_next: the same seed, the same text"
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 8. Experiments
+#
+# ### 8.1 A baseline: the bigram model
+#
+# The simplest language model predicts the next character from the current one only: a table of `V x V`
+# logits, one row per character (an `nn.Embedding(V, V)` read as logits). Its validation loss is the bar
+# the mini-GPT has to clear; for comparison, guessing uniformly among the 65 characters costs
+# $\ln 65 = 4.17$ nats.
+#
+# Both models train with the kit's loop `fit`, on batches `(x, y, y)` (the model's `forward(x, y)`
+# computes its own loss), for a fixed number of steps. The validation loss is the mean over a fixed set of
+# random validation windows.
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): the training and validation batches, and the bigram baseline
+class LMBatches:
+    """`steps` random batches (x, y, y) of get_batch, re-iterable (fit reads it once per epoch)."""
+
+    def __init__(self, data, block_size, batch_size, steps, seed):
+        self.data, self.block_size, self.batch_size, self.steps = data, block_size, batch_size, steps
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return self.steps
+
+    def __iter__(self):
+        for _ in range(self.steps):
+            x, y = get_batch(self.data, self.block_size, self.batch_size, generator=self.generator)
+            yield x, y, y
+
+
+def fixed_batches(data, block_size, batch_size, count, seed):
+    """A list of `count` random batches (x, y, y): the same windows every time it is evaluated."""
+    return list(LMBatches(data, block_size, batch_size, count, seed))
+
+
+class BigramLM(nn.Module):
+    """logits of the next token = a row of a V x V table chosen by the current token."""
+
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.table = nn.Embedding(vocab_size, vocab_size)
+
+    def forward(self, idx, targets=None):
+        logits = self.table(idx)  # (B, T, V)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V), (B*T,)
+
+
+BLOCK_SIZE = sized(32, 256)
+seed_everything(0)
+bigram = BigramLM(tokenizer.vocab_size)
+bigram_history = fit(bigram, LMBatches(train_data, BLOCK_SIZE, 32, sized(600, 2000), seed=1), epochs=1, lr=1e-1,
+                     metric=None, pad_id=None, device=device, live_plot=False, desc="bigram")
+val_batches = fixed_batches(val_data, BLOCK_SIZE, 32, sized(20, 50), seed=2)
+bigram_val, _ = evaluate(bigram, val_batches, metric=None, pad_id=None, device=device)
+print(f"bigram baseline: validation loss {bigram_val:.3f} nats per character "
+      f"(uniform guessing: ln {tokenizer.vocab_size} = {math.log(tokenizer.vocab_size):.3f})")
+
+# %% [markdown]
+# ### 8.2 Training the mini-GPT
+#
+# On a CPU: 2 layers, 4 heads, 64 dimensions, 32 characters of context, about 100k parameters, trained
+# with AdamW for half a minute. On a GPU: nanoGPT's Shakespeare model (6 layers, 6 heads, 384 dimensions,
+# 256 characters, dropout 0.2, 10.7M parameters). The learning rate follows a cosine from `LR` down to
+# `LR / 10`. The training is cut into a few "epochs" of equal numbers of steps so that `fit` reports the
+# validation loss along the way.
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): train the mini-GPT
+config = sized(dict(d_model=64, num_heads=4, num_layers=2, dropout=0.0),
+               dict(d_model=384, num_heads=6, num_layers=6, dropout=0.2))
+STEPS, ROUNDS, BATCH, LR = sized(1500, 5000), sized(5, 10), sized(32, 64), sized(4e-3, 1e-3)
+seed_everything(0)
+gpt = MiniGPT(tokenizer.vocab_size, BLOCK_SIZE, **config).to(device)
+print(f"MiniGPT {config}: {sum(p.numel() for p in gpt.parameters()):,} parameters")
+optimizer = torch.optim.AdamW(gpt.parameters(), lr=LR, betas=(0.9, 0.99))
+scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=STEPS, eta_min=LR / 10)
+gpt_history = fit(gpt, LMBatches(train_data, BLOCK_SIZE, BATCH, STEPS // ROUNDS, seed=3), epochs=ROUNDS,
+                  optimizer=optimizer, scheduler=scheduler, val_loader=val_batches, metric=None, pad_id=None,
+                  device=device, live_plot=False, desc="mini-GPT")
+gpt_val = gpt_history.val_loss[-1]
+print(f"{STEPS} steps in {gpt_history.seconds:.0f} s ({1000 * gpt_history.seconds / STEPS:.0f} ms per step)")
+print(f"validation loss: mini-GPT {gpt_val:.3f}, bigram {bigram_val:.3f}: "
+      f"{bigram_val - gpt_val:.2f} nats per character better")
+plot_history({"mini-GPT": gpt_history}, metrics=("loss",),
+             title=f"mini-GPT (bigram baseline: validation {bigram_val:.2f})")
+plt.show()
+
+# %% [markdown]
+# What to look for: the bigram model stops near 2.5 nats, since one character of context is all it has.
+# The mini-GPT passes it within the first round and keeps going: attention over 32 characters lets it
+# learn words, spelling and the layout of a play (names in capitals, then a colon and a new line).
+# nanoGPT's CPU recipe (twice as wide, twice as deep, 2,000 steps) reaches about 1.88; the GPU model
+# about 1.47. `benchmarks/lab09_gpt.py` trains this lab's model at nanoGPT's settings.
+#
+# ### 8.3 Samples at several temperatures
+#
+# The same model and prompt, sampled greedily, at three temperatures, and with top-k. Greedy decoding
+# soon loops; a low temperature gives common words; a high one invents words.
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): samples at several temperatures and with top-k
+gpt.eval()
+prompt = torch.tensor([tokenizer.encode("ROMEO:\n")], device=device)  # (1, T0)
+settings = [("greedy (temperature 0)", 0.0, None), ("temperature 0.5", 0.5, None), ("temperature 1.0", 1.0, None),
+            ("temperature 1.5", 1.5, None), ("temperature 1.0, top_k=5", 1.0, 5)]
+for label, temperature, top_k in settings:
+    out = gpt.generate(prompt, sized(200, 400), temperature=temperature, top_k=top_k,
+                       generator=torch.Generator(device=device).manual_seed(0))
+    print(f"----- {label}\n{tokenizer.decode(out[0].tolist())}\n")
+
+# %% [markdown]
+# ### Going further (not graded)
+#
+# - Train with the BPE tokens of section 2.1 instead of characters (the loss is then per token: divide by
+#   the characters per token to compare).
+# - How does the validation loss change with `block_size` 16, 32, 64? With 1, 2, 4 layers?
+# - Untie `lm_head` from `tok_emb`: more parameters, better or worse?
