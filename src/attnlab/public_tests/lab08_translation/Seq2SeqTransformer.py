@@ -2,33 +2,57 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'Seq2SeqTransformer'
 points = None
 
-_PUBLIC = [
-    '# attributes, parameter shapes and the logits\' shape\nmodel = Seq2SeqTransformer(11, 13, d_model=16, num_heads=2, num_encoder_layers=2, num_decoder_layers=3,\n                           d_ff=32, max_len=20)\nassert isinstance(model.src_emb, nn.Embedding) and isinstance(model.tgt_emb, nn.Embedding), (\n    "src_emb and tgt_emb should be nn.Embedding")\nassert isinstance(model.encoder, nn.ModuleList) and len(model.encoder) == 2, "encoder: a ModuleList of 2 blocks"\nassert isinstance(model.decoder, nn.ModuleList) and len(model.decoder) == 3, "decoder: a ModuleList of 3 blocks"\nassert all(isinstance(b, TransformerEncoderBlock) for b in model.encoder), "encoder blocks: TransformerEncoderBlock"\nassert all(isinstance(b, TransformerDecoderBlock) for b in model.decoder), "decoder blocks: TransformerDecoderBlock"\nassert model.generator.weight.shape == (13, 16), (\n    f"generator should be nn.Linear(d_model, tgt_vocab): weight (13, 16), got {tuple(model.generator.weight.shape)}")\nassert not any("pe" in name.split(".")[-1] for name, _ in model.named_parameters()), (\n    "the positional table should be a buffer, not a parameter")\nsrc = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])\ndec_in = torch.tensor([[1, 3, 4], [1, 5, 0]])\nlogits = model(src, dec_in)\nassert logits.shape == (2, 3, 13), f"the logits should have shape (B, T, V_tgt) = (2, 3, 13), got {tuple(logits.shape)}"',
-    '# a later target word does not change earlier logits\ntorch.manual_seed(0)\nmodel = Seq2SeqTransformer(11, 13, d_model=16, num_heads=2, d_ff=32, max_len=20).eval()\nsrc = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])\ndec_in = torch.tensor([[1, 3, 4, 5], [1, 5, 6, 7]])\nlater = dec_in.clone()\nlater[:, 2:] = torch.tensor([[9, 10], [11, 12]])\nassert torch.allclose(model(src, dec_in)[:, :2], model(src, later)[:, :2], atol=1e-5), (\n    "changing target positions 2 and 3 changed the logits at 0 and 1: use a causal mask in decode")',
-    '# more source padding changes nothing\ntorch.manual_seed(0)\nmodel = Seq2SeqTransformer(11, 13, d_model=16, num_heads=2, d_ff=32, max_len=20).eval()\nwith torch.no_grad():\n    model.src_emb.weight[0] = 5.0  # a pad embedding far from zero, so that an unmasked pad shows\nsrc = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])\ndec_in = torch.tensor([[1, 3, 4], [1, 5, 6]])\nlonger = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)  # three more pads per row\nassert torch.allclose(model(src, dec_in), model(longer, dec_in), atol=1e-5), (\n    "extra source pads changed the logits: mask pads as keys in encode and in cross-attention")',
-]
+check_1 = PublicCheck("attributes, parameter shapes and the logits' shape", question=name, index=0, points=None,
+    first_line=14, source=r'''
+# attributes, parameter shapes and the logits' shape
+model = Seq2SeqTransformer(11, 13, d_model=16, num_heads=2, num_encoder_layers=2, num_decoder_layers=3,
+                           d_ff=32, max_len=20)
+assert isinstance(model.src_emb, nn.Embedding) and isinstance(model.tgt_emb, nn.Embedding), (
+    "src_emb and tgt_emb should be nn.Embedding")
+assert isinstance(model.encoder, nn.ModuleList) and len(model.encoder) == 2, "encoder: a ModuleList of 2 blocks"
+assert isinstance(model.decoder, nn.ModuleList) and len(model.decoder) == 3, "decoder: a ModuleList of 3 blocks"
+assert all(isinstance(b, TransformerEncoderBlock) for b in model.encoder), "encoder blocks: TransformerEncoderBlock"
+assert all(isinstance(b, TransformerDecoderBlock) for b in model.decoder), "decoder blocks: TransformerDecoderBlock"
+assert model.generator.weight.shape == (13, 16), (
+    f"generator should be nn.Linear(d_model, tgt_vocab): weight (13, 16), got {tuple(model.generator.weight.shape)}")
+assert not any("pe" in name.split(".")[-1] for name, _ in model.named_parameters()), (
+    "the positional table should be a buffer, not a parameter")
+src = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])
+dec_in = torch.tensor([[1, 3, 4], [1, 5, 0]])
+logits = model(src, dec_in)
+assert logits.shape == (2, 3, 13), f"the logits should have shape (B, T, V_tgt) = (2, 3, 13), got {tuple(logits.shape)}"
+''')
 
+check_2 = PublicCheck('a later target word does not change earlier logits', question=name, index=1, points=None,
+    first_line=35, source=r'''
+# a later target word does not change earlier logits
+torch.manual_seed(0)
+model = Seq2SeqTransformer(11, 13, d_model=16, num_heads=2, d_ff=32, max_len=20).eval()
+src = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])
+dec_in = torch.tensor([[1, 3, 4, 5], [1, 5, 6, 7]])
+later = dec_in.clone()
+later[:, 2:] = torch.tensor([[9, 10], [11, 12]])
+assert torch.allclose(model(src, dec_in)[:, :2], model(src, later)[:, :2], atol=1e-5), (
+    "changing target positions 2 and 3 changed the logits at 0 and 1: use a causal mask in decode")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('more source padding changes nothing', question=name, index=2, points=None,
+    first_line=48, source=r'''
+# more source padding changes nothing
+torch.manual_seed(0)
+model = Seq2SeqTransformer(11, 13, d_model=16, num_heads=2, d_ff=32, max_len=20).eval()
+with torch.no_grad():
+    model.src_emb.weight[0] = 5.0  # a pad embedding far from zero, so that an unmasked pad shows
+src = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])
+dec_in = torch.tensor([[1, 3, 4], [1, 5, 6]])
+longer = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)  # three more pads per row
+assert torch.allclose(model(src, dec_in), model(longer, dec_in), atol=1e-5), (
+    "extra source pads changed the logits: mask pads as keys in encode and in cross-attention")
+''')

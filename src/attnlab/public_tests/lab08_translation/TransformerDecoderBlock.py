@@ -2,39 +2,76 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'TransformerDecoderBlock'
 points = None
 
-_PUBLIC = [
-    '# sub-layers are named as asked and the shape is kept\nblock = TransformerDecoderBlock(16, 4, 32)\nfor name in ("self_attn", "cross_attn"):\n    assert isinstance(getattr(block, name, None), MultiHeadAttention), f"{name} should be the given MultiHeadAttention"\nassert isinstance(getattr(block, "ff", None), FeedForward), "ff should be the given FeedForward"\nfor name in ("norm1", "norm2", "norm3"):\n    assert isinstance(getattr(block, name, None), nn.LayerNorm), f"{name} should be nn.LayerNorm(d_model)"\nout = block(torch.randn(2, 5, 16), torch.randn(2, 7, 16))\nassert isinstance(out, torch.Tensor), f"the block should return one tensor, got {type(out).__name__}"\nassert out.shape == (2, 5, 16), f"the output should have shape (B, T, d) = (2, 5, 16), got {tuple(out.shape)}"',
-    '# with a causal mask, position 0 sees only itself\ntorch.manual_seed(0)\nblock = TransformerDecoderBlock(16, 4, 32).eval()\ny, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)\ncausal = torch.ones(5, 5, dtype=torch.bool).tril()\nfirst_alone = block(y[:, :1], memory, tgt_mask=causal[:1, :1])  # (B, 1, d)\nchanged = y.clone()\nchanged[:, 3:] = torch.randn(2, 2, 16)  # new words at positions 3 and 4\nout, out_changed = block(y, memory, tgt_mask=causal), block(changed, memory, tgt_mask=causal)\nassert torch.allclose(out[:, :1], first_alone, atol=1e-5), "position 0 should only see itself: pass tgt_mask to self_attn"\nassert torch.allclose(out[:, :3], out_changed[:, :3], atol=1e-5), (\n    "changing positions 3 and 4 changed earlier outputs: pass tgt_mask to self-attention")\nassert not torch.allclose(block(y, memory), out), "tgt_mask has no effect: pass it to self_attn"',
-    '# masked memory positions are not looked at\ntorch.manual_seed(0)\nblock = TransformerDecoderBlock(16, 4, 32).eval()\ny, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)\nkeep = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])[:, None, None, :]  # (B, 1, 1, S)\ngarbage = memory.clone()\ngarbage[1, 4:] = 100.0  # row 1\'s masked positions\nout = block(y, memory, memory_mask=keep)\nassert torch.allclose(out, block(y, garbage, memory_mask=keep), atol=1e-5), (\n    "the output depends on masked memory positions: pass memory_mask to cross_attn")\nassert not torch.allclose(out, block(y, memory)), "memory_mask has no effect: pass it to cross_attn"\nassert not torch.allclose(out, block(y, torch.randn(2, 7, 16), memory_mask=keep)), (\n    "the output does not depend on the memory: cross_attn\'s keys and values are the memory")',
-    '# zero sub-layers: post-norm is norm3(norm2(norm1(y)))\nfor norm_first in (False, True):\n    block = TransformerDecoderBlock(16, 4, 32, norm_first=norm_first)\n    with torch.no_grad():\n        for linear in (block.self_attn.out_proj, block.cross_attn.out_proj, block.ff.linear2):\n            linear.weight.zero_()\n            linear.bias.zero_()\n        for norm in (block.norm1, block.norm2, block.norm3):\n            norm.weight.uniform_(0.5, 1.5)\n            norm.bias.uniform_(-0.5, 0.5)\n    y = 3 * torch.randn(2, 5, 16) + 1\n    expected = y if norm_first else block.norm3(block.norm2(block.norm1(y)))\n    rule = "y (pre-norm adds zeros to y)" if norm_first else "norm3(norm2(norm1(y))) (post-norm)"\n    assert torch.allclose(block(y, torch.randn(2, 3, 16)), expected, atol=1e-5), (\n        f"norm_first={norm_first}: with every sub-layer switched off the block should give {rule}")',
-]
+check_1 = PublicCheck('sub-layers are named as asked and the shape is kept', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# sub-layers are named as asked and the shape is kept
+block = TransformerDecoderBlock(16, 4, 32)
+for name in ("self_attn", "cross_attn"):
+    assert isinstance(getattr(block, name, None), MultiHeadAttention), f"{name} should be the given MultiHeadAttention"
+assert isinstance(getattr(block, "ff", None), FeedForward), "ff should be the given FeedForward"
+for name in ("norm1", "norm2", "norm3"):
+    assert isinstance(getattr(block, name, None), nn.LayerNorm), f"{name} should be nn.LayerNorm(d_model)"
+out = block(torch.randn(2, 5, 16), torch.randn(2, 7, 16))
+assert isinstance(out, torch.Tensor), f"the block should return one tensor, got {type(out).__name__}"
+assert out.shape == (2, 5, 16), f"the output should have shape (B, T, d) = (2, 5, 16), got {tuple(out.shape)}"
+''')
 
+check_2 = PublicCheck('with a causal mask, position 0 sees only itself', question=name, index=1, points=None,
+    first_line=28, source=r'''
+# with a causal mask, position 0 sees only itself
+torch.manual_seed(0)
+block = TransformerDecoderBlock(16, 4, 32).eval()
+y, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+causal = torch.ones(5, 5, dtype=torch.bool).tril()
+first_alone = block(y[:, :1], memory, tgt_mask=causal[:1, :1])  # (B, 1, d)
+changed = y.clone()
+changed[:, 3:] = torch.randn(2, 2, 16)  # new words at positions 3 and 4
+out, out_changed = block(y, memory, tgt_mask=causal), block(changed, memory, tgt_mask=causal)
+assert torch.allclose(out[:, :1], first_alone, atol=1e-5), "position 0 should only see itself: pass tgt_mask to self_attn"
+assert torch.allclose(out[:, :3], out_changed[:, :3], atol=1e-5), (
+    "changing positions 3 and 4 changed earlier outputs: pass tgt_mask to self-attention")
+assert not torch.allclose(block(y, memory), out), "tgt_mask has no effect: pass it to self_attn"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_3 = PublicCheck('masked memory positions are not looked at', question=name, index=2, points=None,
+    first_line=45, source=r'''
+# masked memory positions are not looked at
+torch.manual_seed(0)
+block = TransformerDecoderBlock(16, 4, 32).eval()
+y, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+keep = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])[:, None, None, :]  # (B, 1, 1, S)
+garbage = memory.clone()
+garbage[1, 4:] = 100.0  # row 1's masked positions
+out = block(y, memory, memory_mask=keep)
+assert torch.allclose(out, block(y, garbage, memory_mask=keep), atol=1e-5), (
+    "the output depends on masked memory positions: pass memory_mask to cross_attn")
+assert not torch.allclose(out, block(y, memory)), "memory_mask has no effect: pass it to cross_attn"
+assert not torch.allclose(out, block(y, torch.randn(2, 7, 16), memory_mask=keep)), (
+    "the output does not depend on the memory: cross_attn's keys and values are the memory")
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck('zero sub-layers: post-norm is norm3(norm2(norm1(y)))', question=name, index=3, points=None,
+    first_line=62, source=r'''
+# zero sub-layers: post-norm is norm3(norm2(norm1(y)))
+for norm_first in (False, True):
+    block = TransformerDecoderBlock(16, 4, 32, norm_first=norm_first)
+    with torch.no_grad():
+        for linear in (block.self_attn.out_proj, block.cross_attn.out_proj, block.ff.linear2):
+            linear.weight.zero_()
+            linear.bias.zero_()
+        for norm in (block.norm1, block.norm2, block.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    y = 3 * torch.randn(2, 5, 16) + 1
+    expected = y if norm_first else block.norm3(block.norm2(block.norm1(y)))
+    rule = "y (pre-norm adds zeros to y)" if norm_first else "norm3(norm2(norm1(y))) (post-norm)"
+    assert torch.allclose(block(y, torch.randn(2, 3, 16)), expected, atol=1e-5), (
+        f"norm_first={norm_first}: with every sub-layer switched off the block should give {rule}")
+''')

@@ -2,21 +2,23 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'decoder_io'
 points = None
 
-_PUBLIC = [
-    '# the worked example: labels are the inputs shifted by one\nfrom attnlab.expect import expect_equal\n\ntgt = torch.tensor([[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]])\nresult = decoder_io(tgt)\nassert isinstance(result, tuple) and len(result) == 2, "decoder_io should return a pair (dec_in, labels)"\ndec_in, labels = result\nexpect_equal(dec_in, [[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]], "dec_in")\nexpect_equal(labels, [[5, 6, 7, 2, 0], [8, 2, 0, 0, 0]], "labels")\nexpect_equal(tgt, [[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]], "tgt after the call (do not change it)")',
-]
+check_1 = PublicCheck('the worked example: labels are the inputs shifted by one', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: labels are the inputs shifted by one
+from attnlab.expect import expect_equal
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+tgt = torch.tensor([[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]])
+result = decoder_io(tgt)
+assert isinstance(result, tuple) and len(result) == 2, "decoder_io should return a pair (dec_in, labels)"
+dec_in, labels = result
+expect_equal(dec_in, [[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]], "dec_in")
+expect_equal(labels, [[5, 6, 7, 2, 0], [8, 2, 0, 0, 0]], "labels")
+expect_equal(tgt, [[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]], "tgt after the call (do not change it)")
+''')

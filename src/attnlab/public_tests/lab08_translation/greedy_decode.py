@@ -2,27 +2,42 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'greedy_decode'
 points = None
 
-_PUBLIC = [
-    '# a scripted model: EOS, pads after it, early stop\nfrom attnlab.expect import expect_equal\n\ntoy = ToyTranslator(10, 8)\nwith torch.no_grad():\n    toy.position.zero_()\n    toy.source.zero_()\n    toy.next_token.zero_()\n    for a, b in [(1, 4), (4, 5), (5, 2), (2, 6), (0, 6)]:  # BOS -> 4 -> 5 -> EOS\n        toy.next_token[a, b] = 10.0\n    toy.source[9, 2] = 30.0  # a source holding word 9 says EOS at once\nout = greedy_decode(toy.eval(), torch.tensor([[3, 7], [9, 0]]), max_len=10)\nassert isinstance(out, torch.Tensor) and out.dtype == torch.long, f"expected a LongTensor, got {out!r}"\nexpect_equal(out, [[1, 4, 5, 2], [1, 2, 0, 0]], "greedy_decode on the scripted model")',
-    '# max_len columns at most, BOS counted\nfrom attnlab.expect import expect_equal\n\ntoy = ToyTranslator(10, 8)\nwith torch.no_grad():\n    toy.position.zero_()\n    toy.source.zero_()\n    toy.next_token.zero_()\n    toy.next_token[:, 7] = 10.0  # always word 7, never EOS\nout = greedy_decode(toy.eval(), torch.tensor([[3, 4, 5]]), max_len=5)\nexpect_equal(out, [[1, 7, 7, 7, 7]], "greedy_decode with max_len=5 on a model that never says EOS")',
-]
+check_1 = PublicCheck('a scripted model: EOS, pads after it, early stop', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# a scripted model: EOS, pads after it, early stop
+from attnlab.expect import expect_equal
 
+toy = ToyTranslator(10, 8)
+with torch.no_grad():
+    toy.position.zero_()
+    toy.source.zero_()
+    toy.next_token.zero_()
+    for a, b in [(1, 4), (4, 5), (5, 2), (2, 6), (0, 6)]:  # BOS -> 4 -> 5 -> EOS
+        toy.next_token[a, b] = 10.0
+    toy.source[9, 2] = 30.0  # a source holding word 9 says EOS at once
+out = greedy_decode(toy.eval(), torch.tensor([[3, 7], [9, 0]]), max_len=10)
+assert isinstance(out, torch.Tensor) and out.dtype == torch.long, f"expected a LongTensor, got {out!r}"
+expect_equal(out, [[1, 4, 5, 2], [1, 2, 0, 0]], "greedy_decode on the scripted model")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('max_len columns at most, BOS counted', question=name, index=1, points=None,
+    first_line=32, source=r'''
+# max_len columns at most, BOS counted
+from attnlab.expect import expect_equal
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+toy = ToyTranslator(10, 8)
+with torch.no_grad():
+    toy.position.zero_()
+    toy.source.zero_()
+    toy.next_token.zero_()
+    toy.next_token[:, 7] = 10.0  # always word 7, never EOS
+out = greedy_decode(toy.eval(), torch.tensor([[3, 4, 5]]), max_len=5)
+expect_equal(out, [[1, 7, 7, 7, 7]], "greedy_decode with max_len=5 on a model that never says EOS")
+''')

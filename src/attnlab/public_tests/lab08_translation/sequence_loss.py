@@ -2,27 +2,32 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'sequence_loss'
 points = None
 
-_PUBLIC = [
-    '# the worked example: pads do not count\nfrom attnlab.expect import expect_close\n\nlogits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/2, 1/4, 1/4) everywhere\nloss = sequence_loss(logits, torch.tensor([[0, 1, 0]]))\nassert isinstance(loss, torch.Tensor) and loss.dim() == 0, f"the loss should be a scalar tensor, got {loss!r}"\nexpect_close(loss, 1.0397, "the loss of labels [[0, 1, PAD]] (mean over the two real tokens)", atol=1e-4)\nexpect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.log(4),\n             "the loss with pad_id=2 (only position 0 counts)", atol=1e-4)',
-    '# label smoothing: the worked example with eps = 0.3\nfrom attnlab.expect import expect_close\n\nlogits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]]]))  # (1, 1, 3)\nexpect_close(sequence_loss(logits, torch.tensor([[0]]), label_smoothing=0.3), 0.8318,\n             "the loss with label_smoothing=0.3", atol=1e-4)',
-]
+check_1 = PublicCheck('the worked example: pads do not count', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# the worked example: pads do not count
+from attnlab.expect import expect_close
 
+logits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/2, 1/4, 1/4) everywhere
+loss = sequence_loss(logits, torch.tensor([[0, 1, 0]]))
+assert isinstance(loss, torch.Tensor) and loss.dim() == 0, f"the loss should be a scalar tensor, got {loss!r}"
+expect_close(loss, 1.0397, "the loss of labels [[0, 1, PAD]] (mean over the two real tokens)", atol=1e-4)
+expect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.log(4),
+             "the loss with pad_id=2 (only position 0 counts)", atol=1e-4)
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('label smoothing: the worked example with eps = 0.3', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# label smoothing: the worked example with eps = 0.3
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+logits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]]]))  # (1, 1, 3)
+expect_close(sequence_loss(logits, torch.tensor([[0]]), label_smoothing=0.3), 0.8318,
+             "the loss with label_smoothing=0.3", atol=1e-4)
+''')

@@ -2,33 +2,48 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'CausalSelfAttention'
 points = None
 
-_PUBLIC = [
-    '# Sub-layers and shapes\nfrom attnlab.expect import expect_equal\n\nattn = CausalSelfAttention(16, 4, block_size=8)\nshapes = {name: tuple(p.shape) for name, p in attn.named_parameters()}\nexpected = {"qkv.weight": (48, 16), "qkv.bias": (48,), "proj.weight": (16, 16), "proj.bias": (16,)}\nassert shapes == expected, f"CausalSelfAttention(16, 4, 8) should have the parameters {expected}, got {shapes}"\nout = attn(torch.randn(2, 5, 16))\nassert isinstance(out, torch.Tensor), f"forward should return one tensor, got {type(out).__name__}"\nexpect_equal(torch.tensor(out.shape), [2, 5, 16], "the output shape")',
-    '# Changing token 3 changes no output before position 3\nfrom attnlab.expect import expect_close\n\nattn = CausalSelfAttention(16, 4, block_size=8).eval()\nx = torch.randn(1, 6, 16)\nx_changed = x.clone()\nx_changed[:, 3] += 5.0\nout, out_changed = attn(x), attn(x_changed)\nexpect_close(out_changed[:, :3], out[:, :3], "outputs before the change", atol=1e-5)\nassert not torch.allclose(out_changed[:, 3], out[:, 3]), "the output at position 3 should see its own token"',
-    '# Position 0 attends only to itself: its output is proj(v_0)\nfrom attnlab.expect import expect_close\n\nattn = CausalSelfAttention(8, 2, block_size=4).eval()\nx = torch.randn(3, 4, 8)\nv0 = attn.qkv(x[:, 0])[:, 16:]  # (B, d): the value part (the third) of position 0\nexpect_close(attn(x)[:, 0], attn.proj(v0), "the output at position 0", atol=1e-5)',
-]
+check_1 = PublicCheck('Sub-layers and shapes', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# Sub-layers and shapes
+from attnlab.expect import expect_equal
 
+attn = CausalSelfAttention(16, 4, block_size=8)
+shapes = {name: tuple(p.shape) for name, p in attn.named_parameters()}
+expected = {"qkv.weight": (48, 16), "qkv.bias": (48,), "proj.weight": (16, 16), "proj.bias": (16,)}
+assert shapes == expected, f"CausalSelfAttention(16, 4, 8) should have the parameters {expected}, got {shapes}"
+out = attn(torch.randn(2, 5, 16))
+assert isinstance(out, torch.Tensor), f"forward should return one tensor, got {type(out).__name__}"
+expect_equal(torch.tensor(out.shape), [2, 5, 16], "the output shape")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('Changing token 3 changes no output before position 3', question=name, index=1, points=None,
+    first_line=28, source=r'''
+# Changing token 3 changes no output before position 3
+from attnlab.expect import expect_close
 
+attn = CausalSelfAttention(16, 4, block_size=8).eval()
+x = torch.randn(1, 6, 16)
+x_changed = x.clone()
+x_changed[:, 3] += 5.0
+out, out_changed = attn(x), attn(x_changed)
+expect_close(out_changed[:, :3], out[:, :3], "outputs before the change", atol=1e-5)
+assert not torch.allclose(out_changed[:, 3], out[:, 3]), "the output at position 3 should see its own token"
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('Position 0 attends only to itself: its output is proj(v_0)', question=name, index=2, points=None,
+    first_line=42, source=r'''
+# Position 0 attends only to itself: its output is proj(v_0)
+from attnlab.expect import expect_close
 
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+attn = CausalSelfAttention(8, 2, block_size=4).eval()
+x = torch.randn(3, 4, 8)
+v0 = attn.qkv(x[:, 0])[:, 16:]  # (B, d): the value part (the third) of position 0
+expect_close(attn(x)[:, 0], attn.proj(v0), "the output at position 0", atol=1e-5)
+''')

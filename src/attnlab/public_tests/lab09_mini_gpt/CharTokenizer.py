@@ -2,27 +2,32 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'CharTokenizer'
 points = None
 
-_PUBLIC = [
-    '# "hello" worked by hand: vocabulary e, h, l, o\nfrom attnlab.expect import expect_equal\n\ntok = CharTokenizer("hello")\nassert tok.vocab_size == 4, f"\'hello\' has 4 distinct characters, got vocab_size={tok.vocab_size}"\nids = tok.encode("hello")\nassert isinstance(ids, list), f"encode should return a list of ints, got {type(ids).__name__}"\nexpect_equal(torch.tensor(ids), [1, 0, 2, 2, 3], "encode(\'hello\')")\nassert tok.decode([3, 2, 0]) == "ole", f"decode([3, 2, 0]) should be \'ole\', got {tok.decode([3, 2, 0])!r}"',
-    '# decode(encode(s)) gives s back, spaces and newlines included\ntok = CharTokenizer("To be, or not to be:\\nthat is the question.")\ns = "to be: not that\\n"\nassert tok.decode(tok.encode(s)) == s, f"the round trip gave {tok.decode(tok.encode(s))!r}, not {s!r}"\nassert tok.decode(torch.tensor(tok.encode(s))) == s, "decode should also accept a 1-D tensor of ids"\nassert tok.encode("\\n") == [0], "the newline is the smallest character here, so its id is 0"',
-]
+check_1 = PublicCheck('"hello" worked by hand: vocabulary e, h, l, o', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# "hello" worked by hand: vocabulary e, h, l, o
+from attnlab.expect import expect_equal
 
+tok = CharTokenizer("hello")
+assert tok.vocab_size == 4, f"'hello' has 4 distinct characters, got vocab_size={tok.vocab_size}"
+ids = tok.encode("hello")
+assert isinstance(ids, list), f"encode should return a list of ints, got {type(ids).__name__}"
+expect_equal(torch.tensor(ids), [1, 0, 2, 2, 3], "encode('hello')")
+assert tok.decode([3, 2, 0]) == "ole", f"decode([3, 2, 0]) should be 'ole', got {tok.decode([3, 2, 0])!r}"
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('decode(encode(s)) gives s back, spaces and newlines included', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# decode(encode(s)) gives s back, spaces and newlines included
+tok = CharTokenizer("To be, or not to be:\nthat is the question.")
+s = "to be: not that\n"
+assert tok.decode(tok.encode(s)) == s, f"the round trip gave {tok.decode(tok.encode(s))!r}, not {s!r}"
+assert tok.decode(torch.tensor(tok.encode(s))) == s, "decode should also accept a 1-D tensor of ids"
+assert tok.encode("\n") == [0], "the newline is the smallest character here, so its id is 0"
+''')

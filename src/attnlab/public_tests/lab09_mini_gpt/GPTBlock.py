@@ -2,27 +2,36 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'GPTBlock'
 points = None
 
-_PUBLIC = [
-    '# Sub-layers: ln1, attn, ln2, mlp four times wider\nblock = GPTBlock(16, 4, block_size=8)\nassert isinstance(block.attn, CausalSelfAttention), "attn should be your CausalSelfAttention"\nassert isinstance(block.ln1, nn.LayerNorm) and isinstance(block.ln2, nn.LayerNorm), "ln1, ln2: nn.LayerNorm(d)"\nassert isinstance(block.mlp, nn.Sequential) and len(block.mlp) == 4, "mlp should be an nn.Sequential of 4 layers"\nassert tuple(block.mlp[0].weight.shape) == (64, 16), "mlp[0] should be nn.Linear(d, 4d)"\nassert isinstance(block.mlp[1], nn.GELU), "mlp[1] should be nn.GELU()"\nout = block(torch.randn(2, 5, 16))\nassert out.shape == (2, 5, 16), f"the block should keep the shape (2, 5, 16), got {tuple(out.shape)}"',
-    '# With zero output layers the block is the identity (pre-norm)\nfrom attnlab.expect import expect_close\n\nblock = GPTBlock(16, 4, block_size=8)\nwith torch.no_grad():\n    for linear in (block.attn.proj, block.mlp[2]):\n        linear.weight.zero_()\n        linear.bias.zero_()\nx = 3 * torch.randn(2, 5, 16) + 1\nexpect_close(block(x), x, "the block with zero sub-layers (x + attn(ln1(x)), then x + mlp(ln2(x)))", atol=1e-5)',
-]
+check_1 = PublicCheck('Sub-layers: ln1, attn, ln2, mlp four times wider', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# Sub-layers: ln1, attn, ln2, mlp four times wider
+block = GPTBlock(16, 4, block_size=8)
+assert isinstance(block.attn, CausalSelfAttention), "attn should be your CausalSelfAttention"
+assert isinstance(block.ln1, nn.LayerNorm) and isinstance(block.ln2, nn.LayerNorm), "ln1, ln2: nn.LayerNorm(d)"
+assert isinstance(block.mlp, nn.Sequential) and len(block.mlp) == 4, "mlp should be an nn.Sequential of 4 layers"
+assert tuple(block.mlp[0].weight.shape) == (64, 16), "mlp[0] should be nn.Linear(d, 4d)"
+assert isinstance(block.mlp[1], nn.GELU), "mlp[1] should be nn.GELU()"
+out = block(torch.randn(2, 5, 16))
+assert out.shape == (2, 5, 16), f"the block should keep the shape (2, 5, 16), got {tuple(out.shape)}"
+''')
 
+check_2 = PublicCheck('With zero output layers the block is the identity (pre-norm)', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# With zero output layers the block is the identity (pre-norm)
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+block = GPTBlock(16, 4, block_size=8)
+with torch.no_grad():
+    for linear in (block.attn.proj, block.mlp[2]):
+        linear.weight.zero_()
+        linear.bias.zero_()
+x = 3 * torch.randn(2, 5, 16) + 1
+expect_close(block(x), x, "the block with zero sub-layers (x + attn(ln1(x)), then x + mlp(ln2(x)))", atol=1e-5)
+''')

@@ -2,33 +2,51 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'MiniGPT'
 points = None
 
-_PUBLIC = [
-    '# The parameters, with lm_head tied to tok_emb\nmodel = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)\nassert model.lm_head.weight is model.tok_emb.weight, (\n    "lm_head.weight should be the same parameter as tok_emb.weight: self.lm_head.weight = self.tok_emb.weight")\nnames = [name for name, _ in model.named_parameters()]\nassert "lm_head.weight" not in names and "tok_emb.weight" in names, f"the tied table is listed once, got {names[:3]}"\nassert tuple(model.pos_emb.weight.shape) == (8, 16), "pos_emb should be nn.Embedding(block_size, d_model)"\nassert len(model.blocks) == 2 and isinstance(model.blocks[0], GPTBlock), "blocks should hold num_layers GPTBlocks"\nassert model.block_size == 8, "keep block_size as an attribute"',
-    '# Shapes; the loss of an untrained model is close to ln(V)\nfrom attnlab.expect import expect_close\n\nseed_everything(0)\nmodel = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)\nidx = torch.randint(11, (3, 8))\nlogits, loss = model(idx)\nassert logits.shape == (3, 8, 11) and loss is None, "without targets: logits (B, T, V) and loss None"\nlogits, loss = model(idx, torch.randint(11, (3, 8)))\nassert loss is not None and loss.dim() == 0, "with targets the loss should be a scalar tensor"\nexpect_close(loss, math.log(11), "the loss at initialisation (about ln V)", atol=0.1)\nlogits5, _ = model(idx[:, :5])\nexpect_close(logits5, logits[:, :5], "the logits of the first 5 tokens alone (causality)", atol=1e-5)',
-    '# A sequence longer than block_size is an error\nmodel = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=1)\ntry:\n    model(torch.zeros(1, 9, dtype=torch.long))\nexcept ValueError as exc:\n    assert "9" in str(exc) and "8" in str(exc), f"the message should name T=9 and block_size=8, got {exc}"\nelse:\n    raise AssertionError("a sequence of 9 tokens with block_size=8 should raise ValueError")',
-]
+check_1 = PublicCheck('The parameters, with lm_head tied to tok_emb', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# The parameters, with lm_head tied to tok_emb
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)
+assert model.lm_head.weight is model.tok_emb.weight, (
+    "lm_head.weight should be the same parameter as tok_emb.weight: self.lm_head.weight = self.tok_emb.weight")
+names = [name for name, _ in model.named_parameters()]
+assert "lm_head.weight" not in names and "tok_emb.weight" in names, f"the tied table is listed once, got {names[:3]}"
+assert tuple(model.pos_emb.weight.shape) == (8, 16), "pos_emb should be nn.Embedding(block_size, d_model)"
+assert len(model.blocks) == 2 and isinstance(model.blocks[0], GPTBlock), "blocks should hold num_layers GPTBlocks"
+assert model.block_size == 8, "keep block_size as an attribute"
+''')
 
+check_2 = PublicCheck('Shapes; the loss of an untrained model is close to ln(V)', question=name, index=1, points=None,
+    first_line=27, source=r'''
+# Shapes; the loss of an untrained model is close to ln(V)
+from attnlab.expect import expect_close
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)
+idx = torch.randint(11, (3, 8))
+logits, loss = model(idx)
+assert logits.shape == (3, 8, 11) and loss is None, "without targets: logits (B, T, V) and loss None"
+logits, loss = model(idx, torch.randint(11, (3, 8)))
+assert loss is not None and loss.dim() == 0, "with targets the loss should be a scalar tensor"
+expect_close(loss, math.log(11), "the loss at initialisation (about ln V)", atol=0.1)
+logits5, _ = model(idx[:, :5])
+expect_close(logits5, logits[:, :5], "the logits of the first 5 tokens alone (causality)", atol=1e-5)
+''')
 
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
+check_3 = PublicCheck('A sequence longer than block_size is an error', question=name, index=2, points=None,
+    first_line=44, source=r'''
+# A sequence longer than block_size is an error
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=1)
+try:
+    model(torch.zeros(1, 9, dtype=torch.long))
+except ValueError as exc:
+    assert "9" in str(exc) and "8" in str(exc), f"the message should name T=9 and block_size=8, got {exc}"
+else:
+    raise AssertionError("a sequence of 9 tokens with block_size=8 should raise ValueError")
+''')

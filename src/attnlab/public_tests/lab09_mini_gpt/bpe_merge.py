@@ -2,27 +2,28 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'bpe_merge'
 points = None
 
-_PUBLIC = [
-    '# "aaa": [5, 5, 5] merges to [9, 5], the leftmost pair wins\nmerged = bpe_merge([5, 5, 5], (5, 5), 9)\nassert merged == [9, 5], f"bpe_merge([5, 5, 5], (5, 5), 9) should be [9, 5], got {merged}"\nmerged = bpe_merge([5, 5, 5, 5], (5, 5), 9)\nassert merged == [9, 9], f"bpe_merge([5, 5, 5, 5], (5, 5), 9) should be [9, 9], got {merged}"',
-    '# Every occurrence is merged, the last too; input unchanged\nids = [1, 2, 3, 1, 2]\nmerged = bpe_merge(ids, (1, 2), 7)\nassert merged == [7, 3, 7], f"bpe_merge([1, 2, 3, 1, 2], (1, 2), 7) should be [7, 3, 7], got {merged}"\nassert ids == [1, 2, 3, 1, 2], "bpe_merge changed its input list: build a new one"\nassert bpe_merge([2, 1], (1, 2), 7) == [2, 1], "the order inside a pair matters: (1, 2) is not (2, 1)"',
-]
+check_1 = PublicCheck('"aaa": [5, 5, 5] merges to [9, 5], the leftmost pair wins', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# "aaa": [5, 5, 5] merges to [9, 5], the leftmost pair wins
+merged = bpe_merge([5, 5, 5], (5, 5), 9)
+assert merged == [9, 5], f"bpe_merge([5, 5, 5], (5, 5), 9) should be [9, 5], got {merged}"
+merged = bpe_merge([5, 5, 5, 5], (5, 5), 9)
+assert merged == [9, 9], f"bpe_merge([5, 5, 5, 5], (5, 5), 9) should be [9, 9], got {merged}"
+''')
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('Every occurrence is merged, the last too; input unchanged', question=name, index=1, points=None,
+    first_line=23, source=r'''
+# Every occurrence is merged, the last too; input unchanged
+ids = [1, 2, 3, 1, 2]
+merged = bpe_merge(ids, (1, 2), 7)
+assert merged == [7, 3, 7], f"bpe_merge([1, 2, 3, 1, 2], (1, 2), 7) should be [7, 3, 7], got {merged}"
+assert ids == [1, 2, 3, 1, 2], "bpe_merge changed its input list: build a new one"
+assert bpe_merge([2, 1], (1, 2), 7) == [2, 1], "the order inside a pair matters: (1, 2) is not (2, 1)"
+''')

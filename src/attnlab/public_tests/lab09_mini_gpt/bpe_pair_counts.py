@@ -2,27 +2,26 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'bpe_pair_counts'
 points = None
 
-_PUBLIC = [
-    '# [5, 5, 5] holds the pair (5, 5) twice: pairs overlap\ncounts = bpe_pair_counts([5, 5, 5])\nassert isinstance(counts, dict), f"bpe_pair_counts should return a dict, got {type(counts).__name__}"\nassert counts == {(5, 5): 2}, f"bpe_pair_counts([5, 5, 5]) should be {{(5, 5): 2}}, got {counts}"',
-    '# Every adjacent pair is counted; no pairs in a list of one\ncounts = bpe_pair_counts([1, 2, 3, 1, 2])\nexpected = {(1, 2): 2, (2, 3): 1, (3, 1): 1}\nassert counts == expected, f"bpe_pair_counts([1, 2, 3, 1, 2]) should be {expected}, got {counts}"\nassert bpe_pair_counts([4]) == {}, "a list of one token has no pairs"',
-]
+check_1 = PublicCheck('[5, 5, 5] holds the pair (5, 5) twice: pairs overlap', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# [5, 5, 5] holds the pair (5, 5) twice: pairs overlap
+counts = bpe_pair_counts([5, 5, 5])
+assert isinstance(counts, dict), f"bpe_pair_counts should return a dict, got {type(counts).__name__}"
+assert counts == {(5, 5): 2}, f"bpe_pair_counts([5, 5, 5]) should be {{(5, 5): 2}}, got {counts}"
+''')
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('Every adjacent pair is counted; no pairs in a list of one', question=name, index=1, points=None,
+    first_line=22, source=r'''
+# Every adjacent pair is counted; no pairs in a list of one
+counts = bpe_pair_counts([1, 2, 3, 1, 2])
+expected = {(1, 2): 2, (2, 3): 1, (3, 1): 1}
+assert counts == expected, f"bpe_pair_counts([1, 2, 3, 1, 2]) should be {expected}, got {counts}"
+assert bpe_pair_counts([4]) == {}, "a list of one token has no pairs"
+''')

@@ -2,27 +2,37 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'generate'
 points = None
 
-_PUBLIC = [
-    '# Greedy: each token is the argmax on the last block_size\nseed_everything(0)\nmodel = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=1).eval()\nwith torch.no_grad():\n    model.tok_emb.weight.normal_(0, 1.0)  # distinct logits, so the argmax is clear\nidx = torch.randint(11, (2, 4))\nout = model.generate(idx, 8, temperature=0.0)\nassert out.shape == (2, 12), f"4 tokens + 8 new should give (2, 12), got {tuple(out.shape)}"\nassert torch.equal(out[:, :4], idx), "the output should start with the prompt idx"\nfor t in range(4, 12):\n    logits, _ = model(out[:, max(0, t - 6):t])\n    assert torch.equal(out[:, t], logits[:, -1].argmax(-1)), (\n        f"token {t} is not the argmax of the model on the last block_size=6 tokens before it")',
-    '# A fixed generator gives the same text\nseed_everything(0)\nmodel = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=1).eval()\nidx = torch.zeros(3, 1, dtype=torch.long)\na = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))\nb = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))\nassert a.shape == (3, 11) and torch.equal(a, b), "pass generator on to sample_next: the same seed, the same text"',
-]
+check_1 = PublicCheck('Greedy: each token is the argmax on the last block_size', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# Greedy: each token is the argmax on the last block_size
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=1).eval()
+with torch.no_grad():
+    model.tok_emb.weight.normal_(0, 1.0)  # distinct logits, so the argmax is clear
+idx = torch.randint(11, (2, 4))
+out = model.generate(idx, 8, temperature=0.0)
+assert out.shape == (2, 12), f"4 tokens + 8 new should give (2, 12), got {tuple(out.shape)}"
+assert torch.equal(out[:, :4], idx), "the output should start with the prompt idx"
+for t in range(4, 12):
+    logits, _ = model(out[:, max(0, t - 6):t])
+    assert torch.equal(out[:, t], logits[:, -1].argmax(-1)), (
+        f"token {t} is not the argmax of the model on the last block_size=6 tokens before it")
+''')
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('A fixed generator gives the same text', question=name, index=1, points=None,
+    first_line=31, source=r'''
+# A fixed generator gives the same text
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=1).eval()
+idx = torch.zeros(3, 1, dtype=torch.long)
+a = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))
+b = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))
+assert a.shape == (3, 11) and torch.equal(a, b), "pass generator on to sample_next: the same seed, the same text"
+''')

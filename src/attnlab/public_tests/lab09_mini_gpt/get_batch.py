@@ -2,27 +2,35 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'get_batch'
 points = None
 
-_PUBLIC = [
-    '# y is x shifted by one, and x is a window of the data\ndata = torch.arange(100, 150)  # the value tells the position: data[i] = 100 + i\nx, y = get_batch(data, 8, 4, generator=torch.Generator().manual_seed(0))\nassert x.shape == (4, 8) and y.shape == (4, 8), f"x and y should be (4, 8), got {tuple(x.shape)}, {tuple(y.shape)}"\nassert x.dtype == torch.long and y.dtype == torch.long, f"keep the dtype of data (long), got {x.dtype}, {y.dtype}"\nassert torch.equal(y, x + 1), "y should be x shifted by one position: y[b, t] = data[s + t + 1]"\nassert torch.equal(x[:, 1:], x[:, :-1] + 1), "each row of x should be consecutive tokens of the data"',
-    '# Every start from 0 to N - T - 1 is possible, no other\ndata = torch.arange(12)\nstarts = set()\nfor seed in range(40):\n    x, y = get_batch(data, 8, 16, generator=torch.Generator().manual_seed(seed))\n    starts.update(x[:, 0].tolist())\nassert starts == {0, 1, 2, 3}, f"with N=12 and T=8 the starts should be 0..3, got {sorted(starts)}"\ng1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)\nx1, _ = get_batch(torch.arange(1000), 8, 4, generator=g1)\nx2, _ = get_batch(torch.arange(1000), 8, 4, generator=g2)\nassert torch.equal(x1, x2), "the same generator seed should give the same batch: pass generator to torch.randint"',
-]
+check_1 = PublicCheck('y is x shifted by one, and x is a window of the data', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# y is x shifted by one, and x is a window of the data
+data = torch.arange(100, 150)  # the value tells the position: data[i] = 100 + i
+x, y = get_batch(data, 8, 4, generator=torch.Generator().manual_seed(0))
+assert x.shape == (4, 8) and y.shape == (4, 8), f"x and y should be (4, 8), got {tuple(x.shape)}, {tuple(y.shape)}"
+assert x.dtype == torch.long and y.dtype == torch.long, f"keep the dtype of data (long), got {x.dtype}, {y.dtype}"
+assert torch.equal(y, x + 1), "y should be x shifted by one position: y[b, t] = data[s + t + 1]"
+assert torch.equal(x[:, 1:], x[:, :-1] + 1), "each row of x should be consecutive tokens of the data"
+''')
 
-
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
-
-
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
-
-
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
+check_2 = PublicCheck('Every start from 0 to N - T - 1 is possible, no other', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# Every start from 0 to N - T - 1 is possible, no other
+data = torch.arange(12)
+starts = set()
+for seed in range(40):
+    x, y = get_batch(data, 8, 16, generator=torch.Generator().manual_seed(seed))
+    starts.update(x[:, 0].tolist())
+assert starts == {0, 1, 2, 3}, f"with N=12 and T=8 the starts should be 0..3, got {sorted(starts)}"
+g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+x1, _ = get_batch(torch.arange(1000), 8, 4, generator=g1)
+x2, _ = get_batch(torch.arange(1000), 8, 4, generator=g2)
+assert torch.equal(x1, x2), "the same generator seed should give the same batch: pass generator to torch.randint"
+''')

@@ -2,39 +2,55 @@
 
 from otter.test_files import test_case
 
+from attnlab.public_check import PublicCheck
+
 OK_FORMAT = False
 
 name = 'sample_next'
 points = None
 
-_PUBLIC = [
-    '# Temperature 0 is the argmax, and top_k=1 too\nfrom attnlab.expect import expect_equal\n\nlogits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])\nexpect_equal(sample_next(logits, temperature=0.0), [0, 1], "sample_next(logits, temperature=0)")\nexpect_equal(sample_next(logits, top_k=1, generator=torch.Generator().manual_seed(0)), [0, 1],\n             "sample_next(logits, top_k=1)")',
-    '# Frequencies follow softmax(logits / T): [2, 1, 0] at T = 0.5\nfrom attnlab.expect import expect_close\n\nlogits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)\nids = sample_next(logits, temperature=0.5, generator=torch.Generator().manual_seed(0))\nassert ids.shape == (20000,) and ids.dtype == torch.long, f"expected a (B,) long tensor, got {tuple(ids.shape)} {ids.dtype}"\nfreq = torch.bincount(ids, minlength=3) / 20000\nexpect_close(freq, [0.867, 0.117, 0.016], "the frequencies at temperature 0.5", atol=0.015)',
-    '# top_k=2: frequencies [0.731, 0.269, 0], input unchanged\nfrom attnlab.expect import expect_close\n\nlogits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)\nbefore = logits.clone()\nids = sample_next(logits, top_k=2, generator=torch.Generator().manual_seed(1))\nfreq = torch.bincount(ids, minlength=3) / 20000\nassert freq[2] == 0, "with top_k=2 the smallest logit must never be drawn"\nexpect_close(freq, [0.731, 0.269, 0.0], "the frequencies with top_k=2", atol=0.015)\nassert torch.equal(logits, before), "sample_next changed logits in place: work on a new tensor"',
-    '# The same generator seed gives the same samples\nlogits = torch.randn(4, 10)\na = sample_next(logits, generator=torch.Generator().manual_seed(3))\nb = sample_next(logits, generator=torch.Generator().manual_seed(3))\nassert torch.equal(a, b), "pass generator to torch.multinomial: the same seed should give the same samples"',
-]
+check_1 = PublicCheck('Temperature 0 is the argmax, and top_k=1 too', question=name, index=0, points=None,
+    first_line=14, source=r'''
+# Temperature 0 is the argmax, and top_k=1 too
+from attnlab.expect import expect_equal
 
+logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+expect_equal(sample_next(logits, temperature=0.0), [0, 1], "sample_next(logits, temperature=0)")
+expect_equal(sample_next(logits, top_k=1, generator=torch.Generator().manual_seed(0)), [0, 1],
+             "sample_next(logits, top_k=1)")
+''')
 
-def _run_public(env, index):
-    code = compile(_PUBLIC[index], f"<check {index + 1} of {name}>", "exec")
-    exec(code, dict(env))  # a copy: the checks' own variables stay out of the notebook
+check_2 = PublicCheck('Frequencies follow softmax(logits / T): [2, 1, 0] at T = 0.5', question=name, index=1, points=None,
+    first_line=25, source=r'''
+# Frequencies follow softmax(logits / T): [2, 1, 0] at T = 0.5
+from attnlab.expect import expect_close
 
+logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)
+ids = sample_next(logits, temperature=0.5, generator=torch.Generator().manual_seed(0))
+assert ids.shape == (20000,) and ids.dtype == torch.long, f"expected a (B,) long tensor, got {tuple(ids.shape)} {ids.dtype}"
+freq = torch.bincount(ids, minlength=3) / 20000
+expect_close(freq, [0.867, 0.117, 0.016], "the frequencies at temperature 0.5", atol=0.015)
+''')
 
-@test_case(name="check 1", points=None, hidden=False)
-def check_1(env):
-    _run_public(env, 0)
+check_3 = PublicCheck('top_k=2: frequencies [0.731, 0.269, 0], input unchanged', question=name, index=2, points=None,
+    first_line=37, source=r'''
+# top_k=2: frequencies [0.731, 0.269, 0], input unchanged
+from attnlab.expect import expect_close
 
+logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)
+before = logits.clone()
+ids = sample_next(logits, top_k=2, generator=torch.Generator().manual_seed(1))
+freq = torch.bincount(ids, minlength=3) / 20000
+assert freq[2] == 0, "with top_k=2 the smallest logit must never be drawn"
+expect_close(freq, [0.731, 0.269, 0.0], "the frequencies with top_k=2", atol=0.015)
+assert torch.equal(logits, before), "sample_next changed logits in place: work on a new tensor"
+''')
 
-@test_case(name="check 2", points=None, hidden=False)
-def check_2(env):
-    _run_public(env, 1)
-
-
-@test_case(name="check 3", points=None, hidden=False)
-def check_3(env):
-    _run_public(env, 2)
-
-
-@test_case(name="check 4", points=None, hidden=False)
-def check_4(env):
-    _run_public(env, 3)
+check_4 = PublicCheck('The same generator seed gives the same samples', question=name, index=3, points=None,
+    first_line=51, source=r'''
+# The same generator seed gives the same samples
+logits = torch.randn(4, 10)
+a = sample_next(logits, generator=torch.Generator().manual_seed(3))
+b = sample_next(logits, generator=torch.Generator().manual_seed(3))
+assert torch.equal(a, b), "pass generator to torch.multinomial: the same seed should give the same samples"
+''')

@@ -1,0 +1,589 @@
+"""Lab 09 catalogue: the mistakes students make (MUTANTS) and correct alternatives (VARIANTS).
+
+Each entry's ``source`` runs after the reference code and redefines one or more graded names; the rest of the
+reference picks the new definition up (``GPTBlock`` builds whatever ``CausalSelfAttention`` is defined,
+``MiniGPT.generate`` calls whatever ``generate`` is defined). A mutant must lose points on ``question``; a
+variant must keep full marks on every question.
+"""
+
+from attnlab.grading.catalogue import Entry
+
+_IMPORTS = '''
+import math
+from collections import Counter
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+'''
+
+# ----------------------------------------------------------------------------------------- source pieces
+_CSA_INIT = '''
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.resid_dropout = nn.Dropout(dropout)
+'''
+
+
+def _csa(forward: str) -> str:
+    return _IMPORTS + _CSA_INIT + forward
+
+
+def _csa_by_hand(mask_line: str, order: str = "q, k, v") -> str:
+    return _csa(f'''
+    def forward(self, x):
+        B, T, d = x.shape
+        {order} = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        {mask_line}
+        out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
+        return self.resid_dropout(self.proj(out))
+''')
+
+
+_CAUSAL = 'scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(), float("-inf"))'
+
+_BLOCK_INIT = '''
+class GPTBlock(nn.Module):
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, num_heads, block_size, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model),
+                                 nn.Dropout(dropout))
+'''
+
+
+def _block(forward: str) -> str:
+    return _IMPORTS + _BLOCK_INIT + forward
+
+
+def _gpt(init_tail: str, forward: str) -> str:
+    """A MiniGPT with the given end of __init__ (after the layers are built) and forward."""
+    return _IMPORTS + f'''
+class MiniGPT(nn.Module):
+    def __init__(self, vocab_size, block_size, d_model, num_heads, num_layers, dropout=0.0):
+        super().__init__()
+        self.block_size = block_size
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(GPTBlock(d_model, num_heads, block_size, dropout) for _ in range(num_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+{init_tail}
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+{forward}
+'''
+
+
+_TIED = "        self.lm_head.weight = self.tok_emb.weight"
+
+
+def _gpt_forward(body: str) -> str:
+    return '''
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        if T > self.block_size:
+            raise ValueError(f"T={T} is longer than block_size={self.block_size}")
+''' + body
+
+
+_GPT_OK_TAIL = '''
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+'''
+
+
+def _sample(body: str) -> str:
+    return _IMPORTS + '''
+def sample_next(logits, temperature=1.0, top_k=None, generator=None):
+''' + body
+
+
+def _generate(body: str) -> str:
+    return _IMPORTS + '''
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    for _ in range(max_new_tokens):
+''' + body + '''
+    return idx
+'''
+
+
+# ------------------------------------------------------------------------------------------------ mutants
+MUTANTS = [
+    # -------------------------------------------------------------------------------------- CharTokenizer
+    Entry("tok_order_of_appearance", "CharTokenizer", '''
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = list(dict.fromkeys(text))
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+        self.vocab_size = len(self.chars)
+
+    def encode(self, s):
+        return [self.stoi[c] for c in s]
+
+    def decode(self, ids):
+        return "".join(self.chars[int(i)] for i in ids)
+''', "vocabulary in the order of first appearance, not sorted",
+          hint="your vocabulary is in the order the characters first appear; the ids should follow "
+               "sorted(set(text))"),
+    Entry("tok_pad_reserved", "CharTokenizer", '''
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = ["<pad>"] + sorted(set(text))
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+        self.vocab_size = len(self.chars)
+
+    def encode(self, s):
+        return [self.stoi[c] for c in s]
+
+    def decode(self, ids):
+        return "".join(self.chars[int(i)] for i in ids)
+''', "reserves id 0 for <pad> as in the earlier labs: every id is one too high",
+          hint="your ids start at 1 (id 0 kept for padding); this tokenizer has no <pad>: the first sorted "
+               "character is id 0"),
+    # ------------------------------------------------------------------------------------ bpe_pair_counts
+    Entry("pairs_non_overlapping", "bpe_pair_counts", '''
+def bpe_pair_counts(ids):
+    counts = {}
+    for pair in zip(ids[::2], ids[1::2]):
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+''', "counts the pairs (0, 1), (2, 3), ... only: misses every pair that starts at an odd position",
+          hint="you count the pairs at positions (0, 1), (2, 3), ... only; count ids[i], ids[i + 1] for every i"),
+    Entry("pairs_miss_last", "bpe_pair_counts", '''
+def bpe_pair_counts(ids):
+    counts = {}
+    for i in range(len(ids) - 2):
+        pair = (ids[i], ids[i + 1])
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+''', "range(len(ids) - 2): the last pair is never counted",
+          hint="the last pair of the list is missing from your counts: i runs up to len(ids) - 2 included"),
+    # ------------------------------------------------------------------------------------------ bpe_merge
+    Entry("merge_overlapping", "bpe_merge", '''
+def bpe_merge(ids, pair, new_id):
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+        elif i > 0 and (ids[i - 1], ids[i]) == tuple(pair):
+            continue
+        else:
+            out.append(ids[i])
+    return out
+''', "merges overlapping occurrences: [a, a, a] becomes [X, X] instead of [X, a]",
+          hint="your merge lets occurrences overlap ([5, 5, 5] gives [9, 9]); after a merge, skip both tokens "
+               "and go on from the one after them"),
+    Entry("merge_drops_last_token", "bpe_merge", '''
+def bpe_merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+''', "the loop stops at len(ids) - 1 and never appends a last unmerged token",
+          hint="your merge loses the last token when it is not part of a merged pair: handle the end of the list"),
+    Entry("merge_reversed_pair", "bpe_merge", '''
+def bpe_merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and {ids[i], ids[i + 1]} == set(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+''', "compares the pair as a set: (b, a) is merged as well as (a, b)",
+          hint="your merge also merges the pair in the other order; (1, 2) means 1 followed by 2 only"),
+    # ------------------------------------------------------------------------------------------ get_batch
+    Entry("batch_y_not_shifted", "get_batch", '''
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s:s + block_size] for s in starts])
+    return x, y
+''', "y is the same window as x: the model learns to copy its input",
+          hint="your targets y are the inputs x themselves; y should be the window shifted by one, "
+               "data[s + 1 : s + T + 1]"),
+    Entry("batch_last_start_missing", "get_batch", '''
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+''', "one start too few: the last window of the data is never drawn",
+          hint="your starts never reach N - T - 1, the last window; torch.randint's upper bound is exclusive, "
+               "so use len(data) - block_size"),
+    Entry("batch_independent_starts", "get_batch", '''
+def get_batch(data, block_size, batch_size, generator=None):
+    sx = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    sy = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in sx])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in sy])
+    return x, y
+''', "draws the starts of x and y separately: the targets do not belong to the inputs",
+          hint="your x and y come from different random starts; draw the starts once and use them for both"),
+    # -------------------------------------------------------------------------------- CausalSelfAttention
+    Entry("csa_no_causal_mask", "CausalSelfAttention", _csa('''
+    def forward(self, x):
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v)
+        return self.resid_dropout(self.proj(out.transpose(1, 2).reshape(B, T, d)))
+'''), "forgets is_causal=True: every position sees the whole window, the future included",
+          hint="your attention has no causal mask: a position sees the tokens after it; pass is_causal=True"),
+    Entry("csa_mask_off_by_one", "CausalSelfAttention", _csa_by_hand(
+        'scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(1), float("-inf"))'),
+          "tril(1): each position also sees the next token",
+          hint="your mask lets position t see position t + 1; allow the diagonal and below only: tril() "
+               "(diagonal=0)"),
+    Entry("csa_kqv_order", "CausalSelfAttention", _csa_by_hand(_CAUSAL, order="k, q, v"),
+          "splits the qkv output as k, q, v instead of q, k, v",
+          hint="the three parts of qkv(x) are queries, keys, values in this order; yours are in another order"),
+    Entry("csa_heads_without_transpose", "CausalSelfAttention", _csa('''
+    def forward(self, x):
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.reshape(B, self.num_heads, T, -1) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.resid_dropout(self.proj(out.reshape(B, T, d)))
+'''), "reshapes (B, T, d) straight to (B, h, T, d_h): heads mix positions",
+          hint="reshape(B, h, T, d_h) does not split the heads, it scrambles positions; use "
+               "view(B, T, h, d_h).transpose(1, 2), and undo it the same way"),
+    Entry("csa_no_scale", "CausalSelfAttention", _csa('''
+    def forward(self, x):
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-2, -1)
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(), float("-inf"))
+        out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
+        return self.resid_dropout(self.proj(out))
+'''), "attention by hand without the 1/sqrt(d_h) scale",
+          hint="your scores are not divided by sqrt(d_h), the width of one head"),
+    # ------------------------------------------------------------------------------------------- GPTBlock
+    Entry("block_post_norm", "GPTBlock", _block('''
+    def forward(self, x):
+        x = self.ln1(x + self.attn(x))
+        return self.ln2(x + self.mlp(x))
+'''), "post-norm (the 2017 Transformer) instead of GPT-2's pre-norm",
+          hint="your block normalizes after the residual addition (post-norm); GPT-2 is pre-norm: "
+               "x + attn(ln1(x)), then x + mlp(ln2(x))"),
+    Entry("block_norms_swapped", "GPTBlock", _block('''
+    def forward(self, x):
+        x = x + self.attn(self.ln2(x))
+        return x + self.mlp(self.ln1(x))
+'''), "ln1 and ln2 swapped",
+          hint="ln1 goes before the attention and ln2 before the mlp; yours are the other way round"),
+    Entry("block_relu", "GPTBlock", _IMPORTS + '''
+class GPTBlock(nn.Module):
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, num_heads, block_size, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model),
+                                 nn.Dropout(dropout))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+''', "ReLU instead of GELU in the mlp",
+          hint="the mlp's activation should be nn.GELU() (GPT-2), not ReLU"),
+    # -------------------------------------------------------------------------------------------- MiniGPT
+    Entry("gpt_not_tied", "MiniGPT", _gpt("", _gpt_forward(_GPT_OK_TAIL)),
+          "lm_head has its own weight: no weight tying",
+          hint="lm_head.weight should be the same parameter as tok_emb.weight: self.lm_head.weight = "
+               "self.tok_emb.weight"),
+    Entry("gpt_no_positions", "MiniGPT", _gpt(_TIED, _gpt_forward('''
+        x = self.drop(self.tok_emb(idx))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+''')), "creates pos_emb but never adds it", hint="your model never adds the position embeddings pos_emb"),
+    Entry("gpt_no_final_norm", "MiniGPT", _gpt(_TIED, _gpt_forward('''
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(x)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+''')), "skips ln_f before lm_head", hint="apply the final norm ln_f before lm_head"),
+    Entry("gpt_loss_summed", "MiniGPT", _gpt(_TIED, _gpt_forward('''
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T), reduction="sum")
+''')), "sums the loss over the positions instead of averaging",
+          hint="your loss is the sum over all B * T positions; it should be the mean"),
+    # ---------------------------------------------------------------------------------------- sample_next
+    Entry("sample_temperature_after_softmax", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = F.softmax(logits, dim=-1) / temperature
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+'''), "divides the probabilities by T after the softmax: multinomial renormalizes, so T has no effect",
+          hint="your temperature has no effect on the samples: divide the logits by T before the softmax, "
+               "not the probabilities after it"),
+    Entry("sample_temperature_multiplied", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits * temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+'''), "multiplies by the temperature instead of dividing",
+          hint="a low temperature should sharpen the distribution: divide the logits by T, do not multiply"),
+    Entry("sample_topk_keeps_k_plus_1", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k + 1, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+'''), "the threshold is the (k+1)-th largest logit: k + 1 tokens stay",
+          hint="your top-k keeps k + 1 tokens; the threshold is the k-th largest logit, topk(...).values[:, -1:]"),
+    Entry("sample_topk_masks_the_top", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits >= kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+'''), "masks the k largest logits instead of the others",
+          hint="your top-k removes the k most likely tokens; it should keep them and remove the rest "
+               "(mask where logits < the k-th largest)"),
+    Entry("sample_no_greedy_case", "sample_next", _sample('''
+    logits = logits / max(temperature, 1e-2)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+'''), "temperature 0 clamped to 0.01 and sampled: not always the argmax",
+          hint="temperature 0 should return the argmax of each row, without sampling"),
+    Entry("sample_masks_in_place", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits /= temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits.masked_fill_(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+'''), "scales and masks the caller's logits in place",
+          hint="your sample_next changes the logits it was given (/=, masked_fill_); compute on a new tensor"),
+    Entry("sample_keeps_sample_dim", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+'''), "returns (B, 1), multinomial's shape, instead of (B,)",
+          hint="return one id per row as a (B,) tensor: squeeze the last dimension of torch.multinomial's (B, 1)"),
+    # ------------------------------------------------------------------------------------------- generate
+    Entry("generate_no_crop", "generate", _generate('''
+        logits, _ = model(idx)
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+'''), "feeds the whole sequence: fails as soon as it is longer than block_size",
+          hint="crop the context to the last block_size tokens, idx[:, -model.block_size:], before each step"),
+    Entry("generate_crops_the_start", "generate", _generate('''
+        logits, _ = model(idx[:, :model.block_size])
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+'''), "keeps the first block_size tokens instead of the last ones",
+          hint="your context keeps the first block_size tokens; the model should see the last ones, "
+               "idx[:, -model.block_size:]"),
+    Entry("generate_first_position", "generate", _generate('''
+        logits, _ = model(idx[:, -model.block_size:])
+        next_id = sample_next(logits[:, 0, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+'''), "samples from the logits of the first position, not the last",
+          hint="the next token comes from the logits of the last position, logits[:, -1, :]"),
+    Entry("generate_drops_temperature", "generate", _generate('''
+        logits, _ = model(idx[:, -model.block_size:])
+        next_id = sample_next(logits[:, -1, :], generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+'''), "does not pass temperature and top_k on to sample_next",
+          hint="pass temperature and top_k on to sample_next"),
+]
+
+# ----------------------------------------------------------------------------------------------- variants
+VARIANTS = [
+    Entry("tok_string_index", "CharTokenizer", '''
+class CharTokenizer:
+    def __init__(self, text):
+        self.vocab = "".join(sorted(set(text)))
+        self.vocab_size = len(self.vocab)
+
+    def encode(self, s):
+        return [self.vocab.index(c) for c in s]
+
+    def decode(self, ids):
+        return "".join([self.vocab[i] for i in list(map(int, ids))])
+''', "the vocabulary as one string, str.index to encode"),
+    Entry("pairs_counter", "bpe_pair_counts", _IMPORTS + '''
+def bpe_pair_counts(ids):
+    return Counter(zip(ids, ids[1:]))
+''', "collections.Counter over zip(ids, ids[1:]) (a dict subclass)"),
+    Entry("merge_for_loop_skip_flag", "bpe_merge", '''
+def bpe_merge(ids, pair, new_id):
+    out, skip = [], False
+    for i, token in enumerate(ids):
+        if skip:
+            skip = False
+            continue
+        if i < len(ids) - 1 and token == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            skip = True
+        else:
+            out.append(token)
+    return out
+''', "a for loop with a skip flag"),
+    Entry("batch_nanogpt_stack", "get_batch", '''
+def get_batch(data, block_size, batch_size, generator=None):
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[i:i + block_size] for i in ix])
+    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
+    return x, y
+''', "nanoGPT's get_batch: torch.stack of slices"),
+    Entry("csa_by_hand_registered_mask", "CausalSelfAttention", _IMPORTS + '''
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        self.h = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.attn_drop = nn.Dropout(dropout)
+        self.resid_drop = nn.Dropout(dropout)
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).chunk(3, dim=2)
+        k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+        q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_drop(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_drop(self.proj(y))
+''', "nanoGPT's attention by hand, with a registered (persistent) mask buffer named bias"),
+    Entry("csa_einsum", "CausalSelfAttention", _IMPORTS + '''
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads, block_size, dropout=0.0):
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        B, T, d = x.shape
+        qkv = self.qkv(x).view(B, T, 3, self.num_heads, d // self.num_heads)
+        q, k, v = qkv.unbind(dim=2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // self.num_heads)
+        future = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)
+        weights = self.drop(scores.masked_fill(future, -1e9).softmax(-1))
+        out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(B, T, d)
+        return self.drop(self.proj(out))
+''', "einsum over a (B, T, 3, h, d_h) view, a -1e9 fill of the future"),
+    Entry("gpt_sequential_reverse_tie", "MiniGPT", _IMPORTS + '''
+class MiniGPT(nn.Module):
+    def __init__(self, vocab_size, block_size, d_model, num_heads, num_layers, dropout=0.0):
+        super().__init__()
+        self.block_size = block_size
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.Sequential(*[GPTBlock(d_model, num_heads, block_size, dropout) for _ in range(num_layers)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.tok_emb.weight = self.lm_head.weight
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+
+    def forward(self, idx, targets=None):
+        b, t = idx.size()
+        if t > self.block_size:
+            raise ValueError(f"cannot forward a sequence of length {t}, block size is only {self.block_size}")
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.blocks(self.dropout(self.tok_emb(idx) + self.pos_emb(pos)))
+        logits = self.lm_head(self.ln_f(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+''', "blocks as nn.Sequential, tied the other way (nanoGPT: tok_emb.weight = lm_head.weight), view(-1, V)"),
+    Entry("sample_topk_gather", "sample_next", _sample('''
+    if temperature == 0:
+        return torch.argmax(logits, dim=-1)
+    k = logits.shape[-1] if top_k is None else min(top_k, logits.shape[-1])
+    values, indices = torch.topk(logits / temperature, k, dim=-1)
+    choice = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=generator)
+    return indices.gather(-1, choice).squeeze(-1)
+'''), "top-k values and indices, sample among them, gather the id"),
+    Entry("sample_inverse_cdf", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, min(top_k, scaled.shape[-1]), dim=-1).values[..., -1, None]
+        scaled = torch.where(scaled < kth, torch.full_like(scaled, float("-inf")), scaled)
+    cdf = torch.softmax(scaled, dim=-1).cumsum(-1)
+    u = torch.rand(logits.shape[0], 1, generator=generator, dtype=cdf.dtype, device=cdf.device)
+    ids = torch.searchsorted(cdf, u * cdf[:, -1:]).squeeze(-1)
+    return ids.clamp(max=logits.shape[-1] - 1)
+'''), "inverse-CDF sampling with torch.rand and searchsorted instead of torch.multinomial"),
+    Entry("generate_pos_emb_length", "generate", _IMPORTS + '''
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    context_len = model.pos_emb.num_embeddings
+    out = idx
+    while out.shape[1] < idx.shape[1] + max_new_tokens:
+        logits = model(out[:, -context_len:])[0][:, -1]
+        out = torch.cat((out, sample_next(logits, temperature, top_k, generator).unsqueeze(1)), dim=1)
+    return out
+''', "a while loop, the context length read from pos_emb, positional arguments to sample_next"),
+]
