@@ -59,25 +59,9 @@ def parse_questions(nb):
             if current:
                 raise MasterError(f"{_where(i, cell)}: BEGIN QUESTION inside question {current.name!r}; "
                                   "close it with END QUESTION first")
-            try:
-                config = yaml.safe_load(cell.source.split("\n", 1)[1] if "\n" in cell.source else "") or {}
-            except yaml.YAMLError as exc:
-                raise MasterError(f"{_where(i, cell)}: the question's configuration is not valid YAML: {exc}") from None
-            if not isinstance(config, dict):
-                raise MasterError(f"{_where(i, cell)}: write the question's configuration as `name: ...` and "
-                                  "`points: ...` lines")
-            if "name" not in config:
-                raise MasterError(f"{_where(i, cell)}: BEGIN QUESTION needs a `name:` line")
-            name = str(config["name"])
-            if any(q.name == name for q in questions):
-                raise MasterError(f"{_where(i, cell)}: question {name!r} is defined twice")
-            try:
-                points = float(config.get("points", 1))
-            except (TypeError, ValueError):
-                raise MasterError(f"{_where(i, cell)}: points={config.get('points')!r} is not a number") from None
-            current = Question(name, points)
+            current = _new_question(i, cell, questions)
             questions.append(current)
-            role, qname = "marker", name
+            role, qname = "marker", current.name
         elif cell.cell_type == "raw" and END_QUESTION.match(head):
             if not current or in_tests:
                 raise MasterError(f"{_where(i, cell)}: END QUESTION without an open question "
@@ -92,20 +76,46 @@ def parse_questions(nb):
                 raise MasterError(f"{_where(i, cell)}: END TESTS without BEGIN TESTS")
             role, in_tests = "marker", False
         elif in_tests:
-            if cell.cell_type != "code":
-                raise MasterError(f"{_where(i, cell)}: only code cells may stand between BEGIN and END TESTS")
-            if head.lstrip().startswith("#") and "hidden" in head.lower():
-                raise MasterError(f"{_where(i, cell)}: hidden tests do not belong in the master; write them "
-                                  "in hidden_tests.py (Otter would silently hide this cell)")
-            if not head.lstrip().startswith("#") or not head.lstrip("# ").strip():
-                raise MasterError(f"{_where(i, cell)}: a public test cell starts with one comment line naming, in "
-                                  "a student's words, what it checks, e.g. `# rows of the weights sum to 1`")
-            if len(head.lstrip("# ").strip()) > CHECK_NAME_LIMIT:
-                raise MasterError(f"{_where(i, cell)}: the check's name (its first comment line) has "
-                                  f"{len(head.lstrip('# ').strip())} characters; keep it to {CHECK_NAME_LIMIT}")
+            _check_test_cell(i, cell, head)
             role = "test"
             current.tests.append(cell.source)
         cell.metadata[META] = {"role": role, "question": qname}
     if current:
         raise MasterError(f"question {current.name!r} is never closed with END QUESTION")
     return nb, questions
+
+
+def _new_question(i: int, cell, questions: list) -> Question:
+    """The question a BEGIN QUESTION cell opens (its YAML: ``name``, ``points``), checked against ``questions``."""
+    try:
+        config = yaml.safe_load(cell.source.split("\n", 1)[1] if "\n" in cell.source else "") or {}
+    except yaml.YAMLError as exc:
+        raise MasterError(f"{_where(i, cell)}: the question's configuration is not valid YAML: {exc}") from None
+    if not isinstance(config, dict):
+        raise MasterError(f"{_where(i, cell)}: write the question's configuration as `name: ...` and "
+                          "`points: ...` lines")
+    if "name" not in config:
+        raise MasterError(f"{_where(i, cell)}: BEGIN QUESTION needs a `name:` line")
+    name = str(config["name"])
+    if any(q.name == name for q in questions):
+        raise MasterError(f"{_where(i, cell)}: question {name!r} is defined twice")
+    try:
+        points = float(config.get("points", 1))
+    except (TypeError, ValueError):
+        raise MasterError(f"{_where(i, cell)}: points={config.get('points')!r} is not a number") from None
+    return Question(name, points)
+
+
+def _check_test_cell(i: int, cell, head: str) -> None:
+    """A public test cell: code, not marked hidden, led by a comment naming the check (at most the limit)."""
+    if cell.cell_type != "code":
+        raise MasterError(f"{_where(i, cell)}: only code cells may stand between BEGIN and END TESTS")
+    if head.lstrip().startswith("#") and "hidden" in head.lower():
+        raise MasterError(f"{_where(i, cell)}: hidden tests do not belong in the master; write them "
+                          "in hidden_tests.py (Otter would silently hide this cell)")
+    if not head.lstrip().startswith("#") or not head.lstrip("# ").strip():
+        raise MasterError(f"{_where(i, cell)}: a public test cell starts with one comment line naming, in "
+                          "a student's words, what it checks, e.g. `# rows of the weights sum to 1`")
+    if len(head.lstrip("# ").strip()) > CHECK_NAME_LIMIT:
+        raise MasterError(f"{_where(i, cell)}: the check's name (its first comment line) has "
+                          f"{len(head.lstrip('# ').strip())} characters; keep it to {CHECK_NAME_LIMIT}")
