@@ -145,6 +145,11 @@ def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab):
 
     assert re.search(r"attnlab lab05_self_attention: .*(cpu|CPU|cuda|CUDA)", seen["setup"]), seen["setup"]
     assert "Traceback" not in seen["setup"]
-    assert "❌" in seen["blank"], seen["blank"]
-    assert "simple_self_attention" in seen["wrong"] and "❌" in seen["wrong"], seen["wrong"]
+    # the untouched stub: one line that says so, no traceback
+    assert "simple_self_attention: not written yet" in seen["blank"], seen["blank"]
+    assert "Traceback" not in seen["blank"] and "Error at line" not in seen["blank"], seen["blank"]
+    # the wrong answer: the failing check by its name, its own line, and how far off the value is
+    assert "❌" in seen["wrong"] and "checks failed" in seen["wrong"], seen["wrong"]
+    assert "row sums" in seen["wrong"] and "yours" in seen["wrong"] and "expected" in seen["wrong"], seen["wrong"]
+    assert "_run_public" not in seen["wrong"] and "Traceback" not in seen["wrong"], seen["wrong"]
     assert "passed" in seen["right"] and "❌" not in seen["right"], seen["right"]
