@@ -12,7 +12,9 @@ def public_tests_dir(lab_id: str) -> Path:
     if not folder.is_dir():
         known = ", ".join(sorted(p.name for p in PUBLIC_TESTS.iterdir() if p.is_dir())) if PUBLIC_TESTS.is_dir() else ""
         raise ValueError(f"attnlab has no checks for lab {lab_id!r} (it has: {known or 'none'}); "
-                         "update the kit: pip install -U attnlab")
+                         "the installed kit is older than this notebook: reinstall it from your course's address "
+                         "(the KIT line of the notebook's first cell) with "
+                         "pip install --upgrade --no-deps \"<that address>\", then restart the kernel")
     return folder
 
 
