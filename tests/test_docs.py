@@ -93,10 +93,11 @@ def test_every_graded_name_is_in_the_contract(lab):
     assert not missing, f"{lab.id} grades {missing}, which docs/CURRICULUM.md's Lab {lab.id[3:5]} section does not define"
 
 
-def test_the_readmes_cite_the_contract():
-    readmes = [ROOT / "README.md", *sorted(ROOT.glob("instructor/*/README.md"))]
-    silent = [p.relative_to(ROOT).as_posix() for p in readmes if "docs/CURRICULUM.md" not in p.read_text()]
-    assert not silent, f"these READMEs do not cite the contract, docs/CURRICULUM.md: {silent}"
+def test_the_readmes_and_masters_cite_the_contract():
+    files = [ROOT / "README.md", *sorted(ROOT.glob("instructor/*/README.md")),
+             *sorted(ROOT.glob("instructor/*/lab*.py"))]
+    silent = [p.relative_to(ROOT).as_posix() for p in files if "docs/CURRICULUM.md" not in p.read_text()]
+    assert not silent, f"these READMEs and masters do not cite the contract, docs/CURRICULUM.md: {silent}"
 
 
 def test_docs_cite_the_contract_in_the_repository():

@@ -53,6 +53,7 @@
 # the two; set the environment variable `ATTNLAB_FAST=1` or `0` to force either.
 
 # %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 01.
 import math
 import re
 from collections import Counter

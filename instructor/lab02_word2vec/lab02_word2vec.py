@@ -55,6 +55,7 @@
 # `ATTNLAB_FAST=1` or `0` to force either.
 
 # %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 02.
 import math
 import re
 from collections import Counter

@@ -57,6 +57,7 @@
 # they use larger ones (`sized(fast, full)`; set `ATTNLAB_FAST=1` or `0` to force either).
 
 # %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 03.
 import math  # noqa: F401 - at hand for your answers
 
 import matplotlib.pyplot as plt

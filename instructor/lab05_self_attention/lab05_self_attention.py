@@ -60,6 +60,7 @@
 # between the two; set the environment variable `ATTNLAB_FAST=1` or `0` to force either.
 
 # %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 05.
 import math
 
 import matplotlib.pyplot as plt

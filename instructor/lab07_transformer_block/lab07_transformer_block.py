@@ -67,6 +67,7 @@
 # the two; set the environment variable `ATTNLAB_FAST=1` or `0` to force either.
 
 # %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 07.
 import math
 
 import matplotlib.pyplot as plt

@@ -60,6 +60,7 @@
 # environment variable `ATTNLAB_FAST=1` or `0` to force either.
 
 # %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 09.
 import math
 import time
 
