@@ -73,8 +73,8 @@ def rnn_cell_float64_matches_nn_rnncell_grad(student, ref, rng):
     with torch.no_grad():
         for p, w in zip((cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh), weights):
             p.copy_(w)
-        expected = cell(x, h_prev)
-    checks.assert_close(s.output, expected, name="rnn_cell compared with nn.RNNCell on the same weights")
+        torch_h = cell(x, h_prev)
+    checks.assert_close(s.output, torch_h, name="rnn_cell compared with nn.RNNCell on the same weights")
     checks.assert_not_used(student, FORBIDDEN, why=WHY)
 
 

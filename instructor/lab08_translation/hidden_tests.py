@@ -221,11 +221,11 @@ def decoder_io_matches_reference(student, ref, rng):
 
 @suite.test(IO, points=1)
 def decoder_io_worked_example(student, ref, rng):
-    tgt = torch.tensor([[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]])
+    tgt = torch.tensor([[1, 9, 4, 6, 2, 0], [1, 8, 2, 0, 0, 0]])
     got = student.call(IO, tgt).output
     assert isinstance(got, (tuple, list)) and len(got) == 2, "decoder_io should return a pair (dec_in, labels)"
-    checks.assert_close(got[0], tgt[:, :-1], name="dec_in of [[1, 5, 6, 7, 2, 0], ...] (tgt without its last column)")
-    checks.assert_close(got[1], tgt[:, 1:], name="labels of [[1, 5, 6, 7, 2, 0], ...] (tgt without its first column)")
+    checks.assert_close(got[0], tgt[:, :-1], name="dec_in of [[1, 9, 4, 6, 2, 0], ...] (tgt without its last column)")
+    checks.assert_close(got[1], tgt[:, 1:], name="labels of [[1, 9, 4, 6, 2, 0], ...] (tgt without its first column)")
     got = student.call(IO, torch.tensor([[1, 2]])).output
     checks.compare_values(got, (torch.tensor([[1]]), torch.tensor([[2]])), name="decoder_io([[BOS, EOS]])")
 
@@ -279,16 +279,16 @@ def model_causal_future_tokens_ignored(student, ref, rng):
     batch, S, T = 3, randint(rng, 3, 8), randint(rng, 5, 10)
     src, dec_in = source_batch(rng, batch, S, v_src), decoder_input(rng, batch, T, v_tgt)
     k = randint(rng, 1, T - 2)
-    later = dec_in.clone()
-    later[:, k:] = torch.randint(4, v_tgt, (batch, T - k), generator=rng)
+    future_changed = dec_in.clone()
+    future_changed[:, k:] = torch.randint(4, v_tgt, (batch, T - k), generator=rng)
     base = checks.expect_tensor(s_mod.call(src, dec_in).output, name="Seq2SeqTransformer's logits",
                                 shape=(batch, T, v_tgt), dtype=F64)
-    changed = s_mod.call(src, later).output
+    changed = s_mod.call(src, future_changed).output
     err = (base[:, :k] - changed[:, :k]).abs().max().item()
     assert err <= 1e-9, (f"changing the target tokens from position {k} on changed the logits at positions 0..{k - 1} "
                          f"(by up to {err:.3g}): decode must use a causal mask (True on and below the diagonal) in "
                          "the decoder's self-attention")
-    checks.compare_module_call(s_mod, r_mod, src, later, name="Seq2SeqTransformer forward(src, dec_in)")
+    checks.compare_module_call(s_mod, r_mod, src, future_changed, name="Seq2SeqTransformer forward(src, dec_in)")
 
 
 @suite.test(MODEL, points=2)

@@ -236,13 +236,7 @@ def grade_batch(
     summary = BatchSummary(lab=lab)
     bar = None
     try:
-        todo = []
-        for key, path in submissions.items():
-            sha = file_sha256(path)
-            if not regrade and book.is_done(lab, key, sha):
-                summary.skipped += 1
-            else:
-                todo.append((key, path, sha))
+        todo = _todo(submissions, book, lab, summary, regrade=regrade)
         bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
         finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
         if jobs == 1:
@@ -261,6 +255,19 @@ def grade_batch(
         if own_gradebook:
             book.close()
     return summary
+
+
+def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *, regrade: bool) -> list[tuple]:
+    """``(key, path, sha256)`` of the submissions to grade; the ones the gradebook already has unchanged are
+    counted in ``summary.skipped`` (unless ``regrade``)."""
+    todo = []
+    for key, path in submissions.items():
+        sha = file_sha256(path)
+        if not regrade and book.is_done(lab, key, sha):
+            summary.skipped += 1
+        else:
+            todo.append((key, path, sha))
+    return todo
 
 
 def _select(inputs, out_dir: Path, gb_target, shard_spec) -> tuple[dict[str, Path], dict[str, str]]:
