@@ -353,7 +353,7 @@ v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
 p = math.exp(1 / math.sqrt(2)) / (math.exp(1 / math.sqrt(2)) + 1)  # 0.6698
 out, w = scaled_dot_product_attention(q, k, v)
 expect_close(w, [[p, 1 - p], [1 - p, p]], "the weights (scores scaled by 1/sqrt(d_k))", atol=1e-5)
-expect_close(out, [[3 - 2 * p, 4 - 2 * p], [1 + 2 * p, 2 + 2 * p]], "out = weights @ v", atol=1e-5)
+expect_close(out, [[3 - 2 * p, 4 - 2 * p], [1 + 2 * p, 2 + 2 * p]], "out, the weights times v", atol=1e-5)
 out, w = scaled_dot_product_attention(q, k, v, mask=torch.tensor([[True, False], [True, True]]))
 expect_close(w, [[1.0, 0.0], [1 - p, p]], "the masked weights (True = may attend)", atol=1e-5)
 assert w[0, 1] == 0, f"a masked weight must be exactly 0 (fill the scores with -inf), got {w[0, 1].item()}"
