@@ -534,10 +534,11 @@ assert torch.allclose(model(src, dec_in), model(longer, dec_in), atol=1e-5), (
 # label_smoothing=eps)`; you may use it (mind the shapes: it wants the classes on dimension 1) or write the
 # formula with `log_softmax`.
 #
-# **Worked example** ($V = 3$). Logits $(\ln 2, 0, 0)$ give $p = (1/2, 1/4, 1/4)$. With label 0 the loss is
-# $\ln 2 = 0.6931$, with label 1 it is $\ln 4 = 1.3863$. A batch `labels = [[0, 1, PAD]]` with these logits at
-# every position has loss $(0.6931 + 1.3863)/2 = 1.0397$ (two real tokens, not three). With $\varepsilon =
-# 0.3$ and label 0: $0.7 \cdot 0.6931 + 0.3 \cdot (0.6931 + 1.3863 + 1.3863)/3 = 0.8318$.
+# **Worked example** ($V = 3$, `pad_id = 0`, so label 0 never counts). Logits $(0, \ln 2, 0)$ give
+# $p = (1/4, 1/2, 1/4)$. With label 1 the loss is $\ln 2 = 0.6931$, with label 2 it is $\ln 4 = 1.3863$. A batch
+# `labels = [[1, 2, PAD]]` with these logits at every position has loss $(0.6931 + 1.3863)/2 = 1.0397$ (two real
+# tokens, not three). With $\varepsilon = 0.3$ and label 1: $0.7 \cdot 0.6931 + 0.3 \cdot (1.3863 + 0.6931 +
+# 1.3863)/3 = 0.8318$.
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -568,19 +569,19 @@ def sequence_loss(logits, labels, label_smoothing=0.0, pad_id=0):
 # the worked example: pads do not count
 from attnlab.expect import expect_close
 
-logits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/2, 1/4, 1/4) everywhere
-loss = sequence_loss(logits, torch.tensor([[0, 1, 0]]))
+logits = torch.log(torch.tensor([[[1.0, 2.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/4, 1/2, 1/4) everywhere
+loss = sequence_loss(logits, torch.tensor([[1, 2, 0]]))
 assert isinstance(loss, torch.Tensor) and loss.dim() == 0, f"the loss should be a scalar tensor, got {loss!r}"
-expect_close(loss, 1.0397, "the loss of labels [[0, 1, PAD]] (mean over the two real tokens)", atol=1e-4)
-expect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.log(4),
+expect_close(loss, 1.0397, "the loss of labels [[1, 2, PAD]] (mean over the two real tokens)", atol=1e-4)
+expect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.log(2),
              "the loss with pad_id=2 (only position 0 counts)", atol=1e-4)
 
 # %%
 # label smoothing: the worked example with eps = 0.3
 from attnlab.expect import expect_close
 
-logits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]]]))  # (1, 1, 3)
-expect_close(sequence_loss(logits, torch.tensor([[0]]), label_smoothing=0.3), 0.8318,
+logits = torch.log(torch.tensor([[[1.0, 2.0, 1.0]]]))  # (1, 1, 3)
+expect_close(sequence_loss(logits, torch.tensor([[1]]), label_smoothing=0.3), 0.8318,
              "the loss with label_smoothing=0.3", atol=1e-4)
 
 # %% [raw]

@@ -14,11 +14,11 @@ check_1 = PublicCheck('the worked example: pads do not count', question=name, in
 # the worked example: pads do not count
 from attnlab.expect import expect_close
 
-logits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/2, 1/4, 1/4) everywhere
-loss = sequence_loss(logits, torch.tensor([[0, 1, 0]]))
+logits = torch.log(torch.tensor([[[1.0, 2.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/4, 1/2, 1/4) everywhere
+loss = sequence_loss(logits, torch.tensor([[1, 2, 0]]))
 assert isinstance(loss, torch.Tensor) and loss.dim() == 0, f"the loss should be a scalar tensor, got {loss!r}"
-expect_close(loss, 1.0397, "the loss of labels [[0, 1, PAD]] (mean over the two real tokens)", atol=1e-4)
-expect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.log(4),
+expect_close(loss, 1.0397, "the loss of labels [[1, 2, PAD]] (mean over the two real tokens)", atol=1e-4)
+expect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.log(2),
              "the loss with pad_id=2 (only position 0 counts)", atol=1e-4)
 ''')
 
@@ -27,7 +27,7 @@ check_2 = PublicCheck('label smoothing: the worked example with eps = 0.3', ques
 # label smoothing: the worked example with eps = 0.3
 from attnlab.expect import expect_close
 
-logits = torch.log(torch.tensor([[[2.0, 1.0, 1.0]]]))  # (1, 1, 3)
-expect_close(sequence_loss(logits, torch.tensor([[0]]), label_smoothing=0.3), 0.8318,
+logits = torch.log(torch.tensor([[[1.0, 2.0, 1.0]]]))  # (1, 1, 3)
+expect_close(sequence_loss(logits, torch.tensor([[1]]), label_smoothing=0.3), 0.8318,
              "the loss with label_smoothing=0.3", atol=1e-4)
 ''')
