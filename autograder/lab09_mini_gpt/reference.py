@@ -17,6 +17,12 @@ from attnlab.seeding import seed_everything
 from attnlab.training import evaluate, fit
 
 
+def char_tokenizer_probe(text, s, ids):
+    """Given (used by the grader): (vocab_size, encode(s), decode(ids)) of CharTokenizer(text)."""
+    tokenizer = CharTokenizer(text)
+    return tokenizer.vocab_size, tokenizer.encode(s), tokenizer.decode(ids)
+
+
 class CharTokenizer:
     """One id per distinct character; the vocabulary is the sorted list of the text's characters.
 
@@ -39,10 +45,9 @@ class CharTokenizer:
         return "".join(self.itos[int(i)] for i in ids)
 
 
-def char_tokenizer_probe(text, s, ids):
-    """Given (used by the grader): (vocab_size, encode(s), decode(ids)) of CharTokenizer(text)."""
-    tokenizer = CharTokenizer(text)
-    return tokenizer.vocab_size, tokenizer.encode(s), tokenizer.decode(ids)
+def bpe_pair_count_rows(ids):
+    """Given (used by the grader): bpe_pair_counts(ids) as sorted rows [a, b, count]."""
+    return sorted([int(a), int(b), int(n)] for (a, b), n in bpe_pair_counts(ids).items())
 
 
 def bpe_pair_counts(ids):
@@ -51,11 +56,6 @@ def bpe_pair_counts(ids):
     for pair in zip(ids, ids[1:]):
         counts[pair] = counts.get(pair, 0) + 1
     return counts
-
-
-def bpe_pair_count_rows(ids):
-    """Given (used by the grader): bpe_pair_counts(ids) as sorted rows [a, b, count]."""
-    return sorted([int(a), int(b), int(n)] for (a, b), n in bpe_pair_counts(ids).items())
 
 
 def bpe_merge(ids, pair, new_id):
