@@ -218,9 +218,9 @@ def selfattention_with_masks(student, ref, rng):
     padding = key_padding(random_lengths(rng, 3, 5), 5)
     s, _ = checks.compare_module_call(s_mod, r_mod, x, mask=padding, grad=True, rng=rng)
     masked_weights_are_zero(s.output[1], padding, "SelfAttention weights with a padding mask")
-    causal = torch.ones(5, 5, dtype=torch.bool).tril()
-    s, _ = checks.compare_module_call(s_mod, r_mod, x, causal, grad=True, rng=rng)
-    masked_weights_are_zero(s.output[1], causal, "SelfAttention weights with a causal mask")
+    lower = torch.tril(torch.ones(5, 5, dtype=torch.bool))  # causal
+    s, _ = checks.compare_module_call(s_mod, r_mod, x, lower, grad=True, rng=rng)
+    masked_weights_are_zero(s.output[1], lower, "SelfAttention weights with a causal mask")
 
 
 # ---------------------------------------------------------------------------------- AttentionClassifier

@@ -119,8 +119,8 @@ def decoder_block_pre_norm_float64_grads(student, ref, rng):
 
 @suite.test(BLOCK, points=2)
 def decoder_block_masks_both_placements(student, ref, rng):
-    for norm_first in (False, True):
-        compare_block_with_ref(student, ref, rng, norm_first=norm_first, masks=True)
+    for pre_norm in (False, True):
+        compare_block_with_ref(student, ref, rng, norm_first=pre_norm, masks=True)
 
 
 def torch_decoder_layer(state: dict, d_model: int, num_heads: int, d_ff: int, norm_first: bool,
@@ -186,11 +186,11 @@ def decoder_block_equals_torch_decoder_layer(student, ref, rng):
 
 @suite.test(BLOCK, points=1)
 def decoder_block_dropout_train_and_eval(student, ref, rng):
-    for norm_first in (False, True):
-        s_mod, r_mod, d, h, _ = block_setup(student, ref, rng, norm_first, dropout=0.5)
+    for pre_norm in (False, True):
+        s_mod, r_mod, d, h, _ = block_setup(student, ref, rng, pre_norm, dropout=0.5)
         y, memory = randn(rng, 2, 5, d), randn(rng, 2, 6, d)
         checks.compare_module_call(s_mod, r_mod, y, memory, name=f"TransformerDecoderBlock(dropout=0.5) in eval "
-                                   f"mode, {placement(norm_first)} (dropout must be off in eval mode)")
+                                   f"mode, {placement(pre_norm)} (dropout must be off in eval mode)")
         evaluated = s_mod.call(y, memory).output
         trained = s_mod.call(y, memory, train=True).output
         checks.expect_tensor(trained, name="TransformerDecoderBlock in training mode", shape=y.shape, dtype=F64)
