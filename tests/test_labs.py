@@ -232,3 +232,15 @@ def test_blank_notebook_checks_each_say_not_written_yet(lab, tmp_path):
     assert checks
     for q, text in checks.items():
         assert re.fullmatch(r"❌ [\w.]+: not written yet", text), f"check {q} of the blank notebook shows {text!r}"
+
+
+def test_packaged_checks_hold_no_line_of_any_labs_secrets():
+    """The kit ships every lab's public checks (a wheel holds them all, whichever labs a release names), so no
+    line of them may equal a line of any lab's solution, hidden tests or catalogue (the release's leak gate)."""
+    from attnlab.release.leak_gate import _kit_source_lines, secret_lines
+
+    secrets, kit = secret_lines(COURSE), _kit_source_lines(COURSE)
+    leaked = [f"{path.relative_to(ROOT)}: {line.strip()!r} (from {secrets[line.strip()]})"
+              for path in sorted((ROOT / "src" / "attnlab" / "public_tests").rglob("*.py"))
+              for line in path.read_text().splitlines() if line.strip() in secrets and line.strip() not in kit]
+    assert not leaked, "rename these lines in the hidden tests (or reword the check): " + "; ".join(leaked[:5])
