@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 
-def _index(flat: int, shape) -> tuple:
+def unravel(flat: int, shape) -> tuple:
+    """The index tuple of element ``flat`` of a row-major tensor of ``shape`` (shared with the hidden tests)."""
     idx = []
     for size in reversed(tuple(shape)):
         idx.append(flat % size if size else 0)
@@ -56,7 +57,7 @@ def expect_close(actual: Any, expected: Any, name: str, *, atol: float = 1e-5, r
     worst = int(torch.nan_to_num(torch.where(bad, err, torch.zeros_like(err)), nan=float("inf")).flatten().argmax())
     yours, want = a.flatten()[worst].item(), e.flatten()[worst].item()
     raise AssertionError(f"{name}: {int(bad.sum())} of {e.numel()} values off, the worst at index "
-                         f"{_index(worst, e.shape)}: yours {yours:.6g}, expected {want:.6g} "
+                         f"{unravel(worst, e.shape)}: yours {yours:.6g}, expected {want:.6g} "
                          f"(off by {abs(yours - want):.3g})")
 
 
@@ -72,5 +73,5 @@ def expect_equal(actual: Any, expected: Any, name: str) -> None:
     if len(diff):
         i = int(diff[0])
         raise AssertionError(f"{name}: {len(diff)} of {expected.numel()} values differ, the first at index "
-                             f"{_index(i, expected.shape)}: yours {actual.flatten()[i].item()}, "
+                             f"{unravel(i, expected.shape)}: yours {actual.flatten()[i].item()}, "
                              f"expected {expected.flatten()[i].item()}")

@@ -46,6 +46,9 @@ class Scale(torch.nn.Module):
 
     def forward(self, x):
         return x * self.weight
+
+def run_model(model, x):
+    return model(x) + 1
 '''
 
 
@@ -205,6 +208,18 @@ def test_remote_modules_and_in_place_detection(remote):
     assert res.output.tolist() == [1.0, 2.0, 3.0] and res.param_grads["weight"].tolist() == [1.0, 1.0, 1.0]
     res = remote.call("bump", torch.ones(2))
     assert res.modified == [0]
+
+
+def test_a_module_ref_is_passed_to_a_function_as_the_object(local, remote):
+    for api in (local, remote):
+        mod = api.create("Scale", 2)
+        mod.load_state_dict({"weight": torch.tensor([2.0, 3.0])})
+        assert api.call("run_model", mod, torch.ones(2)).output.tolist() == [3.0, 4.0]
+        assert api.call("run_model", x=torch.ones(2), model=mod).output.tolist() == [3.0, 4.0]
+        assert api.call("run_model", mod, torch.ones(2)).output.tolist() == [3.0, 4.0]
+        assert api.create("Scale", 3).attr("weight").tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="a Scale built by another StudentAPI cannot be passed here"):
+        remote.call("run_model", local.create("Scale", 2), torch.ones(2))
 
 
 def test_remote_source_reads_the_trusted_code(remote):

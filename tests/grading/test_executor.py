@@ -62,6 +62,32 @@ class Broken:
 
 class NotAModule:
     pass
+
+class Tokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.vocab_size = len(self.chars)
+        self._hidden = 1
+
+    @property
+    def broken(self):
+        return 1 / 0
+
+    def encode(self, s):
+        return [self.chars.index(c) for c in s]
+
+    def _secret(self):
+        return "private"
+
+def apply_module(model, x, twice=False):
+    y = model(x)
+    return model.inner(y @ torch.ones(2, model.weight.shape[0])) if twice else y
+
+def pair_counts(ids):
+    counts = {}
+    for pair in zip(ids, ids[1:]):
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
 '''
 
 
@@ -255,3 +281,52 @@ def test_dispatch_only_known_operations(ex):
     for op in ("__init__", "_invoke", "namespace", "objects", "dispatch"):
         with pytest.raises(StudentError, match="unknown operation"):
             ex.dispatch(op, {})
+
+
+def test_objects_built_by_create_can_be_passed_to_functions(ex):
+    h = ex.create("Scale", [3], {"start": 2.0})
+    module = ex.objects[h.id]
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    out = ex.call("apply_module", [h, x])["output"]
+    torch.testing.assert_close(out, module(x).detach())
+    out = ex.call("apply_module", [h, x], {"twice": True})["output"]
+    assert out.shape == (4, 2)
+    kw = ex.call("apply_module", [], {"model": h, "x": x})["output"]  # as a keyword argument too
+    torch.testing.assert_close(kw, module(x).detach())
+    with pytest.raises(StudentError, match="object #99 does not exist"):
+        ex.call("apply_module", [ModuleHandle(99), x])
+
+
+def test_public_methods_of_plain_objects(ex):
+    h = ex.create("Tokenizer", ["hello"])
+    assert ex.module_call(h, method="encode", args=["hole"])["output"] == [1, 3, 2, 0]
+    for method in ("forward", "_secret", "__init__"):
+        with pytest.raises(StudentError, match="`Tokenizer` is not an nn.Module"):
+            ex.module_call(h, method=method, args=[])
+    with pytest.raises(StudentError, match="`Tokenizer` is not an nn.Module"):
+        ex.module_call(h, method="encode", args=["h"], grad=True, grad_outputs=[])
+    with pytest.raises(StudentError, match="`Tokenizer` has no method `decode`"):
+        ex.module_call(h, method="decode", args=[[0]])
+
+
+def test_dicts_with_tuple_keys_come_back(ex):
+    from attnlab.grading.wire import roundtrip
+
+    out = roundtrip(ex.call("pair_counts", [[97, 97, 97, 98]])["output"])
+    assert out == {(97, 97): 2, (97, 98): 1}
+
+
+def test_public_attributes_of_objects(ex):
+    h = ex.create("Tokenizer", ["hello"])
+    assert ex.get_attr(h, "vocab_size") == 4
+    assert ex.get_attr(h, "chars") == ["e", "h", "l", "o"]
+    for name in ("_hidden", "__class__", "__dict__", "a.b", 3):
+        with pytest.raises(StudentError, match="only public attributes"):
+            ex.get_attr(h, name)
+    with pytest.raises(StudentError, match="`Tokenizer` has no attribute `size`"):
+        ex.get_attr(h, "size")
+    with pytest.raises(StudentError, match="`Tokenizer.broken` raised ZeroDivisionError"):
+        ex.get_attr(h, "broken")
+    m = ex.create("Scale", [2])
+    assert torch.equal(ex.get_attr(m, "weight"), torch.ones(2))  # a parameter comes back detached
+    assert not ex.get_attr(m, "weight").requires_grad

@@ -57,6 +57,7 @@ def npy(arr, allow_pickle=False) -> bytes:
     torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.complex64,
     ModuleHandle(3),
     {"handles": [ModuleHandle(1), ModuleHandle(2)], "dtype": torch.float64},
+    {(97, 98): 3, (98, 98): 1}, {1: "a", 2.5: None, None: [1], False: 0, "s": 1, (): 2, (1, ("x", None)): 3},
 ], ids=repr)
 def test_plain_values_round_trip(value):
     same(roundtrip(value), value)
@@ -125,7 +126,7 @@ for _ in range(40):
     (Thing(), "cannot send a value of type"),
     ({1, 2}, "cannot send a value of type builtins.set"),
     (b"bytes", "cannot send a value of type builtins.bytes"),
-    ({1: "a"}, "dict keys must be str"),
+    ({torch.ones(1): "a"}, "dict keys must be str, int"),
     (lambda: 1, "cannot send"),
     (np.array([object(), 1], dtype=object), "cannot send an array of dtype object"),
     (np.array(["a", "b"]), "cannot send an array of dtype <U1"),
@@ -244,7 +245,15 @@ def test_a_pickled_object_array_is_refused_and_never_unpickled(key):
     {"v": {"__handle__": "x"}, "blobs": []},
     {"v": {"__float__": "abc"}, "blobs": []},
     {"blobs": []},
-], ids=["tuple-of-int", "dict-item-not-pair", "dict-not-list", "handle-not-int", "float-not-number", "no-v"])
+    {"v": {"__map__": 3}, "blobs": []},
+    {"v": {"__map__": [[1, 2, 3]]}, "blobs": []},
+    {"v": {"__map__": [[[1, 2], 0]]}, "blobs": []},
+    {"v": {"__map__": [[{"__dict__": []}, 0]]}, "blobs": []},
+    {"v": {"__map__": [[{"__tuple__": [[1]]}, 0]]}, "blobs": []},
+    {"v": {"__map__": [[{"__tensor__": 0, "dtype": "float32"}, 0]]}, "blobs": []},
+], ids=["tuple-of-int", "dict-item-not-pair", "dict-not-list", "handle-not-int", "float-not-number", "no-v",
+        "map-not-list", "map-item-not-pair", "map-key-list", "map-key-dict", "map-key-tuple-of-list",
+        "map-key-tensor"])
 def test_malformed_value_trees_raise_wire_error(header):
     with pytest.raises(WireError):
         unpack_body(body(header))
@@ -260,3 +269,10 @@ def test_frame_layout_is_as_documented():
     blob = frame[12 + hlen:]
     assert blob.startswith(b"\x93NUMPY")
     assert np.array_equal(np.load(io.BytesIO(blob), allow_pickle=False), np.ones(2, dtype=np.float32))
+
+
+@pytest.mark.parametrize("key", [torch.ones(1), (1, torch.ones(1)), ModuleHandle(1), object(), (1, ModuleHandle(2))],
+                         ids=repr)
+def test_dict_keys_that_cannot_travel(key):
+    with pytest.raises(WireError, match="dict keys must be"):
+        pack({key: 1})

@@ -6,7 +6,11 @@ internals. They can only:
 - ask whether a name exists (``has``) and read its source (``source``),
 - call a function by name with tensors and plain values (``call``),
 - build a module by name with arguments (``create``), then read and load its state dict, cast it,
-  run a method forward (and backward) in train or eval mode (``ModuleRef``).
+  run a method forward (and backward) in train or eval mode (``ModuleRef``),
+- build any other object by name, call its public methods and read its public attributes (a tokenizer's
+  ``encode`` and ``vocab_size``),
+- pass an object built by ``create`` to a function (``greedy_decode(model, ...)``): it stays in the
+  student's process, and the function receives the object itself.
 
 Every value that comes back went through the wire format (``wire.roundtrip``), also in-process, so a
 test always sees plain tensors, tuples, lists and JSON values, whoever produced them.
@@ -101,15 +105,27 @@ class StudentAPI:
         raise NotImplementedError
 
     def call(self, name: str, *args, grad: bool = False, grad_outputs=None, **kwargs) -> Result:
+        """``name(*args, **kwargs)``; an argument may be a ``ModuleRef`` of this API (the object itself is passed)."""
+        args, kwargs = tuple(self._handle(a) for a in args), {k: self._handle(v) for k, v in kwargs.items()}
         return _result(self._op("call", name=name, args=list(args), kwargs=kwargs, grad=grad,
                                 grad_outputs=grad_outputs), args, kwargs)
+
+    def _handle(self, value: Any) -> Any:
+        if not isinstance(value, ModuleRef):
+            return value
+        if value.api is not self:
+            raise ValueError(f"a {value.name} built by another StudentAPI cannot be passed here: build it with "
+                             "this one's create")
+        return value.handle
 
     def create(self, name: str, *args, **kwargs) -> "ModuleRef":
         return ModuleRef(self, self._op("create", name=name, args=list(args), kwargs=kwargs), name)
 
 
 class ModuleRef:
-    """An object built by ``StudentAPI.create``; it lives wherever the student code runs."""
+    """An object built by ``StudentAPI.create``; it lives wherever the student code runs. It can be passed to
+    ``StudentAPI.call`` as an argument (``student.call("generate", model, idx, 5)``); ``call(method=...)`` runs
+    one of its methods (any method of a module; a public method of a plain object, such as a tokenizer)."""
 
     def __init__(self, api: StudentAPI, handle: ModuleHandle, name: str):
         self.api, self.handle, self.name = api, handle, name
@@ -124,6 +140,10 @@ class ModuleRef:
         """Load with strict=False; returns (missing_keys, unexpected_keys)."""
         missing, unexpected = self.api._op("load_state_dict", handle=self.handle, state=state)
         return list(missing), list(unexpected)
+
+    def attr(self, name: str) -> Any:
+        """The public attribute ``name`` of the object (a plain value or tensors: anything that can travel)."""
+        return self.api._op("get_attr", handle=self.handle, name=name)
 
     def to(self, dtype) -> "ModuleRef":
         self.api._op("to", handle=self.handle, dtype=dtype)

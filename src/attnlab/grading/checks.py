@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import torch
 
+from ..expect import unravel
 from .api import ModuleRef, Result, StudentAPI
 from .executor import tensor_leaves
 
@@ -26,14 +27,6 @@ TOLERANCES = {
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return TOLERANCES.get(dtype, (0.0, 0.0))
-
-
-def _fmt_index(flat_index: int, shape) -> tuple:
-    idx = []
-    for size in reversed(shape):
-        idx.append(flat_index % size if size else 0)
-        flat_index //= size if size else 1
-    return tuple(reversed(idx))
 
 
 def expect_tensor(value: Any, *, name: str, shape=None, dtype=None, finite: bool = True) -> torch.Tensor:
@@ -60,7 +53,7 @@ def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, a
             i = int(diff[0]) if len(diff) else 0
             raise AssertionError(
                 f"{name} differs from the expected values at {diff.numel()} positions, e.g. index "
-                f"{_fmt_index(i, expected.shape)}: yours {actual.flatten()[i].item()}, "
+                f"{unravel(i, expected.shape)}: yours {actual.flatten()[i].item()}, "
                 f"expected {expected.flatten()[i].item()}")
         return
     d_rtol, d_atol = tolerance(expected.dtype)
@@ -75,7 +68,7 @@ def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, a
         i = int(torch.nan_to_num(err, nan=float("inf")).flatten().argmax())
         raise AssertionError(
             f"{name} differs from the reference: {int(bad.sum())} of {e.numel()} values off, the largest "
-            f"error {err.flatten()[i].item():.3g} at index {_fmt_index(i, e.shape)} "
+            f"error {err.flatten()[i].item():.3g} at index {unravel(i, e.shape)} "
             f"(yours {a.flatten()[i].item():.6g}, expected {e.flatten()[i].item():.6g}; "
             f"rtol={rtol:g}, atol={atol:g})")
 

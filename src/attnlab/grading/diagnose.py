@@ -31,6 +31,7 @@ from typing import Any
 from .api import StudentAPI
 from .catalogue import Entry, load_catalogue, student_with
 from .checks import compare_values
+from .wire import ModuleHandle
 
 HINT_PREFIX = "likely mistake: "
 NOT_WRITTEN = "not written yet"  # the ending of the stubs' NotImplementedError (build/transforms/strip_solutions.py)
@@ -135,6 +136,27 @@ def _same(op: str, mine: Any, theirs: Any) -> bool:
         return False
 
 
+def _with_handles(payload: dict, handles: dict[int, Any]) -> dict | None:
+    """``payload`` with the submission's object handles (the object a call runs on, and objects passed as
+    arguments) replaced by the candidate's; None when one has no counterpart."""
+    missing = object()
+
+    def mapped(value):
+        if not isinstance(value, ModuleHandle):
+            return value
+        return handles.get(value.id, missing)
+
+    out = dict(payload)
+    if "handle" in out:
+        out["handle"] = mapped(out["handle"]) if isinstance(out["handle"], ModuleHandle) else missing
+    if isinstance(out.get("args"), list):
+        out["args"] = [mapped(a) for a in out["args"]]
+    if isinstance(out.get("kwargs"), dict):
+        out["kwargs"] = {k: mapped(v) for k, v in out["kwargs"].items()}
+    values = [out.get("handle"), *out.get("args", []), *out.get("kwargs", {}).values()]
+    return None if any(v is missing for v in values) else out
+
+
 def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: float | None = None) -> bool:
     """Whether ``candidate`` replies to every request of ``exchanges`` as the submission did."""
     handles: dict[int, Any] = {}
@@ -143,12 +165,9 @@ def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: flo
             return False
         if x.op == "source":
             continue
-        payload = dict(x.payload)
-        if "handle" in payload:
-            mapped = handles.get(getattr(payload["handle"], "id", None))
-            if mapped is None:
-                return False
-            payload["handle"] = mapped
+        payload = _with_handles(x.payload, handles)
+        if payload is None:
+            return False
         try:
             value, ok = candidate._op(x.op, **payload), True
         except Exception:  # noqa: BLE001 - the candidate raised too: compare that with the submission

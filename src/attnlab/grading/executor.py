@@ -138,19 +138,39 @@ class Executor:
 
     def module_call(self, handle, method="forward", args=(), kwargs=None, train=False, grad=False,
                     grad_outputs=None):
-        obj = self._module(handle)
-        obj.train(bool(train))
+        """A method of an object built by ``create``: any method of a module (in train or eval mode, with
+        gradients if asked), or a public method of a plain object (a tokenizer's ``encode``)."""
+        obj = self._obj(handle)
+        if isinstance(obj, torch.nn.Module):
+            obj.train(bool(train))
+        elif grad or train or method in ("forward", "__call__") or method.startswith("_"):
+            obj = self._module(handle)  # raises: only a module has a forward, a train mode and parameters
         fn = obj if method in ("forward", "__call__") else getattr(obj, method, None)
-        if fn is None:
+        if not callable(fn):
             raise StudentError(f"`{type(obj).__name__}` has no method `{method}`")
         params = dict(obj.named_parameters()) if grad else None
         return self._invoke(fn, f"`{type(obj).__name__}.{method}`", list(args), dict(kwargs or {}), grad,
                             grad_outputs, params=params)
 
+    def get_attr(self, handle, name):
+        """A public attribute of an object built by ``create`` (a tokenizer's ``vocab_size``)."""
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise StudentError(f"cannot read the attribute {str(name)[:40]!r}: only public attributes")
+        obj = self._obj(handle)
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            raise StudentError(f"`{type(obj).__name__}` has no attribute `{name}`") from None
+        except Exception as exc:  # noqa: BLE001 - a property is student code
+            raise _student_error(exc, f"`{type(obj).__name__}.{name}`") from None
+        return _detach(value)
+
     # -- the one place that calls student code with tensors -------------------------------------------
     def _invoke(self, fn, what, args, kwargs, grad, grad_outputs, params):
         """Call ``fn``; the reply carries the tensor arguments as they are after the call (``inputs_after``),
         so that the grader, not this process, decides whether the call modified them in place."""
+        args = [self._obj(a) if isinstance(a, ModuleHandle) else a for a in args]  # objects built by create
+        kwargs = {k: self._obj(v) if isinstance(v, ModuleHandle) else v for k, v in kwargs.items()}
         wrt: dict[Any, torch.Tensor] = {}
         if grad:
             for i, a in enumerate(args):
@@ -202,7 +222,8 @@ class Executor:
         return in_grads, p_grads
 
     # -- dispatch for the worker -----------------------------------------------------------------
-    OPS = ("has", "call", "create", "state_dict", "param_shapes", "load_state_dict", "to", "module_call")
+    OPS = ("has", "call", "create", "state_dict", "param_shapes", "load_state_dict", "to", "module_call",
+           "get_attr")
 
     def dispatch(self, op: str, payload: dict) -> Any:
         if op not in self.OPS:

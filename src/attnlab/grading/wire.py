@@ -4,7 +4,8 @@ A message is JSON plus a list of ``.npy`` blobs. Blobs are read back with ``allo
 nothing the worker sends can run code in the grader. Values that can travel:
 
 - ``None``, ``bool``, ``int``, ``float``, ``str``
-- ``list``, ``tuple``, ``dict`` with ``str`` keys
+- ``list``, ``tuple``, ``dict`` (keys: ``str``, ``int``, ``float``, ``bool``, ``None``, or tuples of them, as a
+  BPE pair count ``{(97, 98): 3}``)
 - ``torch.Tensor`` and ``numpy.ndarray`` of bool, integer, floating or complex dtype
 - ``torch.dtype``
 - ``ModuleHandle`` (a reference to an object living in the worker)
@@ -81,13 +82,21 @@ def _encode(value: Any, blobs: list[bytes], depth: int) -> Any:
     if isinstance(value, list):
         return [_encode(v, blobs, depth + 1) for v in value]
     if isinstance(value, dict):
-        items = []
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise WireError(f"dict keys must be str, got {type(k).__name__}")
-            items.append([k, _encode(v, blobs, depth + 1)])
-        return {"__dict__": items}
+        if all(isinstance(k, str) for k in value):
+            return {"__dict__": [[k, _encode(v, blobs, depth + 1)] for k, v in value.items()]}
+        for k in value:
+            if not _plain_key(k):
+                raise WireError(f"dict keys must be str, int, float, bool, None or tuples of them, got "
+                                f"{type(k).__name__}")
+        return {"__map__": [[_encode(k, blobs, depth + 1), _encode(v, blobs, depth + 1)] for k, v in value.items()]}
     raise WireError(f"cannot send a value of type {type(value).__module__}.{type(value).__qualname__}")
+
+
+def _plain_key(key: Any, depth: int = 0) -> bool:
+    """A dict key that can travel: hashable plain values only (never a tensor, a list or an object)."""
+    if key is None or isinstance(key, (str, int, float)):  # bool is an int
+        return True
+    return isinstance(key, tuple) and depth < MAX_DEPTH and all(_plain_key(k, depth + 1) for k in key)
 
 
 def _npy_bytes(arr: np.ndarray) -> bytes:
@@ -130,7 +139,21 @@ def _decode(value: Any, blobs: list[bytes], depth: int) -> Any:
         return tuple(_decode(v, blobs, depth + 1) for v in value["__tuple__"])
     if "__dict__" in value:
         return {str(k): _decode(v, blobs, depth + 1) for k, v in value["__dict__"]}
+    if "__map__" in value:
+        return _decode_map(value["__map__"], blobs, depth)
     raise WireError(f"malformed value in frame: keys {sorted(value)[:3]}")
+
+
+def _decode_map(pairs: Any, blobs: list[bytes], depth: int) -> dict:
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise WireError("malformed dict in frame")
+    out = {}
+    for raw_key, raw_value in pairs:
+        key = _decode(raw_key, blobs, depth + 1)
+        if not _plain_key(key):
+            raise WireError(f"a dict key in the frame is a {type(key).__name__}, not a plain value")
+        out[key] = _decode(raw_value, blobs, depth + 1)
+    return out
 
 
 def _load_npy(blobs: list[bytes], index: Any) -> np.ndarray:
