@@ -5,12 +5,10 @@ reference (the solution's code), ``nn.TransformerDecoderLayer`` and ``F.cross_en
 properties checked on the student's own model (a later target token or extra source pads change no earlier
 logit). A blank notebook scores 0: every test compares a value first.
 
-``greedy_decode(model, ...)`` takes a model object, and the narrow interface sends tensors and plain values
-only (no module built by ``create`` can be passed to a function). So the tests call the notebook's given
-``decode_toy(state, src, max_len, ...)``, which builds the given ``ToyTranslator`` (the interface of
-``Seq2SeqTransformer``: ``encode``, ``decode``, ``forward``, ``pad_id``) with the test's random weights in the
-student's process and runs the student's ``greedy_decode`` on it; the reference does the same with the
-reference ``greedy_decode``. This also keeps ``greedy_decode``'s grade independent of the student's
+``greedy_decode(model, ...)`` takes a model object: the tests build the notebook's given ``ToyTranslator`` (the
+interface of ``Seq2SeqTransformer``: ``encode``, ``decode``, ``forward``, ``pad_id``) by name with random weights,
+in the student's process, and pass it to the student's ``greedy_decode``; the reference does the same with the
+reference ``greedy_decode``. This keeps ``greedy_decode``'s grade independent of the student's
 ``Seq2SeqTransformer``.
 
 Questions and points (31 in all):
@@ -44,7 +42,7 @@ IO = "decoder_io"
 MODEL = "Seq2SeqTransformer"
 LOSS = "sequence_loss"
 GREEDY = "greedy_decode"
-TOY = "decode_toy"
+TOY = "ToyTranslator"
 
 FORBIDDEN = ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
              "TransformerDecoderLayer"]
@@ -391,9 +389,20 @@ def eos_steps(out: torch.Tensor, eos_id: int) -> list:
     return steps
 
 
+def decode_toy(api, state, src, max_len, bos_id=1, eos_id=2, pad_id=0) -> torch.Tensor:
+    """``greedy_decode`` of ``api`` on its ``ToyTranslator`` holding the weights ``state`` (built by name)."""
+    src_vocab, tgt_vocab = state["source"].shape
+    toy = api.create(TOY, src_vocab, tgt_vocab, max_len=state["position"].shape[0], pad_id=pad_id)
+    missing, unexpected = toy.load_state_dict(state)
+    assert not missing and not unexpected, (
+        f"the given ToyTranslator was changed (missing {missing}, unexpected {unexpected}): restore it as given")
+    toy.to(state["source"].dtype)
+    return api.call(GREEDY, toy, src, max_len, bos_id=bos_id, eos_id=eos_id).output
+
+
 def compare_greedy(student, ref, state, src, max_len, what, **kwargs) -> torch.Tensor:
-    expected = ref.call(TOY, state, src, max_len, **kwargs).output
-    got = student.call(TOY, state, src, max_len, **kwargs).output
+    expected = decode_toy(ref, state, src, max_len, **kwargs)
+    got = decode_toy(student, state, src, max_len, **kwargs)
     name = f"greedy_decode({what}, max_len={max_len})"
     checks.expect_tensor(got, name=name, dtype=torch.long)
     assert got.dim() == 2 and got.shape[0] == expected.shape[0], (
@@ -427,7 +436,7 @@ def pick_case(ref, rng, batch, max_len, early_stop, **kwargs):
     pad_id = kwargs.get("pad_id", 0)
     eos_id = kwargs.get("eos_id", 2)
     for state, src in greedy_case(rng, batch, max_len, early_stop, eos_id=eos_id, pad_id=pad_id):
-        out = ref.call(TOY, state, src, max_len, **kwargs).output
+        out = decode_toy(ref, state, src, max_len, **kwargs)
         steps = [s for s in eos_steps(out, eos_id)]
         ended = [s for s in steps if s is not None]
         varied = len(set(ended)) >= 2

@@ -361,14 +361,6 @@ class ToyTranslator(nn.Module):
         return self.decode(dec_in, memory, src)
 
 
-def decode_toy(state, src, max_len, bos_id=1, eos_id=2, pad_id=0):
-    """greedy_decode on a ToyTranslator holding the weights `state` (used by the grader)."""
-    src_vocab, tgt_vocab = state["source"].shape
-    toy = ToyTranslator(src_vocab, tgt_vocab, max_len=state["position"].shape[0], pad_id=pad_id)
-    toy.load_state_dict(state)
-    return greedy_decode(toy.to(state["source"].dtype).eval(), src, max_len, bos_id=bos_id, eos_id=eos_id)
-
-
 @torch.no_grad()  # no gradients while decoding
 def greedy_decode(model, src, max_len, bos_id=1, eos_id=2):
     """Greedy translation of a batch.

@@ -17,12 +17,6 @@ from attnlab.seeding import seed_everything
 from attnlab.training import evaluate, fit
 
 
-def char_tokenizer_probe(text, s, ids):
-    """Given (used by the grader): (vocab_size, encode(s), decode(ids)) of CharTokenizer(text)."""
-    tokenizer = CharTokenizer(text)
-    return tokenizer.vocab_size, tokenizer.encode(s), tokenizer.decode(ids)
-
-
 class CharTokenizer:
     """One id per distinct character; the vocabulary is the sorted list of the text's characters.
 
@@ -43,11 +37,6 @@ class CharTokenizer:
     def decode(self, ids):
         """A sequence of ints (list or 1-D tensor) -> str."""
         return "".join(self.itos[int(i)] for i in ids)
-
-
-def bpe_pair_count_rows(ids):
-    """Given (used by the grader): bpe_pair_counts(ids) as sorted rows [a, b, count]."""
-    return sorted([int(a), int(b), int(n)] for (a, b), n in bpe_pair_counts(ids).items())
 
 
 def bpe_pair_counts(ids):

@@ -2,8 +2,8 @@
 correct alternatives (VARIANTS, each must keep full marks everywhere).
 
 Each ``source`` is run after the reference code, so a redefined ``TransformerDecoderBlock`` is also what the
-reference ``Seq2SeqTransformer`` builds, and the given Lab 07 code, ``ToyTranslator`` and ``decode_toy`` stay
-available to every entry (``decode_toy`` calls whichever ``greedy_decode`` is defined last).
+reference ``Seq2SeqTransformer`` builds, and the given Lab 07 code and ``ToyTranslator`` stay available to every
+entry (the hidden tests pass a ``ToyTranslator`` to whichever ``greedy_decode`` is defined last).
 """
 
 from attnlab.grading.catalogue import Entry

