@@ -93,7 +93,7 @@ def detokenize(ids, words: dict) -> str:
     return text[:1].upper() + text[1:]
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget-min", type=float, default=10.0, help="minutes of training at most")
     p.add_argument("--epochs", type=int, default=10)
@@ -111,7 +111,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=400, help="steps of linear learning-rate warm-up")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     if "ATTNLAB_DATA_MIRROR" not in os.environ and SHARED.is_dir():
         os.environ["ATTNLAB_DATA_MIRROR"] = SHARED.as_uri()
@@ -217,9 +217,11 @@ def main() -> None:
     print("signature:", signature)
     for (de, en), h in list(zip(pairs["test_2016_flickr"], hyps))[:3]:
         print(f"  {de}\n    ref: {en}\n    out: {h}")
-    print(json.dumps({"device": str(device), "params": params, "train_s": round(trained, 1), "steps": steps,
-                      "epochs": round(steps / len(train), 2), "test_bleu": round(score.score, 2),
-                      "signature": str(signature), "curve": results}))
+    result = {"device": str(device), "params": params, "train_s": round(trained, 1), "steps": steps,
+              "epochs": round(steps / len(train), 2), "test_bleu": round(score.score, 2),
+              "signature": str(signature), "curve": results}
+    print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

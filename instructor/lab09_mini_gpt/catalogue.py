@@ -246,6 +246,14 @@ def get_batch(data, block_size, batch_size, generator=None):
     return x, y
 ''', "draws the starts of x and y separately: the targets do not belong to the inputs",
           hint="your x and y come from different random starts; draw the starts once and use them for both"),
+    Entry("batch_ignores_generator", "get_batch", '''
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(len(data) - block_size, (batch_size,))
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+''', "draws the starts without the generator: a seeded run cannot be repeated",
+          hint="your get_batch ignores its generator argument; pass generator=generator to torch.randint"),
     # -------------------------------------------------------------------------------- CausalSelfAttention
     Entry("csa_no_causal_mask", "CausalSelfAttention", _csa('''
     def forward(self, x):
@@ -418,7 +426,23 @@ class GPTBlock(nn.Module):
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
 '''), "returns (B, 1), multinomial's shape, instead of (B,)",
           hint="return one id per row as a (B,) tensor: squeeze the last dimension of torch.multinomial's (B, 1)"),
+    Entry("sample_ignores_generator", "sample_next", _sample('''
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1).squeeze(-1)
+'''), "samples without the generator: a seeded run cannot be repeated",
+          hint="your sample_next ignores its generator argument; pass generator=generator to torch.multinomial"),
     # ------------------------------------------------------------------------------------------- generate
+    Entry("generate_drops_generator", "generate", _generate('''
+        logits, _ = model(idx[:, -model.block_size:])
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+'''), "does not pass the generator on to sample_next",
+          hint="pass generator on to sample_next, so that a seeded generation can be repeated"),
     Entry("generate_no_crop", "generate", _generate('''
         logits, _ = model(idx)
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)

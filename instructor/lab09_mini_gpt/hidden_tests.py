@@ -19,11 +19,12 @@ Questions and points (42 in all):
 
 What the narrow interface cannot carry, and how the tests work around it:
 
-- a ``torch.Generator``: ``sample_next``, ``get_batch`` and ``generate`` are called with ``generator=None``
-  (the worker's global generator). Sampling is checked statistically: tens of thousands of draws in one call
-  (one per row), each frequency within ``6 sigma + 0.002`` of its probability (a correct sampler fails with
-  probability below 1e-6 per test), while every catalogued mistake is off by at least 0.05. That the
-  generator argument is honoured is checked by the public checks only.
+- sampling: ``sample_next``, ``get_batch`` and ``generate`` get seeded ``torch.Generator`` objects (a CPU generator
+  travels with its state). Their draws need not equal the reference's (``torch.multinomial``, top-k-then-gather and
+  inverse-CDF samplers are all correct), so sampling is checked statistically: tens of thousands of draws in one
+  call (one per row), each frequency within ``6 sigma + 0.002`` of its probability (a correct sampler fails with
+  probability below 1e-6 per test), while every catalogued mistake is off by at least 0.05. That the generator is
+  honoured is checked by equality: two generators seeded alike give the same draws, another seed other draws.
 - a module as an argument: ``generate(model, ...)`` gets a ``MiniGPT`` the test creates by name (the object stays
   in the student's process). The expected tokens come from the student's own model (its logits, called by the
   test), so a wrong ``MiniGPT`` does not cost the ``generate`` points twice, as long as its forward runs.
@@ -269,8 +270,11 @@ def check_windows(data: torch.Tensor, x, y, block_size: int, batch_size: int) ->
 def batch_windows_and_shift(student, ref, rng):
     for n, block_size, batch_size in ((200, 16, 8), (60, 7, 30), (randint(rng, 30, 90), randint(rng, 2, 12), 5)):
         data = torch.randperm(n, generator=rng) * 3 + 1  # distinct values, so a value tells its position
-        x, y = student.call(BATCH, data, block_size, batch_size).output
+        x, y = student.call(BATCH, data, block_size, batch_size, generator=seeded(rng)).output
         check_windows(data, x, y, block_size, batch_size)
+    data = torch.arange(500)
+    check_generator_honoured(lambda g: student.call(BATCH, data, 8, 16, generator=g).output[0],
+                             randint(rng, 0, 2**30), "get_batch(data (500,), 8, 16)")
 
 
 @suite.test(BATCH, points=1)
@@ -278,7 +282,7 @@ def batch_every_start_reachable(student, ref, rng):
     block_size = randint(rng, 3, 10)
     n = block_size + 4  # starts 0, 1, 2, 3
     data = torch.randperm(n, generator=rng) + 10
-    x, y = student.call(BATCH, data, block_size, 400).output
+    x, y = student.call(BATCH, data, block_size, 400, generator=seeded(rng)).output
     starts = check_windows(data, x, y, block_size, 400)
     seen = sorted(set(starts.tolist()))
     assert seen == [0, 1, 2, 3], (f"with N={n} and T={block_size} the starts should be uniform over 0..3 "
@@ -472,10 +476,16 @@ def gpt_float32_dropout_eval_and_too_long(student, ref, rng):
 
 
 # ------------------------------------------------------------------------------------------- sample_next
+def seeded(rng) -> torch.Generator:
+    """A CPU generator with a seed drawn from ``rng`` (it travels to the student's process with its state)."""
+    return torch.Generator().manual_seed(randint(rng, 0, 2**31 - 1))
+
+
 def call_sample(student, logits, **kwargs):
     res = student.call(SAMPLE, logits, **kwargs)
-    ids = checks.expect_tensor(res.output, name=f"sample_next(..., {', '.join(f'{k}={v}' for k, v in kwargs.items())})",
-                               shape=(logits.shape[0],), dtype=torch.long)
+    shown = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k != "generator")
+    ids = checks.expect_tensor(res.output, name=f"sample_next(..., {shown})", shape=(logits.shape[0],),
+                               dtype=torch.long)
     assert not res.modified, "sample_next changed logits in place (masked_fill_, /=, ...): work on a new tensor"
     return ids
 
@@ -485,7 +495,7 @@ def check_distribution(student, rng, v: int, temperature: float, top_k: int | No
     rows = [distinct_logits(rng, v), distinct_logits(rng, v, spread=2.0) + 5.0]
     logits = torch.stack(rows).repeat(n // 2, 1).to(dtype)  # (n, V): rows alternate between the two
     kwargs = {"temperature": temperature} | ({} if top_k is None else {"top_k": top_k})
-    ids = call_sample(student, logits, **kwargs)
+    ids = call_sample(student, logits, generator=seeded(rng), **kwargs)
     for r, row in enumerate(rows):
         frequencies_match(ids[r::2], expected_probs(row, temperature, top_k),
                           what=f"sample_next with temperature={temperature}, top_k={top_k}, V={v}")
@@ -505,11 +515,24 @@ def sample_temperature_zero_is_argmax(student, ref, rng):
     assert torch.equal(ids, logits.argmax(-1)), "temperature 0 (with top_k=5) should give the argmax of each row"
 
 
+def check_generator_honoured(draw, seed: int, what: str) -> None:
+    """``draw(generator)`` twice with generators seeded alike must agree, and differ with another seed."""
+    first, again = draw(torch.Generator().manual_seed(seed)), draw(torch.Generator().manual_seed(seed))
+    assert torch.equal(first, again), (
+        f"{what} with two generators seeded alike gave different results: draw every random number with "
+        "generator=generator (torch.multinomial(..., generator=generator), torch.randint(..., generator=generator))")
+    other = draw(torch.Generator().manual_seed(seed + 1))
+    assert not torch.equal(first, other), f"{what} gave the same result for the seeds {seed} and {seed + 1}"
+
+
 @suite.test(SAMPLE, points=2)
 def sample_frequencies_follow_softmax_of_temperature(student, ref, rng):
     check_distribution(student, rng, 5, 1.0, None)
     check_distribution(student, rng, 6, 0.5, None)
     check_distribution(student, rng, 4, 2.0, None, dtype=F32)
+    logits = randn(rng, 300, 7)
+    check_generator_honoured(lambda g: call_sample(student, logits, temperature=1.0, top_k=5, generator=g),
+                             randint(rng, 0, 2**30), "sample_next(logits (300, 7), top_k=5)")
 
 
 @suite.test(SAMPLE, points=2)
@@ -581,8 +604,10 @@ def generate_samples_the_last_position(student, ref, rng):
     logits = s_mod.call(prompt).output[0]
     checks.expect_tensor(logits, name="the logits of MiniGPT", shape=(1, 5, 6), dtype=F64)
     n = 20000
-    out = call_generate(student, s_mod, prompt.repeat(n, 1), 1, temperature=0.8, top_k=4)
+    out = call_generate(student, s_mod, prompt.repeat(n, 1), 1, temperature=0.8, top_k=4, generator=seeded(rng))
     frequencies_match(out[:, -1], expected_probs(logits[0, -1] / 1.0, 0.8, 4),
                       what="the first token of generate(model, idx, 1, temperature=0.8, top_k=4) over many rows "
                            "(sample from the logits of the last position, passing temperature and top_k on)")
     call_generate(student, s_mod, prompt.repeat(3, 1), 3, temperature=1.3)
+    check_generator_honoured(lambda g: call_generate(student, s_mod, prompt.repeat(50, 1), 4, generator=g),
+                             randint(rng, 0, 2**30), "generate(model, idx (50, 5), 4)")

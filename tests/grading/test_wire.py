@@ -276,3 +276,28 @@ def test_frame_layout_is_as_documented():
 def test_dict_keys_that_cannot_travel(key):
     with pytest.raises(WireError, match="dict keys must be"):
         pack({key: 1})
+
+
+def test_a_cpu_generator_travels_with_its_state():
+    g = torch.Generator().manual_seed(11)
+    torch.rand(5, generator=g)  # not at its seed any more
+    copy = roundtrip({"gen": g})["gen"]
+    assert isinstance(copy, torch.Generator) and copy is not g
+    assert torch.equal(torch.rand(7, generator=copy), torch.rand(7, generator=g))
+
+
+@pytest.mark.parametrize("state", [np.zeros(10, np.uint8), np.zeros(5056, np.float32), np.zeros((2, 2528), np.uint8)],
+                         ids=["short", "float", "2-d"])
+def test_malformed_generator_states_raise_wire_error(state):
+    data = npy(state)
+    with pytest.raises(WireError, match="malformed generator state"):
+        unpack_body(body({"v": {"__generator__": 0}, "blobs": [len(data)]}, data))
+
+
+def test_any_generator_state_of_the_right_size_is_refused_or_a_generator():
+    data = npy(np.full(5056, 255, np.uint8))
+    try:
+        out = unpack_body(body({"v": {"__generator__": 0}, "blobs": [len(data)]}, data))
+    except WireError:
+        return
+    torch.rand(3, generator=out["v"])  # a state torch accepts is just another generator

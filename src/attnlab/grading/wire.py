@@ -8,6 +8,7 @@ nothing the worker sends can run code in the grader. Values that can travel:
   BPE pair count ``{(97, 98): 3}``)
 - ``torch.Tensor`` and ``numpy.ndarray`` of bool, integer, floating or complex dtype
 - ``torch.dtype``
+- ``torch.Generator`` on the CPU (its state travels: the receiver gets a generator that draws the same numbers)
 - ``ModuleHandle`` (a reference to an object living in the worker)
 
 Frame layout: ``u64 length`` then ``u32 header length``, the UTF-8 JSON header, then the blobs back to back
@@ -33,6 +34,7 @@ MAX_HEADER_BYTES = 2**20  # the JSON part of a frame
 MAX_JSON_OBJECTS = 20_000  # values in the JSON part (counted before parsing: nested empty lists amplify)
 MAX_DEPTH = 32
 _ALLOWED_KINDS = {"b", "i", "u", "f", "c"}
+_GENERATOR_STATE_BYTES = torch.Generator().get_state().numel()  # 5056 on CPU (Mersenne Twister and more)
 
 
 class WireError(Exception):
@@ -75,6 +77,11 @@ def _encode(value: Any, blobs: list[bytes], depth: int) -> Any:
         return _encode(value.item(), blobs, depth + 1)
     if isinstance(value, torch.dtype):
         return {"__dtype__": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.Generator):
+        if value.device.type != "cpu":
+            raise WireError(f"cannot send a torch.Generator on {value.device}: only CPU generators travel")
+        blobs.append(_npy_bytes(value.get_state().numpy()))
+        return {"__generator__": len(blobs) - 1}
     if isinstance(value, ModuleHandle):
         return {"__handle__": int(value.id)}
     if isinstance(value, tuple):
@@ -135,6 +142,8 @@ def _decode(value: Any, blobs: list[bytes], depth: int) -> Any:
         return dt
     if "__handle__" in value:
         return ModuleHandle(int(value["__handle__"]))
+    if "__generator__" in value:
+        return _generator(_load_npy(blobs, value["__generator__"]))
     if "__tuple__" in value:
         return tuple(_decode(v, blobs, depth + 1) for v in value["__tuple__"])
     if "__dict__" in value:
@@ -154,6 +163,18 @@ def _decode_map(pairs: Any, blobs: list[bytes], depth: int) -> dict:
             raise WireError(f"a dict key in the frame is a {type(key).__name__}, not a plain value")
         out[key] = _decode(raw_value, blobs, depth + 1)
     return out
+
+
+def _generator(state: np.ndarray) -> torch.Generator:
+    """A CPU generator in ``state`` (a uint8 vector of the length torch's CPU generators use)."""
+    if state.dtype != np.uint8 or state.shape != (_GENERATOR_STATE_BYTES,):
+        raise WireError(f"malformed generator state: {state.dtype} {state.shape}")
+    generator = torch.Generator()
+    try:
+        generator.set_state(torch.from_numpy(state.copy()))
+    except RuntimeError as exc:
+        raise WireError(f"malformed generator state: {exc}") from None
+    return generator
 
 
 def _load_npy(blobs: list[bytes], index: Any) -> np.ndarray:

@@ -1,0 +1,61 @@
+"""The benchmark scripts run end to end at toy sizes (their figures come from full runs, reported in notes).
+
+Both read the real data through ``attnlab.datasets`` with ``../shared/data`` as the mirror, so they are skipped
+where that copy is absent. What is checked: the scripts still fit the labs' reference code, and the JSON they
+print holds the figures the issues ask for, with sane values.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the real datasets) is not here")
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def last_json(text: str) -> dict:
+    return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+
+
+def test_lab09_gpt_prints_val_loss_time_per_iteration_and_parameters(capsys):
+    result = load("lab09_gpt").main(["--iters", "30", "--eval-batches", "20", "--layers", "1", "--heads", "2",
+                                     "--d-model", "32", "--block-size", "16", "--warmup", "5", "--threads", "1"])
+    assert last_json(capsys.readouterr().out) == json.loads(json.dumps(result))
+    assert {"val_loss", "train_loss", "ms_per_iter", "params", "seconds", "config"} <= set(result)
+    # tiny Shakespeare has 65 characters: 30 steps take a model from log(65) = 4.17 to below it
+    assert 2.0 < result["val_loss"] < math.log(65)
+    assert result["ms_per_iter"] > 0 and result["config"]["iters"] == 30
+    embeddings, layer_norms = 65 * 32 + 16 * 32, 3 * (32 + 32)  # ln1, ln2, ln_f
+    attention, mlp = (32 * 96 + 96) + (32 * 32 + 32), (32 * 128 + 128) + (128 * 32 + 32)
+    assert result["params"] == embeddings + layer_norms + attention + mlp  # tied lm_head: no second (V, d)
+
+
+def test_lab09_gpt_refuses_too_few_validation_batches():
+    with pytest.raises(SystemExit):
+        load("lab09_gpt").main(["--eval-batches", "5"])
+
+
+def test_lab08_bleu_trains_for_its_budget_and_scores_with_sacrebleu(capsys):
+    result = load("lab08_bleu").main(["--budget-min", "0.05", "--epochs", "1", "--d-model", "32", "--heads", "2",
+                                      "--layers", "1", "--d-ff", "64", "--eval-every-min", "10", "--threads", "2"])
+    out = capsys.readouterr().out
+    assert last_json(out) == json.loads(json.dumps(result))
+    assert 0 < result["train_s"] < 30 and result["steps"] >= 1
+    assert result["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert 0.0 <= result["test_bleu"] < 20.0  # a few steps of a toy model: sacreBLEU of its greedy output
+    assert len(result["curve"]) == 1 and math.isfinite(result["curve"][0]["val_loss"])
+    assert "ref:" in out and "out:" in out  # three translations shown
