@@ -19,7 +19,8 @@ Questions and points (31 in all):
     sequence_loss              4
     greedy_decode              6
 
-Tolerances: the defaults of ``checks.TOLERANCES``.
+Tolerances: the defaults of ``checks.TOLERANCES``, except the float32 comparisons with ``nn.TransformerDecoderLayer``
+(rtol 1e-3, atol 1e-4: see ``F32_RTOL``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from attnlab.grading.inputs import randint, randn, random_lengths, random_mask
 suite = HiddenSuite("lab08_translation")
 
 F32, F64 = torch.float32, torch.float64
+# float32 comparisons of a whole block with nn.TransformerDecoderLayer: its fused kernels and a correct block written
+# by hand differ by up to ~1e-4 relative in the gradients (seen: 9.2e-5 on a value of 0.45), over the default float32
+# tolerance; every catalogued mistake is caught in float64, where the tolerance stays tight
+F32_RTOL, F32_ATOL = 1e-3, 1e-4
 
 BLOCK = "TransformerDecoderBlock"
 IO = "decoder_io"
@@ -66,9 +71,9 @@ def placement(norm_first: bool) -> str:
     return "pre-norm (norm_first=True)" if norm_first else "post-norm (norm_first=False)"
 
 
-def block_setup(student, ref, rng, norm_first: bool, dtype=F64, **kwargs):
+def block_setup(student, ref, rng, norm_first: bool, dtype=F64, min_head_dim: int = 2, **kwargs):
     num_heads = [1, 2, 4][randint(rng, 0, 2)]
-    d_model = num_heads * randint(rng, 2, 5)
+    d_model = num_heads * randint(rng, min_head_dim, 5)
     d_ff = randint(rng, d_model, 3 * d_model)
     s_mod, r_mod = checks.build_pair(student, ref, BLOCK, d_model, num_heads, d_ff, rng=rng, dtype=dtype,
                                      norm_first=norm_first, **kwargs)
@@ -175,17 +180,20 @@ def decoder_block_equals_torch_decoder_layer(student, ref, rng):
             got = s_mod.call(y, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, grad=True, grad_outputs=[go])
             name = (f"TransformerDecoderBlock ({placement(norm_first)}, {describe(tgt_mask, memory_mask)}, "
                     f"{dtype}) against nn.TransformerDecoderLayer(batch_first=True, dropout=0) with the same weights")
-            checks.assert_close(got.output, expected.detach(), name=name)
+            tol = {"rtol": F32_RTOL, "atol": F32_ATOL} if dtype == F32 else {}
+            checks.assert_close(got.output, expected.detach(), name=name, **tol)
             for key, what, exp in ((0, "y", expected_grads[0]), (1, "memory", expected_grads[1])):
                 assert got.grads.get(key) is not None, f"{name}: the gradient with respect to {what} is missing"
-                checks.assert_close(got.grads[key], exp, name=f"the gradient with respect to {what} of {name}")
+                checks.assert_close(got.grads[key], exp, name=f"the gradient with respect to {what} of {name}", **tol)
     checks.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(BLOCK, points=1)
 def decoder_block_dropout_train_and_eval(student, ref, rng):
     for pre_norm in (False, True):
-        s_mod, r_mod, d, h, _ = block_setup(student, ref, rng, pre_norm, dropout=0.5)
+        # d_model >= 4: a post-norm block with d_model = 2 outputs LayerNorm of 2 numbers, which is +-1 (then the
+        # affine map) whatever dropout did to them, so training and eval mode can agree for a correct block
+        s_mod, r_mod, d, h, _ = block_setup(student, ref, rng, pre_norm, min_head_dim=4, dropout=0.5)
         y, memory = randn(rng, 2, 5, d), randn(rng, 2, 6, d)
         checks.compare_module_call(s_mod, r_mod, y, memory, name=f"TransformerDecoderBlock(dropout=0.5) in eval "
                                    f"mode, {placement(pre_norm)} (dropout must be off in eval mode)")
@@ -422,11 +430,14 @@ def compare_greedy(student, ref, state, src, max_len, what, **kwargs) -> torch.T
     return expected
 
 
-def greedy_case(rng, batch: int, max_len: int, want_early_stop: bool, eos_id=2, pad_id=0, tries=40):
-    """A random toy and source batch whose greedy output has rows of different lengths (and stops early)."""
+def greedy_case(rng, batch: int, max_len: int, want_early_stop: bool, eos_id=2, pad_id=0, tries=200):
+    """Random toys and source batches, for a greedy output with rows of different lengths (and stopping early, or
+    with some rows that never end). The score of EOS is pushed up (early stop) or down (rows that never end) a
+    little more at every attempt, and back to 0 every 20 attempts."""
     src_vocab, tgt_vocab = randint(rng, 6, 12), randint(rng, 6, 12)
+    step = 0.2 if want_early_stop else -0.1
     for attempt in range(tries):
-        state = toy_state(rng, src_vocab, tgt_vocab, 64, eos_id=eos_id, eos_bias=0.2 * attempt)
+        state = toy_state(rng, src_vocab, tgt_vocab, 64, eos_id=eos_id, eos_bias=step * (attempt % 20))
         src = source_batch(rng, batch, randint(rng, 2, 6), src_vocab, pad_id=pad_id)
         yield state, src
 
