@@ -112,6 +112,9 @@ def test_unreachable_url_raises_dataset_unavailable_with_instructions(closed_por
     assert "ATTNLAB_DATA_MIRROR" in message
     assert (error.url, error.path, error.sha256) == (url, cache / "blob.bin", PAYLOAD_SHA)
     assert _files(cache) == []
+    # the action comes first, and no chained socket traceback buries it
+    assert message.splitlines()[0] == "blob.bin is not in the cache and could not be downloaded. To get it, either"
+    assert error.__cause__ is None and error.__suppress_context__
 
 
 def test_http_404_and_missing_file_url_raise_dataset_unavailable(serve, source, tmp_path):

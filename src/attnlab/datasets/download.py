@@ -229,7 +229,7 @@ def _network(call, *, url: str, sha256: str, path: Path, public_url: str, name: 
         raise DatasetUnavailable(
             _unavailable_message(url, _reason(exc), path, sha256, public_url, name),
             url=url, path=path, sha256=sha256,
-        ) from exc
+        ) from None  # the reason is in the message; a chained socket traceback would bury the action
 
 
 def _reason(exc: BaseException) -> str:
@@ -241,18 +241,19 @@ def _reason(exc: BaseException) -> str:
 
 
 def _unavailable_message(url: str, reason: str, path: Path, sha256: str, public_url: str, name: str) -> str:
-    lines = [f"Could not download {url} ({reason})."]
+    """What to do first, then what failed: the reader acts on the first lines."""
     mirror = os.environ.get(MIRROR_ENV, "").strip()
+    lines = [f"{name} is not in the cache and could not be downloaded. To get it, either"]
     if url != public_url:
         lines.append(
-            f"This URL comes from the mirror ${MIRROR_ENV}={mirror!r}; put {name} there, "
-            f"or unset {MIRROR_ENV} to download from {public_url}."
+            f"  - put {name} on the mirror ${MIRROR_ENV}={mirror!r}, "
+            f"or unset {MIRROR_ENV} to download from {public_url}, or"
         )
     lines += [
-        "To get the file another way, either",
-        f"  - download {public_url} by hand and save it as {path} (SHA-256 {sha256}), or",
         f"  - set {MIRROR_ENV} to a folder or server that holds {name} "
-        "(for example file:///path/to/data or http://127.0.0.1:8000).",
+        "(for example file:///path/to/data or http://127.0.0.1:8000), or",
+        f"  - download {public_url} by hand and save it as {path} (SHA-256 {sha256}).",
+        f"What failed: {url} ({reason}).",
     ]
     return "\n".join(lines)
 
