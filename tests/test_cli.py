@@ -122,8 +122,8 @@ def test_another_labs_notebook_gets_zero_and_an_error_naming_both_labs(built_cou
     assert main(["--root", str(built_course), "grade", LAB, str(other), str(bare), "--json"]) == 0
     other_r, bare_r = json.loads(capsys.readouterr().out)
     assert other_r["score"] == 0.0 and other_r["errors"] == [
-        "this is a lab06 notebook (lab06_multi_head_attention), not lab99 (lab99_demo); "
-        "grade it with `attnlab grade lab06`"]
+        "this notebook is lab06's (lab06_multi_head_attention), not lab99's (lab99_demo): "
+        "submit your lab99 notebook (graders: `attnlab grade lab06` grades this file)"]
     assert all(q["messages"] == other_r["errors"] for q in other_r["questions"].values())
     assert bare_r["score"] == bare_r["max_score"] == 3.0
 
@@ -138,7 +138,7 @@ def test_batch_mode_keeps_a_row_for_every_file_and_exits_0(built_course, tmp_pat
     assert main(["--root", str(built_course), "grade", LAB, str(subs), "--out", str(tmp_path / "out")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["a_other.ipynb", "b_empty.ipynb", "c_mine.ipynb"]
-    assert "this is a lab06 notebook" in lines[1] and "3.0 / 3" in lines[3]
+    assert "this notebook is lab06's" in lines[1] and "3.0 / 3" in lines[3]
 
 
 def test_grade_json_schema(built_course, tmp_path, capsys):

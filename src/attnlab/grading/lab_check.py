@@ -33,5 +33,6 @@ def wrong_lab_message(data: bytes, lab: str) -> str | None:
     named = notebook_lab(data)
     if named is None or named == lab:
         return None
-    return (f"this is a {short_id(named)} notebook ({named}), not {short_id(lab)} ({lab}); "
-            f"grade it with `attnlab grade {short_id(named)}`")
+    # the student reads it first (feedback, Gradescope), the grader second
+    return (f"this notebook is {short_id(named)}'s ({named}), not {short_id(lab)}'s ({lab}): "
+            f"submit your {short_id(lab)} notebook (graders: `attnlab grade {short_id(named)}` grades this file)")
