@@ -331,8 +331,12 @@ line_plot(torch.arange(num_merges + 1), {"tiny Shakespeare": ratios}, xlabel="nu
 plt.show()
 
 # %% [markdown]
-# GPT-2 runs 50,000 merges on bytes and gets about 4 characters per token on English text. The rest of
-# this lab stays with characters: a vocabulary of 65 keeps the model small and the output head cheap.
+# GPT-2's tokenizer differs in two ways that matter. It works on the UTF-8 **bytes** of the text (256 base
+# tokens, so any string can be encoded), and it first **splits the text with a regular expression** into
+# chunks (words with their leading space, numbers, punctuation) and merges only *inside* a chunk. Ours
+# merges characters across the whole text, so a merge can cross a word boundary (`"e t"` can become one
+# token): the same idea, simpler rules. GPT-2 learns 50,000 merges this way. The rest of this lab stays with
+# characters: a vocabulary of 65 keeps the model small and the output head cheap.
 #
 # ## 3. Batches for next-token prediction
 #
@@ -759,7 +763,8 @@ else:
 #   flattens it (more surprising, more mistakes). **$\tau = 0$ means greedy**: take the argmax (dividing
 #   by 0 is not an option).
 # - **Top-k**: keep only the `k` largest logits, set the others to $-\infty$, then softmax: the long tail
-#   of unlikely tokens can never be drawn. A `top_k` of `V` or more keeps everything.
+#   of unlikely tokens can never be drawn. A `top_k` of `V` or more keeps everything. On ties, keep every
+#   logit equal to the `k`-th largest, so a row may keep more than `k` (the checks use no ties).
 # - Both together: temperature first, then top-k (the order does not matter: dividing by $\tau > 0$ keeps
 #   the ranking).
 #
