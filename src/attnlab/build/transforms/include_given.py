@@ -45,11 +45,6 @@ def _given_cells(nb):
             yield i, cell, match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()]
 
 
-def is_given_cell(source: str) -> bool:
-    """A cell this transform filled (it starts with ``HEADER``): an earlier lab's working code."""
-    return source.startswith(HEADER.split("{lab}")[0])
-
-
 def include_given(nb, *, load_master: Callable[[str], object]):
     """``load_master(lab_id)`` returns that lab's master notebook with its own given cells resolved."""
     nb = copy.deepcopy(nb)
