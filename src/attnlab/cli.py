@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("out", help="the folder to write (its .git is kept, everything else replaced)")
     r.add_argument("--url", required=True, help="where the course pushes OUT, e.g. https://github.com/you/course")
     r.add_argument("--labs", nargs="*", default=S, help="lab ids to release (default: all)")
+    r.add_argument("--closed", nargs="*", default=S,
+                   help="labs to treat as closed (past their deadline) for this release, e.g. lab01 lab05 or "
+                        "lab01,lab05; a lab giving code of an open lab is held back")
     r.add_argument("--wheel", action="store_true", default=S, help="also write the kit's wheel into OUT/dist")
     r.add_argument("--branch", default=S, help="the branch Colab links point at (default: main)")
     r.set_defaults(func=commands.release)

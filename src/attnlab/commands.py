@@ -18,7 +18,7 @@ class UsageError(Exception):
 def _course(root):
     try:
         return load_course(root)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, CourseError) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -125,18 +125,24 @@ def _notes(result: dict) -> str:
     return "; ".join(parts)
 
 
-def release(*, out: str, url: str, labs: list[str] = (), wheel: bool = False, branch: str = "main",
-            root: str | None = None) -> int:
-    """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence)."""
+def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
+            branch: str = "main", root: str | None = None) -> int:
+    """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence) for the
+    labs that give no code of an open lab; ``closed`` marks labs closed for this release (``lab05`` or
+    ``lab05,lab06``)."""
     from .release import release as run_release
 
     course = _course(root)
     try:
-        written = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
+        course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
+        done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
     except (CourseError, ValueError) as exc:
         print(f"attnlab release: {exc}", file=sys.stderr)
         return 2
-    print(f"attnlab release: wrote {len(written)} files to {out}; the leak gate found no instructor material. "
+    print(f"attnlab release: released {', '.join(done.released)}")
+    for reason in done.held_back.values():
+        print(f"attnlab release: held back: {reason}")
+    print(f"attnlab release: wrote {len(done.written)} files to {out}; the leak gate found no instructor material. "
           f"Push it to {url}.")
     return 0
 

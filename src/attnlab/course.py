@@ -1,9 +1,13 @@
-"""The course: where the repository is, which labs exist, how a lab id resolves (``lab05`` -> ``lab05_self_attention``)."""
+"""The course: where the repository is, which labs exist, how a lab id resolves (``lab05`` -> ``lab05_self_attention``),
+and which labs are still open (the one owner of that: a lab is closed by ``closed: true``, by a ``due:`` date that has
+passed, or by the release's ``--closed``; otherwise it is open)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path
 
 import yaml
@@ -32,11 +36,36 @@ def check_install_spec(spec: str) -> str | None:
     return None
 
 
+def current_time() -> datetime:
+    """Now, with the machine's time zone: what ``due:`` dates are compared with unless a caller fixes the clock."""
+    return datetime.now().astimezone()
+
+
 @dataclass(frozen=True)
 class Lab:
     id: str
     title: str
     root: Path
+    due: date | datetime | None = None  # a date alone: the lab is due at the end of that day
+    closed: bool = False  # ``closed: true`` in course.yml, or ``--closed`` on the release command
+
+    def is_open(self, now: datetime | None = None) -> bool:
+        """Open until it is marked closed or its due date has passed (``now``: an aware datetime, default now)."""
+        if self.closed:
+            return False
+        if self.due is None:
+            return True
+        now = now or current_time()
+        if isinstance(self.due, datetime):
+            return now < self.due
+        return now.date() <= self.due
+
+    def state(self, now: datetime | None = None) -> str:
+        """In an instructor's words: ``still open (no due date)``, ``closed (due 2027-02-14)``, ..."""
+        due = f"due {self.due.isoformat()}" if self.due else "no due date"
+        if self.closed:
+            return f"closed (marked closed; {due})"
+        return f"{'still open' if self.is_open(now) else 'closed'} ({due})"
 
     @property
     def master(self) -> Path:
@@ -89,6 +118,12 @@ class Course:
     def select(self, names) -> list[Lab]:
         return [self.lab(n) for n in names] if names else list(self.labs)
 
+    def with_closed(self, names) -> Course:
+        """The course with the labs ``names`` (ids or short forms) marked closed, as ``--closed`` asks."""
+        closing = {self.lab(n).id for n in names}
+        return dataclasses.replace(self, labs=tuple(dataclasses.replace(lab, closed=True) if lab.id in closing
+                                                    else lab for lab in self.labs))
+
 
 def find_root(start: str | Path | None = None) -> Path:
     """The course repository: ``$ATTNLAB_ROOT``, else the first parent of ``start`` (cwd) with instructor/course.yml."""
@@ -103,8 +138,44 @@ def find_root(start: str | Path | None = None) -> Path:
                             "repository or set ATTNLAB_ROOT")
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML without implicit timestamps: ``due:`` stays the text the instructor wrote, parsed by ``parse_due``
+    (so ``2027-14-02`` gets an error naming the lab, not a traceback from the YAML reader)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+DUE_EXAMPLE = "2027-02-14, or with a time and its zone, 2027-02-14T23:59+01:00"
+
+
+def parse_due(lab_id: str, value) -> date | datetime | None:
+    """A lab's ``due:``: None, an ISO date, or an ISO date and time with its zone (``Z`` or ``+01:00``)."""
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip()
+    try:
+        due = datetime.fromisoformat(text) if ("T" in text or " " in text) else date.fromisoformat(text)
+    except ValueError:
+        raise CourseError(f"{COURSE_FILE}: {lab_id} has due: {text!r}, which is not a date; write it as "
+                          f"{DUE_EXAMPLE}") from None
+    if isinstance(due, datetime) and due.utcoffset() is None:
+        raise CourseError(f"{COURSE_FILE}: {lab_id} has due: {text!r}, a time without a zone; add the zone "
+                          f"({text}+01:00, or {text}Z for UTC), or give the date alone")
+    return due
+
+
+def _lab_entry(item, root: Path) -> Lab:
+    lab_id = str(item["id"])
+    closed = item.get("closed", False)
+    if not isinstance(closed, bool):
+        raise CourseError(f"{COURSE_FILE}: {lab_id} has closed: {closed!r}; write closed: true or closed: false")
+    return Lab(lab_id, str(item.get("title", lab_id)), root, parse_due(lab_id, item.get("due")), closed)
+
+
 def load_course(root: str | Path | None = None) -> Course:
     root = Path(root).resolve() if root else find_root()
-    data = yaml.safe_load((root / COURSE_FILE).read_text()) or {}
-    labs = tuple(Lab(str(item["id"]), str(item.get("title", item["id"])), root) for item in data.get("labs", []))
+    data = yaml.load((root / COURSE_FILE).read_text(), Loader=_Loader) or {}
+    labs = tuple(_lab_entry(item, root) for item in data.get("labs", []))
     return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs)

@@ -7,7 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.transforms.include_given import GIVEN, include_given, solution_code
+from attnlab.build.transforms.check_no_leak import GIVEN_PREFIX
+from attnlab.build.transforms.include_given import GIVEN, given_origins, include_given, solution_code
 from attnlab.build.transforms.parse_questions import MasterError
 from attnlab.build.transforms.read_master import read_master
 
@@ -57,3 +58,24 @@ def test_cells_without_directive_are_untouched():
     nb = _nb("x = 1", "# Given: nothing special")
     out = include_given(nb, load_master=lambda lab: pytest.fail("no lab should be loaded"))
     assert [c.source for c in out.cells] == [c.source for c in nb.cells]
+
+
+def test_given_origins_follow_earlier_given_cells_to_the_lab_that_wrote_the_code():
+    masters = {"lab05": _nb("def attend(): pass"),
+               "lab06": _nb("# GIVEN from lab05: attend", "def split(): pass"),
+               "lab07": _nb("# GIVEN from lab06: attend, split", "# GIVEN from lab05: attend")}
+    load = masters.__getitem__
+    assert given_origins(masters["lab06"], load_master=load) == {"attend": "lab05"}
+    assert given_origins(masters["lab07"], load_master=load) == {"attend": "lab05", "split": "lab06"}
+    assert given_origins(masters["lab05"], load_master=lambda lab: pytest.fail("nothing to load")) == {}
+
+
+def test_given_origins_refuse_a_cycle():
+    masters = {"a": _nb("# GIVEN from b: f"), "b": _nb("# GIVEN from a: f")}
+    with pytest.raises(MasterError, match="given cells form a cycle: a -> b -> a"):
+        given_origins(masters["a"], load_master=masters.__getitem__, _seen=("a",))
+
+
+def test_a_filled_cell_starts_with_the_prefix_the_leak_gates_skip():
+    out = include_given(_nb("# GIVEN from lab99_demo: double", "x = 1"), load_master=lambda lab: read_master(MASTER))
+    assert [c.source.startswith(GIVEN_PREFIX) for c in out.cells[1:]] == [True, False]

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import zipfile
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from attnlab.build.transforms.check_no_leak import solution_lines
+from attnlab.build.transforms.read_master import read_master
+from attnlab.cli import main
 from attnlab.commands import release as release_command
-from attnlab.course import load_course
+from attnlab.course import CourseError, load_course
 from attnlab.release import install_spec_for, release
-from attnlab.release.leak_gate import ReleaseLeak, _notebook_lines, check_release, secret_lines
+from attnlab.release.hold_back import held_back
+from attnlab.release.leak_gate import ReleaseLeak, _shown_lines, check_release, secret_lines
 from attnlab.release.readme import colab_url
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://github.com/example-course/dl-labs"
+# Labs whose given cells hold code of lab05, lab06 or lab07: held back while those are open (no due dates here).
+GIVING = {"lab06_multi_head_attention", "lab07_transformer_block", "lab08_translation"}
+NOW = datetime(2027, 2, 20, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +40,10 @@ def released(course, tmp_path_factory):
     return out
 
 
+def _shipped(course):
+    return [lab for lab in course.labs if lab.id not in GIVING]
+
+
 def _files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -38,7 +51,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_layout_notebooks_kit_readme_licence_and_nothing_else(course, released):
     files = _files(released)
     for lab in course.labs:
-        assert f"labs/{lab.id}/{lab.id}.ipynb" in files
+        assert (f"labs/{lab.id}/{lab.id}.ipynb" in files) == (lab.id not in GIVING)
         assert any(name.startswith(f"src/attnlab/public_tests/{lab.id}/") for name in files)
     assert {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "src/attnlab/__init__.py"} <= set(files)
     tops = {name.split("/")[0] for name in files}
@@ -46,7 +59,7 @@ def test_layout_notebooks_kit_readme_licence_and_nothing_else(course, released):
 
 
 def test_notebooks_install_the_kit_from_the_released_repository(course, released):
-    for lab in course.labs:
+    for lab in (lab for lab in course.labs if lab.id not in GIVING):
         nb = json.loads((released / "labs" / lab.id / f"{lab.id}.ipynb").read_text())
         setup = next("".join(c["source"]) for c in nb["cells"] if "attnlab_setup" in c["metadata"].get("tags", []))
         assert f"KIT = 'attnlab @ git+{URL}'" in setup
@@ -55,8 +68,9 @@ def test_notebooks_install_the_kit_from_the_released_repository(course, released
 def test_readme_has_a_colab_badge_per_lab_and_says_how_to_submit(course, released):
     readme = (released / "README.md").read_text()
     for lab in course.labs:
-        assert (f"https://colab.research.google.com/github/example-course/dl-labs/blob/main/labs/{lab.id}/"
-                f"{lab.id}.ipynb") in readme
+        assert ((f"https://colab.research.google.com/github/example-course/dl-labs/blob/main/labs/{lab.id}/"
+                 f"{lab.id}.ipynb") in readme) == (lab.id not in GIVING)
+        assert (lab.title in readme) == (lab.id not in GIVING)  # no row for a held-back lab
     assert "File › Download › Download .ipynb" in readme and 'pip install -e ".[student]"' in readme
 
 
@@ -73,7 +87,7 @@ def test_release_is_deterministic(course, released, tmp_path):
 
 
 def test_the_leak_gate_passes_the_release_and_knows_the_secrets(course, released):
-    check_release(course, list(course.labs), released)
+    check_release(course, _shipped(course), released)
     secrets = secret_lines(course)
     origins = {origin.split("/")[-1].split(" ")[-1] for origin in secrets.values()}
     assert origins == {"catalogue.py", "hidden_tests.py", "solution"}
@@ -90,18 +104,18 @@ def _plant(released, tmp_path, rel, text):
 
 @pytest.mark.parametrize("origin", ["solution", "hidden_tests.py", "catalogue.py"])
 def test_the_leak_gate_catches_a_planted_secret_line(course, released, tmp_path, origin):
-    shown = _notebook_lines(released, list(course.labs))  # given code from an earlier lab is meant to be seen
+    shown = _shown_lines(_shipped(course))  # given code from an earlier lab is meant to be seen
     line = next(line for line, where in sorted(secret_lines(course).items()) if where.endswith(origin)
                 and line not in shown)
     planted = _plant(released, tmp_path, "src/attnlab/public_tests/lab05_self_attention/causal_mask.py", line)
     with pytest.raises(ReleaseLeak, match="causal_mask.py holds a line of"):
-        check_release(course, list(course.labs), planted)
+        check_release(course, _shipped(course), planted)
 
 
 def test_the_leak_gate_refuses_instructor_files_and_looks_inside_wheels(course, released, tmp_path):
     planted = _plant(released, tmp_path, "solutions/lab05_self_attention/notes.md", "x")
     with pytest.raises(ReleaseLeak, match="instructor-only file: solutions/"):
-        check_release(course, list(course.labs), planted)
+        check_release(course, _shipped(course), planted)
     secret = next(iter(sorted(secret_lines(course))))
     wheel_dir = tmp_path / "w"
     shutil.copytree(released, wheel_dir)
@@ -109,7 +123,7 @@ def test_the_leak_gate_refuses_instructor_files_and_looks_inside_wheels(course, 
     with zipfile.ZipFile(wheel_dir / "dist" / "attnlab-0.1.0-py3-none-any.whl", "w") as zf:
         zf.writestr("attnlab/extra.py", secret + "\n")
     with pytest.raises(ReleaseLeak, match=r"attnlab-0.1.0-py3-none-any.whl!attnlab/extra.py"):
-        check_release(course, list(course.labs), wheel_dir)
+        check_release(course, _shipped(course), wheel_dir)
 
 
 def test_the_placeholder_and_non_urls_are_refused(tmp_path, capsys):
@@ -130,3 +144,126 @@ def test_wheel_is_written_deterministically_and_holds_the_checks(course, tmp_pat
     with zipfile.ZipFile(wa) as zf:
         names = zf.namelist()
     assert any(n.startswith("attnlab/public_tests/lab05_self_attention/") for n in names)
+
+
+def _scanned_lines(folder: Path):
+    """(file, line) of every line in folder: notebooks cell by cell, wheels member by member (independent of the
+    gate's own reader)."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as zf:
+                texts = [(f"{rel}!{m}", zf.read(m).decode("utf-8", "replace")) for m in zf.namelist()]
+        elif path.suffix == ".ipynb":
+            texts = [(rel, "".join(cell["source"])) for cell in json.loads(path.read_text())["cells"]]
+        else:
+            texts = [(rel, path.read_bytes().decode("utf-8", "replace"))]
+        for name, text in texts:
+            yield from ((name, line.strip()) for line in text.splitlines())
+
+
+def test_a_release_of_an_open_course_ships_no_line_of_any_solution(course, tmp_path, capsys):
+    """The first command an instructor runs: every lab, no due dates. lab06-08 would ship lab05-07's solutions in
+    their given cells; they are held back, the rest released, exit 0."""
+    out = tmp_path / "course-labs"
+    assert main(["--root", str(ROOT), "release", str(out), "--url", URL, "--wheel"]) == 0
+    said = capsys.readouterr().out
+    assert "attnlab release: released lab01_text_as_vectors, lab02_word2vec, lab03_convolutions, " \
+           "lab04_recurrent_networks, lab05_self_attention, lab09_mini_gpt\n" in said
+    assert ("attnlab release: held back: lab06_multi_head_attention gives code from lab05_self_attention "
+            "(scaled_dot_product_attention), which is still open (no due date): release lab06 after "
+            "lab05_self_attention closes, or mark lab05_self_attention closed in instructor/course.yml") in said
+    assert said.count("held back:") == 3
+    solutions = {line: where for line, where in secret_lines(course).items() if where.endswith(" solution")}
+    # a line a released lab's own master shows outside its solution blocks (an argument check) is no solution
+    own = set()
+    for lab in _shipped(course):
+        own |= {line.strip() for line in lab.master.read_text().splitlines()} - solution_lines(read_master(lab.master))
+    found = [(name, line, solutions[line]) for name, line in _scanned_lines(out) if line in solutions
+             and line not in own]
+    assert any(name.endswith(".whl!attnlab/course.py") for name, _ in _scanned_lines(out))  # the wheel was read
+    assert found == []
+
+
+def _with_due(course, **dues):
+    labs = tuple(dataclasses.replace(lab, due=dues.get(lab.id.split("_")[0], lab.due)) for lab in course.labs)
+    return dataclasses.replace(course, labs=labs)
+
+
+def test_a_lab_is_held_back_until_the_lab_it_gives_code_from_closes(course, tmp_path):
+    dated = _with_due(course, lab05=date(2027, 2, 14))
+    labs = [dated.lab("lab05"), dated.lab("lab06")]
+    before = release(dated, labs, tmp_path / "before", url=URL, now=datetime(2027, 2, 14, 23, 0, tzinfo=timezone.utc))
+    assert before.released == ["lab05_self_attention"]
+    assert before.held_back == {"lab06_multi_head_attention": (
+        "lab06_multi_head_attention gives code from lab05_self_attention (scaled_dot_product_attention), which is "
+        "still open (due 2027-02-14): release lab06 after lab05_self_attention closes, or mark lab05_self_attention "
+        "closed in instructor/course.yml (closed: true, or a due: date that has passed) or with --closed lab05")}
+    assert not (tmp_path / "before" / "labs" / "lab06_multi_head_attention").exists()
+    after = release(dated, labs, tmp_path / "after", url=URL, now=NOW)
+    assert (after.released, after.held_back) == (["lab05_self_attention", "lab06_multi_head_attention"], {})
+    nb = json.loads((tmp_path / "after/labs/lab06_multi_head_attention/lab06_multi_head_attention.ipynb").read_text())
+    given = next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("# Given (from"))
+    assert "def scaled_dot_product_attention" in given  # lab05 has closed: its code is given
+
+
+def test_hold_back_follows_given_code_to_the_lab_that_wrote_it(course):
+    """lab07 gives lab06's copy of lab05's function: with lab06 closed and lab05 open, lab07 waits for lab05."""
+    closed06 = course.with_closed(["lab06"])
+    reasons = held_back(closed06, [closed06.lab("lab06"), closed06.lab("lab07"), closed06.lab("lab09")], NOW)
+    assert sorted(reasons) == ["lab06_multi_head_attention", "lab07_transformer_block"]
+    assert reasons["lab07_transformer_block"].startswith(
+        "lab07_transformer_block gives code from lab05_self_attention (scaled_dot_product_attention), which is "
+        "still open (no due date): release lab07 after lab05_self_attention closes")
+    both_open = held_back(course, [course.lab("lab07")], NOW)["lab07_transformer_block"]
+    assert "and from lab06_multi_head_attention (split_heads, merge_heads, MultiHeadAttention), which is still open" \
+        in both_open and both_open.endswith("or with --closed lab05,lab06")
+    everything = course.with_closed(["lab05", "lab06", "lab07"])
+    assert held_back(everything, list(everything.labs), NOW) == {}
+
+
+def test_the_gate_fails_given_code_of_an_open_lab_and_passes_it_once_closed(course, tmp_path):
+    closed = course.with_closed(["lab05"])
+    labs = [closed.lab("lab06")]
+    release(closed, labs, tmp_path / "r", url=URL, now=NOW)
+    check_release(closed, labs, tmp_path / "r", now=NOW)
+    with pytest.raises(ReleaseLeak, match=r"lab06_multi_head_attention.ipynb cell \d+ holds a line of "
+                                          r"lab05_self_attention(/catalogue.py| solution): "):
+        check_release(course, labs, tmp_path / "r", now=NOW)  # lab05 open: the same files leak its solution
+    transitively = course.with_closed(["lab06"])  # closing lab06 does not publish lab05's code it gives
+    with pytest.raises(ReleaseLeak, match="holds a line of lab05_self_attention"):
+        check_release(transitively, labs, tmp_path / "r", now=NOW)
+
+
+def test_the_gate_reads_notebook_cells_not_their_json(course, released, tmp_path):
+    """A notebook's JSON quotes each line ("    x = ...\\n",): the gate reads the cells' text."""
+    shown = _shown_lines(_shipped(course))
+    line = next(line for line, where in sorted(secret_lines(course).items()) if where.endswith("solution")
+                and line not in shown)
+    copy = tmp_path / "planted"
+    shutil.copytree(released, copy)
+    path = copy / "labs/lab02_word2vec/lab02_word2vec.ipynb"
+    nb = json.loads(path.read_text())
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "    " + line + "\n"],
+                        "outputs": [], "execution_count": None})
+    path.write_text(json.dumps(nb, indent=1))
+    with pytest.raises(ReleaseLeak, match=r"lab02_word2vec.ipynb cell \d+ holds a line of .* solution"):
+        check_release(course, _shipped(course), copy)
+
+
+def test_nothing_to_release_is_an_error_that_writes_nothing(course, tmp_path, capsys):
+    with pytest.raises(CourseError, match="nothing to release, every lab asked for is held back: lab06_multi"):
+        release(course, [course.lab("lab06")], tmp_path / "r", url=URL, now=NOW)
+    assert not (tmp_path / "r").exists()
+    assert release_command(out=str(tmp_path / "r"), url=URL, labs=["lab07"], root=str(ROOT)) == 2
+    assert "attnlab release: nothing to release" in capsys.readouterr().err
+
+
+def test_closed_on_the_command_line_takes_commas_or_separate_ids(tmp_path, capsys):
+    assert release_command(out=str(tmp_path / "a"), url=URL, labs=["lab06"], closed=["lab05,lab09"],
+                           root=str(ROOT)) == 0
+    said = capsys.readouterr().out
+    assert "released lab06_multi_head_attention\n" in said and "held back" not in said
+    assert main(["--root", str(ROOT), "release", str(tmp_path / "b"), "--url", URL, "--labs", "lab06", "lab07",
+                 "--closed", "lab05", "lab06"]) == 0
+    assert "released lab06_multi_head_attention, lab07_transformer_block\n" in capsys.readouterr().out

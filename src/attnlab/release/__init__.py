@@ -9,7 +9,9 @@ What it writes (and nothing else):
     OUT/dist/attnlab-*.whl             with ``wheel=True``, for courses that host a wheel instead
 
 No solution, hidden test, reference, catalogue, master or instructor note: ``leak_gate.check_release`` scans every
-file written (inside the wheel too) and fails the release otherwise. The output is deterministic.
+file written (inside the wheel too) and fails the release otherwise. A lab whose given cells hold code of a lab that
+is still open is held back (``hold_back.py``): its notebook is not written and the README has no row for it.
+The output is deterministic.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from ..course import PLACEHOLDER_SPECS, Course, CourseError, Lab
+from ..course import PLACEHOLDER_SPECS, Course, CourseError, Lab, current_time
+from .hold_back import held_back
 from .leak_gate import check_release
 from .readme import LICENSE, student_readme
 
@@ -87,17 +92,33 @@ def _build_wheel(out: Path) -> Path:
     return wheel
 
 
+@dataclass(frozen=True)
+class Release:
+    """What ``release`` did: the files written, the labs released, and each held-back lab with the reason."""
+
+    written: list[str]
+    released: list[str]
+    held_back: dict[str, str] = field(default_factory=dict)
+
+
 def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel: bool = False,
-            branch: str = "main") -> list[str]:
-    """Write the student repository for ``labs`` into ``out``; return what was written. Raises on a leak."""
+            branch: str = "main", now: datetime | None = None) -> Release:
+    """Write the student repository for those of ``labs`` that give no code of an open lab into ``out``.
+    ``now`` (default: the current time) decides which labs' due dates have passed. Raises on a leak, and
+    ``CourseError`` (writing nothing) when every lab asked for is held back."""
     spec = install_spec_for(url)
+    now = now or current_time()
+    reasons = held_back(course, labs, now)
+    ready = [lab for lab in labs if lab.id not in reasons]
+    if not ready:
+        raise CourseError("nothing to release, every lab asked for is held back: " + "; ".join(reasons.values()))
     out = Path(out)
-    files = {**_package_files(course.root), **_notebooks(course, labs, spec),
-             Path("README.md"): student_readme(course, labs, url=url, branch=branch).encode(),
+    files = {**_package_files(course.root), **_notebooks(course, ready, spec),
+             Path("README.md"): student_readme(course, ready, url=url, branch=branch).encode(),
              Path("LICENSE"): LICENSE.encode(), Path(".gitignore"): GITIGNORE.encode()}
     _write(out, files)
     written = [rel.as_posix() for rel in sorted(files)]
     if wheel:
         written.append(_build_wheel(out).relative_to(out).as_posix())
-    check_release(course, labs, out)
-    return written
+    check_release(course, ready, out, now=now)
+    return Release(written, [lab.id for lab in ready], reasons)

@@ -1,20 +1,24 @@
 """The release's leak gate: nothing a student must not see reaches the student repository.
 
 Secret lines are the lines of every lab's solution blocks (the master), hidden tests and catalogue (mutants are
-near-solutions). A line is a leak when it appears in any released file, the wheel's members included, unless the
-released student notebooks show it themselves (prose, stubs, public checks, code given from an earlier lab) or
-the kit's hand-written modules hold it (their docstrings show hidden-test idioms).
+near-solutions). A line is a leak when it appears in any released file (a notebook's cells, a wheel's members
+included), unless a released lab's master shows it outside its solution blocks (prose, signatures, public checks:
+what its student notebook shows of its own) or the kit's hand-written modules hold it (their docstrings show
+hidden-test idioms). Given cells (code the build copies from an earlier lab) are not in the later lab's master: a
+secret line in one is a leak unless it is a line of the master of a closed lab (``attnlab.course`` says which labs
+are closed); an open lab's solution never ships.
 Instructor-only files (solutions, autograder, masters, hidden tests, catalogues, references) may not appear at all.
 """
 
 from __future__ import annotations
 
+import json
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
-import nbformat
-
-from ..course import Course, Lab
+from ..build.transforms.check_no_leak import GIVEN_PREFIX
+from ..course import Course, Lab, current_time
 
 FORBIDDEN_DIRS = {"solutions", "autograder", "instructor"}
 FORBIDDEN_NAMES = {"hidden_tests.py", "catalogue.py", "reference.py", "manifest.json"}
@@ -34,40 +38,91 @@ def _meaningful(text: str) -> set[str]:
     return lines
 
 
-def secret_lines(course: Course) -> dict[str, str]:
-    """line -> where it comes from, over every lab of the course (not only the released ones)."""
+def _solution_lines(lab: Lab) -> set[str]:
     from ..build.transforms.check_no_leak import solution_lines
     from ..build.transforms.read_master import read_master
 
+    return {line for line in solution_lines(read_master(lab.master)) if len(line) >= MIN_LENGTH}
+
+
+def secret_lines(course: Course) -> dict[str, str]:
+    """line -> where it comes from, over every lab of the course (not only the released ones)."""
     secrets: dict[str, str] = {}
     for lab in course.labs:
         for path in (lab.catalogue, lab.hidden_tests):
             if path.exists():
                 secrets.update(dict.fromkeys(_meaningful(path.read_text()), f"{lab.id}/{path.name}"))
-        for line in solution_lines(read_master(lab.master)):
-            if len(line) >= MIN_LENGTH:
-                secrets[line] = f"{lab.id} solution"
+        secrets.update(dict.fromkeys(_solution_lines(lab), f"{lab.id} solution"))
     return secrets
 
 
-def _released_texts(out: Path):
-    """(name, text) of every file under out, and of every member of the wheels in it."""
+def closed_lab_lines(course: Course, now: datetime) -> set[str]:
+    """Every line of the masters of the labs closed at ``now``, solutions included: a later lab's given cell may
+    show them. The raw master holds ``# GIVEN`` lines, not the code they stand for, so an open lab's code that a
+    closed lab gives is not among them."""
+    lines: set[str] = set()
+    for lab in course.labs:
+        if not lab.is_open(now):
+            lines |= {line.strip() for line in lab.master.read_text().splitlines()} | _solution_lines(lab)
+    return lines
+
+
+def _released_files(out: Path):
+    """(name, bytes) of every file under out, and of every member of the wheels in it (``x.whl!member``)."""
     for path in sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts):
         rel = path.relative_to(out).as_posix()
         if path.suffix == ".whl":
             with zipfile.ZipFile(path) as zf:
                 for member in zf.namelist():
-                    yield f"{rel}!{member}", zf.read(member).decode("utf-8", "replace")
+                    yield f"{rel}!{member}", zf.read(member)
         else:
-            yield rel, path.read_bytes().decode("utf-8", "replace")
+            yield rel, path.read_bytes()
 
 
-def _notebook_lines(out: Path, labs: list[Lab]) -> set[str]:
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+
+
+def _cell_source(cell) -> str:
+    source = cell.get("source", "") if isinstance(cell, dict) else ""
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _texts(name: str, data: bytes):
+    """(where, text, given) to scan in one released file: a notebook cell by cell (its JSON quotes every line, so
+    the raw file would hide them), the rest of the notebook's strings after; any other file whole."""
+    text = data.decode("utf-8", "replace")
+    try:
+        nb = json.loads(text) if name.endswith(".ipynb") else None
+    except ValueError:
+        nb = None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        yield name, text, False
+        return
+    for i, cell in enumerate(cells):
+        source = _cell_source(cell)
+        yield f"{name} cell {i}", source, source.startswith(GIVEN_PREFIX)
+    rest = {**nb, "cells": [{k: v for k, v in c.items() if k != "source"} if isinstance(c, dict) else c
+                            for c in cells]}
+    yield name, "\n".join(_strings(rest)), False
+
+
+def _shown_lines(labs: list[Lab]) -> set[str]:
+    """Lines the released labs' masters show outside their solution blocks (prose, signatures, public checks): what
+    their student notebooks show of their own. Not read from the release itself, so a planted line is no excuse;
+    a given cell's code is not in the master (only its ``# GIVEN`` line is)."""
     lines: set[str] = set()
     for lab in labs:
-        nb = nbformat.reads((out / "labs" / lab.id / f"{lab.id}.ipynb").read_text(), as_version=4)
-        for cell in nb.cells:
-            lines |= {line.strip() for line in cell.source.splitlines()}
+        lines |= {line.strip() for line in lab.master.read_text().splitlines()} - _solution_lines(lab)
     return lines
 
 
@@ -79,16 +134,24 @@ def _kit_source_lines(course: Course) -> set[str]:
             for line in path.read_text().splitlines()}
 
 
-def check_release(course: Course, labs: list[Lab], out: Path) -> None:
-    """Raise ``ReleaseLeak`` naming the first instructor file or secret line found in ``out``."""
+def _check_name(name: str) -> None:
+    parts = name.replace("!", "/").split("/")
+    kit_module = "attnlab" in parts and name.endswith(".py")  # the kit's own modules (grading/catalogue.py)
+    if set(parts) & FORBIDDEN_DIRS or (parts[-1] in FORBIDDEN_NAMES and not kit_module):
+        raise ReleaseLeak(f"release holds an instructor-only file: {name}")
+
+
+def check_release(course: Course, labs: list[Lab], out: Path, *, now: datetime | None = None) -> None:
+    """Raise ``ReleaseLeak`` naming the first instructor file or secret line found in ``out``; ``now`` (default:
+    the current time) says which labs are closed."""
     secrets = secret_lines(course)
-    shown = _notebook_lines(out, labs) | _kit_source_lines(course)
-    for name, text in _released_texts(out):
-        parts = name.replace("!", "/").split("/")
-        kit_module = "attnlab" in parts and name.endswith(".py")  # the kit's own modules (grading/catalogue.py)
-        if set(parts) & FORBIDDEN_DIRS or (parts[-1] in FORBIDDEN_NAMES and not kit_module):
-            raise ReleaseLeak(f"release holds an instructor-only file: {name}")
-        for line in text.splitlines():
-            line = line.strip()
-            if line in secrets and line not in shown:
-                raise ReleaseLeak(f"{name} holds a line of {secrets[line]}: {line[:120]!r}; it must not reach students")
+    shown = _shown_lines(labs) | _kit_source_lines(course)
+    published = closed_lab_lines(course, now or current_time())
+    for name, data in _released_files(out):
+        _check_name(name)
+        for where, text, given in _texts(name, data):
+            for line in text.splitlines():
+                line = line.strip()
+                if line in secrets and line not in shown and not (given and line in published):
+                    raise ReleaseLeak(f"{where} holds a line of {secrets[line]}: {line[:120]!r}; it must not "
+                                      "reach students")

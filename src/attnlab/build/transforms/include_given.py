@@ -37,14 +37,18 @@ def solution_code(master) -> str:
     return joined_source(cells_from_notebook(nb))
 
 
+def _given_cells(nb):
+    """(index, cell, lab id, names) of each ``# GIVEN from labNN: names`` cell."""
+    for i, cell in enumerate(nb.cells):
+        match = GIVEN.match(first_line(cell.source)) if cell.cell_type == "code" else None
+        if match:
+            yield i, cell, match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()]
+
+
 def include_given(nb, *, load_master: Callable[[str], object]):
     """``load_master(lab_id)`` returns that lab's master notebook with its own given cells resolved."""
     nb = copy.deepcopy(nb)
-    for i, cell in enumerate(nb.cells):
-        match = GIVEN.match(first_line(cell.source)) if cell.cell_type == "code" else None
-        if not match:
-            continue
-        lab_id, names = match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()]
+    for i, cell, lab_id, names in _given_cells(nb):
         code = solution_code(load_master(lab_id))
         parts = []
         for name in names:
@@ -54,3 +58,17 @@ def include_given(nb, *, load_master: Callable[[str], object]):
             parts.append(source)
         cell.source = HEADER.format(lab=lab_id, names=", ".join(names)) + "\n\n\n".join(parts)
     return nb
+
+
+def given_origins(nb, *, load_master: Callable[[str], object], _seen: tuple[str, ...] = ()) -> dict[str, str]:
+    """name -> the lab whose own code ``include_given`` ships for it in ``nb``'s given cells: a name the earlier
+    lab itself took from a given cell is followed to the lab that wrote it (lab07 gives lab06's
+    ``scaled_dot_product_attention``, which lab06 gives from lab05: its origin is lab05).
+    ``load_master(lab_id)`` returns that lab's raw master (its ``# GIVEN`` lines unresolved)."""
+    origins: dict[str, str] = {}
+    for _, _, lab_id, names in _given_cells(nb):
+        if lab_id in _seen:
+            raise MasterError(f"given cells form a cycle: {' -> '.join(_seen + (lab_id,))}")
+        earlier = given_origins(load_master(lab_id), load_master=load_master, _seen=_seen + (lab_id,))
+        origins.update({name: earlier.get(name, lab_id) for name in names})
+    return origins
