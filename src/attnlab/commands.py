@@ -92,14 +92,19 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     else:
         results = [grade_submission(lab_info.autograder_dir, p) for p in _expand(paths)]
     if as_json:
-        from .grading.safe_text import readable_name
-
-        keep = ("submission", "score", "max_score", "questions", "errors", "review", "isolation", "elapsed_s")
-        print(json.dumps([{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r}
-                          for r in results], indent=2))
+        print(json.dumps(json_rows(results), indent=2))
     else:
         print(score_table(results))
     return 0
+
+
+def json_rows(results: list[dict]) -> list[dict]:
+    """What ``attnlab grade --json`` prints of each result; a file name that is not UTF-8 shows its bytes as
+    ``\\xNN`` (``safe_text.readable_name``)."""
+    from .grading.safe_text import readable_name
+
+    keep = ("submission", "score", "max_score", "questions", "errors", "review", "isolation", "elapsed_s")
+    return [{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r} for r in results]
 
 
 def score_table(results: list[dict]) -> str:
