@@ -29,6 +29,7 @@ from attnlab.grading.gradebook import open_gradebook
 from attnlab.grading.gradescope import to_gradescope
 from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
 
+from .test_attacks import SCALE, WRONG
 from .test_batch import fake_grade
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,20 +120,7 @@ def test_a_hostile_worker_cannot_grow_the_grader_past_the_documented_peak(mode, 
 
 
 # -- the batch acceptance test: hostile names and a hostile worker, a row for every file -----------------
-BASELINE = """
-import torch
-
-def double(x):
-    return x * 3
-
-class Scale(torch.nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(d))
-
-    def forward(self, x):
-        return x * self.weight
-"""
+BASELINE = WRONG + SCALE  # double wrong, Scale right: 1 point
 # Student code writes a 32 MiB frame to every descriptor it can (the worker's reply pipe among them) and
 # waits: the grader reads that frame as the reply to ``double``.
 FORGE = BASELINE + """
@@ -239,6 +227,18 @@ def test_every_hostile_file_name_gets_a_row_and_is_escaped_everywhere(tmp_path):
     rows = list(csv.reader((tmp_path / "grades.csv").open(encoding="utf-8", newline="")))
     assert len(rows) == 1 + len(HOSTILE_NAMES)
     assert all(not row[0].startswith(FORMULA_START) and "\n" not in row[0] for row in rows[1:])
+
+
+def test_a_long_name_that_is_not_utf8_gets_a_row_and_a_short_folder(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    long_name = os.fsdecode(b"\xff" * 240 + b".ipynb")  # 246 bytes on disk, 966 characters as a key
+    (subs / long_name).write_text(json.dumps({"answers": {}}))
+    summary = grade_batch("lab05_self_attention", [subs], out_dir=tmp_path / "out", grade_fn=fake_grade,
+                          progress=False)
+    assert [r["key"] for r in summary.results] == ["\\xff" * 240 + ".ipynb"]
+    (folder,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
+    assert len(folder.name.encode()) <= 200 and folder.name.startswith("\\xff") and (folder / "feedback.md").exists()
 
 
 def test_json_output_of_grade_holds_readable_names():

@@ -153,11 +153,24 @@ def file_sha256(path) -> str:
     return digest.hexdigest()
 
 
+MAX_FOLDER_BYTES = 200  # a results folder's name; file systems allow 255 bytes, and "\\xNN" keys grow 4x
+
+
+def _folder(stem: str) -> str:
+    """``stem``, or when its UTF-8 is longer than ``MAX_FOLDER_BYTES``, its start and a digest of the whole."""
+    raw = stem.encode("utf-8")
+    if len(raw) <= MAX_FOLDER_BYTES:
+        return stem
+    return raw[: MAX_FOLDER_BYTES - 13].decode("utf-8", "ignore") + "-" + hashlib.sha1(raw).hexdigest()[:12]
+
+
 def output_folders(keys, reserved=()) -> dict[str, str]:
-    """Key -> the folder under out_dir for its results: the file's stem, moved to ``<stem>.results`` when
-    the stem is one of the ``reserved`` names (the gradebook's files beside the folders)."""
+    """Key -> the folder under out_dir for its results: the file's stem (shortened past ``MAX_FOLDER_BYTES``),
+    moved to ``<stem>.results`` when the stem is one of the ``reserved`` names (the gradebook's files beside
+    the folders)."""
     reserved = set(reserved)
-    folders = {k: (f"{Path(k).stem}.results" if Path(k).stem in reserved else Path(k).stem) for k in keys}
+    stems = {k: _folder(Path(k).stem) for k in keys}
+    folders = {k: (f"{stem}.results" if stem in reserved else stem) for k, stem in stems.items()}
     taken: dict[str, str] = {}
     for key, folder in folders.items():
         other = taken.setdefault(folder, key)
