@@ -1,8 +1,10 @@
-"""Student-derived text, made safe for where it is shown: a terminal, Markdown, Gradescope, and bounded in size.
+"""Student-derived text, made safe for where it is shown: a terminal, Markdown, Gradescope, a CSV file opened in a
+spreadsheet, and bounded in size.
 
 Anything a submission controls (its error messages, file names, exception text) may hold control characters
-(``ESC[2K``, ``\\r`` to overwrite a score on a terminal), bidirectional overrides, Markdown headings, raw HTML or
-megabytes of text. Every string that leaves the grader for a person goes through one of these.
+(``ESC[2K``, ``\\r`` to overwrite a score on a terminal), bidirectional overrides, Markdown headings, raw HTML,
+spreadsheet formulas (``=HYPERLINK(...)``), line breaks that would forge a ``Total:`` line, bytes that are not UTF-8
+(a file name) or megabytes of text. Every string that leaves the grader for a person goes through one of these.
 
     >>> for_terminal("9.0 / 30\\r\\x1b[2K30.0 / 30")
     '9.0 / 30\\\\x0d\\\\x1b[2K30.0 / 30'
