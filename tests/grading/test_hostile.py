@@ -241,6 +241,16 @@ def test_a_long_name_that_is_not_utf8_gets_a_row_and_a_short_folder(tmp_path):
     assert len(folder.name.encode()) <= 200 and folder.name.startswith("\\xff") and (folder / "feedback.md").exists()
 
 
+def test_a_name_that_is_not_utf8_and_its_escaped_look_alike_get_two_rows(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / os.fsdecode(b"caf\xe9.ipynb")).write_text(json.dumps({"answers": {"softmax": 1}}))
+    (subs / "caf\\xe9.ipynb").write_text(json.dumps({"answers": {"softmax": 2}}))  # the text the other shows
+    summary = grade_batch("lab05_self_attention", [subs], out_dir=tmp_path / "out", grade_fn=fake_grade,
+                          progress=False)
+    assert {r["key"]: r["score"] for r in summary.results} == {"caf\\xe9.ipynb": 1.0, "caf\\\\xe9.ipynb": 2.0}
+
+
 def test_json_output_of_grade_holds_readable_names():
     from attnlab.commands import json_rows
 

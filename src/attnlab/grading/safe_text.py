@@ -46,16 +46,22 @@ def for_terminal(text: str) -> str:
 
 def readable_name(name) -> str:
     """A file name (``str`` from the file system, or ``bytes``) as text that always encodes as UTF-8: bytes
-    that are not UTF-8 (``os.fsencode`` gives them back) become visible ``\\xNN`` escapes, the rest is kept.
+    that are not UTF-8 (the file system's ``surrogateescape``) become visible ``\\xNN`` escapes and a backslash
+    is doubled, so that two different names never give the same text (the gradebook key).
 
-        >>> readable_name(os.fsdecode(b"caf\\xe9.ipynb"))
-        'caf\\\\xe9.ipynb'
+        >>> readable_name(os.fsdecode(b"caf\\xe9.ipynb")), readable_name("caf\\\\xe9.ipynb")
+        ('caf\\\\xe9.ipynb', 'caf\\\\\\\\xe9.ipynb')
     """
-    try:
-        raw = os.fsencode(name)
-    except UnicodeEncodeError:  # a lone surrogate that did not come from the file system
-        raw = str(name).encode("utf-8", "backslashreplace")
-    return raw.decode("utf-8", "backslashreplace")
+    text = os.fsdecode(name) if isinstance(name, (bytes, os.PathLike)) else str(name)
+    return _SURROGATE.sub(_escape_surrogate, text.replace("\\", "\\\\"))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else f"\\u{code:04x}"
 
 
 def for_csv(text) -> str:
