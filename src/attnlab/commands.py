@@ -92,20 +92,29 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     else:
         results = [grade_submission(lab_info.autograder_dir, p) for p in _expand(paths)]
     if as_json:
-        keep = ("submission", "score", "max_score", "questions", "errors", "isolation", "elapsed_s")
-        print(json.dumps([{k: r[k] for k in keep if k in r} for r in results], indent=2))
+        print(json.dumps(json_rows(results), indent=2))
     else:
         print(score_table(results))
     return 0
 
 
+def json_rows(results: list[dict]) -> list[dict]:
+    """What ``attnlab grade --json`` prints of each result; a file name that is not UTF-8 shows its bytes as
+    ``\\xNN`` (``safe_text.readable_name``)."""
+    from .grading.safe_text import readable_name
+
+    keep = ("submission", "score", "max_score", "questions", "errors", "review", "isolation", "elapsed_s")
+    return [{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r} for r in results]
+
+
 def score_table(results: list[dict]) -> str:
-    """One line per result; the student's file name and messages with control characters escaped."""
-    from .grading.safe_text import for_terminal
+    """One line per result; the student's file name and messages with control characters escaped; a row with
+    items for a person to review (``result["review"]``) says ``needs review`` first."""
+    from .grading.safe_text import for_terminal, readable_name
 
     if not results:
         return "no submissions"
-    names = [for_terminal(Path(r["submission"]).name) for r in results]
+    names = [for_terminal(readable_name(Path(r["submission"]).name)) for r in results]
     width = max(len(n) for n in names)
     lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
@@ -116,10 +125,13 @@ def score_table(results: list[dict]) -> str:
 
 
 def _notes(result: dict) -> str:
-    """The notebook-level errors, then the questions that lost points: ``lost: causal_mask 0/2, ...``."""
+    """``row_notes`` (``needs review: ...`` first), then the questions that lost points: ``lost: causal_mask
+    0/2, ...``."""
+    from .grading.gradebook import row_notes
+
     lost = [f"{q} {v['score']:g}/{v['max_score']:g}" for q, v in result.get("questions", {}).items()
             if v["score"] < v["max_score"]]
-    parts = list(result.get("errors", []))
+    parts = row_notes(result)
     if lost:
         parts.append("lost: " + ", ".join(lost))
     return "; ".join(parts)

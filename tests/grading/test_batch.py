@@ -97,12 +97,12 @@ def subs(tmp_path):
 ALL_KEYS = ["alice.ipynb", "blank.ipynb", "bob.ipynb", "corrupt.ipynb", "empty.txt"]
 
 EXPECTED_CSV = (
-    "submission,score,max_score,softmax,attention\n"
-    "alice.ipynb,5,5,2,3\n"
-    "blank.ipynb,0,5,0,0\n"
-    "bob.ipynb,1,5,1,0\n"
-    "corrupt.ipynb,0,5,0,0\n"
-    "empty.txt,0,5,0,0\n"
+    "submission,score,max_score,softmax,attention,notes\n"
+    "alice.ipynb,5,5,2,3,\n"
+    "blank.ipynb,0,5,0,0,\n"
+    "bob.ipynb,1,5,1,0,\n"
+    "corrupt.ipynb,0,5,0,0,the file is not a readable notebook\n"
+    "empty.txt,0,5,0,0,the file is not a readable notebook\n"
 )
 
 
@@ -376,8 +376,8 @@ def test_two_processes_grade_two_shards_into_one_sqlite_gradebook(tmp_path):
     assert sorted(graded[0] + graded[1]) == [f"s{i:02d}.ipynb" for i in range(20)]
     export_gradebook(tmp_path / "shared.db", tmp_path / "all.csv")
     lines = (tmp_path / "all.csv").read_text().splitlines()
-    assert lines[0] == "submission,score,max_score,q"
-    assert lines[1:] == [f"s{i:02d}.ipynb,{i % 5},4,{i % 5}" for i in range(20)]
+    assert lines[0] == "submission,score,max_score,q,notes"
+    assert lines[1:] == [f"s{i:02d}.ipynb,{i % 5},4,{i % 5}," for i in range(20)]
 
 
 INTERRUPTIBLE = textwrap.dedent("""

@@ -43,7 +43,8 @@ def test_batch_of_good_blank_buggy_corrupt_and_empty(built_course, tmp_path, cap
 
     assert main(["--root", str(built_course), "gradebook", str(out), "--csv", str(tmp_path / "g.csv")]) == 0
     rows = list(csv.reader((tmp_path / "g.csv").open()))
-    assert rows[0][:3] == ["submission", "score", "max_score"] and set(rows[0][3:]) == {"double", "Scale"}
+    assert rows[0][:3] == ["submission", "score", "max_score"] and rows[0][-1] == "notes"
+    assert set(rows[0][3:-1]) == {"double", "Scale"}
     assert len(rows) == 6
 
     capsys.readouterr()

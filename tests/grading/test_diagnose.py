@@ -126,3 +126,54 @@ def test_no_catalogue_in_the_bundle_means_plain_messages(lab, tmp_path):
 def test_the_budget_is_at_most_30_percent_of_grading():
     assert diagnosis_budget(1.0) == 0.5 and diagnosis_budget(5.0) == pytest.approx(1.5)
     assert diagnosis_budget(100.0) == 3.0
+
+
+class Flooding:
+    """A hostile student: every reply ``elements`` float32 (8M: as large as a frame allows), every third a huge
+    error."""
+
+    def __init__(self, elements):
+        self.calls, self.elements = 0, elements
+
+    def _op(self, op, **payload):
+        self.calls += 1
+        if self.calls % 3 == 0:
+            raise RuntimeError("x" * 2**20)
+        return {"output": torch.zeros(self.elements), "grads": {}, "param_grads": {}, "inputs_after": {}}
+
+    def source(self, name=None):
+        return ""
+
+
+@pytest.mark.parametrize("elements, tests_kept", [(2**23 - 1024, 0), (2**19, 3)])  # 32 MiB, 2 MiB replies
+def test_what_the_recorder_keeps_never_passes_its_byte_budget(elements, tests_kept):
+    from attnlab.grading.diagnose import MAX_RECORDED_BYTES, recorded_bytes
+    from attnlab.grading.hidden import HiddenSuite
+
+    suite = HiddenSuite("lab99_flood")
+    for i in range(12):
+        @suite.test("q", name=f"t{i}")
+        def flood(student, ref, rng):
+            for _ in range(3):
+                try:
+                    student._op("call", name="f", args=[torch.ones(4)], kwargs={})
+                except RuntimeError:
+                    pass
+            raise AssertionError("wrong")
+
+    recorder = Recorder(Flooding(elements))
+    results = run_suite(suite, recorder, None, seed=0, on_result=recorder.on_result)
+    assert results["q"]["score"] == 0 and len(results["q"]["messages"]) == 12  # every test still graded
+    kept = sum(recorded_bytes(x.payload) + recorded_bytes(x.value) for xs in recorder.failed.values() for x in xs)
+    assert kept == recorder.kept_bytes <= MAX_RECORDED_BYTES
+    assert len(recorder.failed) == tests_kept  # what fits is kept whole; the rest is not recorded at all
+    assert all(len(xs) == 3 for xs in recorder.failed.values())
+    errors = [x.value for xs in recorder.failed.values() for x in xs if not x.ok]
+    assert len(errors) == tests_kept and all(isinstance(e, str) and len(e) < 2100 for e in errors)  # the text, clipped
+
+
+def test_recorded_bytes_counts_tensors_text_and_containers():
+    from attnlab.grading.diagnose import recorded_bytes
+
+    assert recorded_bytes(torch.zeros(10, dtype=torch.float64)) == 80 + 64
+    assert recorded_bytes({"a": [torch.zeros(4, dtype=torch.int32), "xyz"]}) == 16 + 3 + 1 + 5 * 64

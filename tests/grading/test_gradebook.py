@@ -86,10 +86,10 @@ def test_export_csv_columns_and_values(book, tmp_path):
     n = book.export_csv(tmp_path / "out" / "lab05.csv", lab="lab05")
     assert n == 3
     assert (tmp_path / "out" / "lab05.csv").read_text() == (
-        "submission,score,max_score,softmax,attention,embedding\n"
-        "alice.ipynb,3,3,,3,\n"
-        "bob.ipynb,1.75,5,0.5,1.25,\n"
-        "carol.ipynb,1.3,3,0.3,,1\n"
+        "submission,score,max_score,softmax,attention,embedding,notes\n"
+        "alice.ipynb,3,3,,3,,\n"
+        "bob.ipynb,1.75,5,0.5,1.25,,\n"
+        "carol.ipynb,1.3,3,0.3,,1,\n"
     )
     with pytest.raises(ValueError, match=r"several labs \(lab05, lab06\).*lab="):
         book.export_csv(tmp_path / "all.csv")
@@ -97,7 +97,7 @@ def test_export_csv_columns_and_values(book, tmp_path):
 
 def test_export_csv_of_an_empty_gradebook_has_the_header_only(book, tmp_path):
     assert book.export_csv(tmp_path / "e.csv") == 0
-    assert (tmp_path / "e.csv").read_text() == "submission,score,max_score\n"
+    assert (tmp_path / "e.csv").read_text() == "submission,score,max_score,notes\n"
 
 
 def test_record_rejects_an_invalid_result_and_keeps_the_old_rows(book):
@@ -210,7 +210,7 @@ def test_validate_result_names_the_bad_field(bad, message):
 def test_validate_result_fills_defaults_and_drops_extra_keys():
     clean = validate_result({"score": 1, "max_score": 2, "questions": {}, "hidden_source": "def t(): ..."})
     assert clean == {"submission": "", "score": 1.0, "max_score": 2.0, "questions": {},
-                     "isolation": "unknown", "elapsed_s": 0.0, "errors": []}
+                     "isolation": "unknown", "elapsed_s": 0.0, "errors": [], "review": []}
 
 
 @pytest.mark.parametrize("value, text", [

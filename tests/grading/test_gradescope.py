@@ -29,14 +29,14 @@ def test_gradescope_results_schema():
     assert to_gradescope(RESULT) == {
         "score": 3.5,
         "execution_time": 3.14,
-        "output": "Total: 3.5 / 9\ncell 4 raised NameError: name 'tokens' is not defined",
+        "output": "Total: 3.5 / 9\n- cell 4 raised NameError: name 'tokens' is not defined",
         "output_format": "text",
         "test_output_format": "text",
         "tests": [
             {"name": "softmax", "score": 2.0, "max_score": 2.0, "output": "", "output_format": "text",
              "visibility": "visible"},
             {"name": "scaled_dot_product_attention", "score": 1.5, "max_score": 6.0,
-             "output": "the weights must sum to 1 over the keys\nmasked positions got weight 0.2\nexpected 0",
+             "output": "- the weights must sum to 1 over the keys\n- masked positions got weight 0.2\n  expected 0",
              "output_format": "text", "visibility": "visible"},
             {"name": "MultiHeadAttention", "score": 0.0, "max_score": 1.0, "output": "", "output_format": "text",
              "visibility": "visible"},

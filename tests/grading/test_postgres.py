@@ -139,11 +139,26 @@ def test_two_processes_grade_two_shards_into_one_postgres_gradebook(pg_url, tmp_
     assert graded[0] and graded[1] and not set(graded[0]) & set(graded[1])
     assert export_gradebook(pg_url, tmp_path / "all.csv") == 20
     lines = (tmp_path / "all.csv").read_text().splitlines()
-    assert lines[0] == "submission,score,max_score,q"
-    assert lines[1:] == [f"s{i:02d}.ipynb,{i % 5},4,{i % 5}" for i in range(20)]  # every submission once
+    assert lines[0] == "submission,score,max_score,q,notes"
+    assert lines[1:] == [f"s{i:02d}.ipynb,{i % 5},4,{i % 5}," for i in range(20)]  # every submission once
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"s{i:02d}" for i in range(20)]
 
 
 def test_password_is_not_shown_in_messages(pg_server):
     with open_gradebook(f"{pg_server}/postgres".replace("postgres@", "postgres:hunter2@")) as gb:
         assert "hunter2" not in repr(gb) and "postgres:***@127.0.0.1" in repr(gb)
+
+
+def test_an_older_postgres_gradebook_gets_the_review_column(pg_url):
+    import psycopg
+
+    from .test_hostile import OLD_SCHEMA
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(OLD_SCHEMA)
+        conn.execute("INSERT INTO submissions VALUES ('lab', 'old.ipynb', '/p', 'sha', 1, 2, 'i', 0.1, 't', "
+                     "'[\"hung\"]', NULL)")
+    result = {"score": 1.0, "max_score": 2.0, "questions": {}, "review": ["check by hand"]}
+    with open_gradebook(pg_url) as book:
+        book.record("lab", "new.ipynb", "/p", "s", result)
+        assert [(r["key"], r["review"]) for r in book.rows()] == [("new.ipynb", ["check by hand"]), ("old.ipynb", [])]

@@ -301,3 +301,55 @@ def test_any_generator_state_of_the_right_size_is_refused_or_a_generator():
     except WireError:
         return
     torch.rand(3, generator=out["v"])  # a state torch accepts is just another generator
+
+
+# -- a tensor's dtype label must name its array's dtype (issue 17: one reply blew up to gigabytes) ---------
+@pytest.mark.parametrize("arr, label", [
+    (np.zeros(64, np.uint8), "complex128"),  # 64 bytes would become 1 KiB: refused, never converted
+    (np.zeros(8, np.float32), "float64"),
+    (np.zeros(8, np.int64), "float32"),
+    (np.zeros(8, np.float64), "bfloat16"),  # bfloat16 travels as float32 only
+])
+def test_a_tensor_whose_label_disagrees_with_its_array_is_refused(arr, label, monkeypatch):
+    converted = []
+    monkeypatch.setattr(torch.Tensor, "to", lambda *a, **k: converted.append(a) or None)
+    with pytest.raises(WireError, match=f"labelled {label} but holds {arr.dtype} data"):
+        unpack_body(body({"v": {"__tensor__": 0, "dtype": label}, "blobs": [len(npy(arr))]}, npy(arr)))
+    assert converted == []  # refused before any conversion
+
+
+@pytest.mark.parametrize("label", [None, "", "Tensor", "not_a_dtype", 3, ["float32"]])
+def test_a_tensor_without_a_valid_dtype_label_is_refused(label):
+    blob = npy(np.zeros(3, np.float32))
+    tree = {"__tensor__": 0} if label is None else {"__tensor__": 0, "dtype": label}
+    with pytest.raises(WireError, match="no valid dtype label"):
+        unpack_body(body({"v": tree, "blobs": [len(blob)]}, blob))
+
+
+def test_bfloat16_still_travels_as_float32_and_comes_back_bfloat16():
+    t = torch.tensor([1.5, -2.25, 3e38], dtype=torch.bfloat16)
+    back = roundtrip(t)
+    assert back.dtype == torch.bfloat16 and torch.equal(back, t)
+
+
+@pytest.mark.parametrize("extra", [b"", b"\x00" * 8])
+def test_an_npy_blob_whose_data_does_not_fill_it_exactly_is_refused(extra):
+    blob = npy(np.zeros(4, np.float32))
+    short = blob[:-4] + extra if not extra else blob + extra
+    with pytest.raises(WireError, match="bytes of data for shape"):
+        unpack_body(body({"v": {"__ndarray__": 0}, "blobs": [len(short)]}, short))
+
+
+def test_fortran_order_arrays_keep_their_values():
+    arr = np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3))
+    blob = npy(arr)
+    out = unpack_body(body({"v": {"__tensor__": 0, "dtype": "int32"}, "blobs": [len(blob)]}, blob))
+    assert torch.equal(out, torch.arange(6, dtype=torch.int32).reshape(2, 3))
+
+
+def test_decoded_tensors_own_their_memory_and_are_writable():
+    frame = pack({"a": torch.arange(4.0), "n": np.arange(3)})
+    out = unpack_body(bytearray(frame[8:]))
+    out["a"] += 1
+    out["n"] += 1  # a view of the frame would be read-only or alias it
+    assert out["a"].tolist() == [1.0, 2.0, 3.0, 4.0] and out["n"].tolist() == [1, 2, 3]

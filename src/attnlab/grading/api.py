@@ -330,7 +330,7 @@ class RemoteStudent(StudentAPI):
             self._died("the worker sent a malformed reply")
         if reply["ok"]:
             return reply.get("value")
-        raise StudentError(str(reply.get("error", "unknown error")))
+        raise StudentError(clip(str(reply.get("error", "unknown error"))))  # kept in messages: bounded
 
     def _on_progress(self, index: Any) -> None:
         """The worker says it starts cell ``index``: only the next cells of this load, in order, are believed."""
@@ -363,30 +363,31 @@ class RemoteStudent(StudentAPI):
                 self._died(f"your code ended the Python process ({self._exit_text()})")
 
     def _read_frame(self, deadline: float, timeout: float) -> Any:
-        fd = self.proc.stdout.fileno()
-        buf = bytearray()
-        need, length = 8, None
-        while len(buf) < need:
+        """One frame, read into one buffer of its announced size (checked first): the frame is never copied."""
+        head = self._read_into(bytearray(8), deadline, timeout)
+        length = int.from_bytes(head, "little")
+        if length > wire.MAX_FRAME_BYTES:
+            self._died(f"the worker sent a reply of {length} bytes, over the limit of {wire.MAX_FRAME_BYTES}")
+        body = self._read_into(bytearray(length), deadline, timeout)
+        try:
+            return wire.unpack_body(body)
+        except wire.WireError as exc:
+            self._died(f"the worker sent a malformed reply ({exc})")
+
+    def _read_into(self, buf: bytearray, deadline: float, timeout: float) -> bytearray:
+        fd, view = self.proc.stdout.fileno(), memoryview(buf)
+        while view:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._died(f"timed out after {timeout:g} s (an endless loop, or far too slow)")
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
-            chunk = os.read(fd, min(1 << 20, need - len(buf)))
-            if not chunk:
+            got = os.readv(fd, [view[: 1 << 20]])
+            if not got:
                 self._died(f"your code ended the Python process ({self._exit_text()})")
-            buf += chunk
-            if length is None and len(buf) >= 8:
-                length = int.from_bytes(buf[:8], "little")
-                if length > wire.MAX_FRAME_BYTES:
-                    self._died(f"the worker sent a reply of {length} bytes, over the limit of "
-                               f"{wire.MAX_FRAME_BYTES}")
-                need = 8 + length
-        try:
-            return wire.unpack_body(memoryview(buf)[8:])
-        except wire.WireError as exc:
-            self._died(f"the worker sent a malformed reply ({exc})")
+            view = view[got:]
+        return buf
 
     def _exit_text(self) -> str:
         try:

@@ -34,7 +34,7 @@ from attnlab.grading.gradebook import (
     validate_result,
 )
 from attnlab.grading.gradescope import write_results_json
-from attnlab.grading.safe_text import for_terminal
+from attnlab.grading.safe_text import for_terminal, readable_name
 from attnlab.grading.scheduler import is_auto, shard_from_environment
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
@@ -74,7 +74,8 @@ class BatchInterrupted(KeyboardInterrupt):
 
 # -- selecting the submissions -----------------------------------------------------------------------------
 def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
-    """Map key (file name) -> path for the given files and directories, sorted by key.
+    """Map key (the file name as text, ``safe_text.readable_name``: bytes that are not UTF-8 as ``\\xNN``) ->
+    path for the given files and directories, sorted by key.
 
     A directory contributes each non-hidden entry directly in it that is not a folder, whatever its extension
     (never followed or opened here: the grader gives a link, pipe or device a row saying so).
@@ -101,20 +102,22 @@ def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
         else:
             raise FileNotFoundError(f"submission input {item} is neither a file nor a directory: check it")
         for path in files:
-            earlier = found.get(path.name)
+            key = readable_name(path.name)
+            earlier = found.get(key)
             if earlier is not None and earlier.resolve() != path.resolve():
                 raise ValueError(
-                    f"two submissions are named {path.name!r}: {earlier} and {path}; the file name is the "
-                    "gradebook key, so rename one or grade the folders separately"
+                    f"two submissions are named {key!r}: {readable_name(str(earlier))} and "
+                    f"{readable_name(str(path))}; the file name is the gradebook key, so rename one or grade "
+                    "the folders separately"
                 )
-            found[path.name] = path
+            found[key] = path
     stems: dict[str, str] = {}
     for key in sorted(found):
         other = stems.setdefault(Path(key).stem, key)
         if other != key:
             raise ValueError(
-                f"submissions {found[other]} and {found[key]} would both write their results to "
-                f"<out_dir>/{Path(key).stem}/: rename one"
+                f"submissions {readable_name(str(found[other]))} and {readable_name(str(found[key]))} would both "
+                f"write their results to <out_dir>/{Path(key).stem}/: rename one"
             )
     return {key: found[key] for key in sorted(found)}
 
@@ -150,11 +153,24 @@ def file_sha256(path) -> str:
     return digest.hexdigest()
 
 
+MAX_FOLDER_BYTES = 200  # a results folder's name; file systems allow 255 bytes, and "\\xNN" keys grow 4x
+
+
+def _folder(stem: str) -> str:
+    """``stem``, or when its UTF-8 is longer than ``MAX_FOLDER_BYTES``, its start and a digest of the whole."""
+    raw = stem.encode("utf-8")
+    if len(raw) <= MAX_FOLDER_BYTES:
+        return stem
+    return raw[: MAX_FOLDER_BYTES - 13].decode("utf-8", "ignore") + "-" + hashlib.sha1(raw).hexdigest()[:12]
+
+
 def output_folders(keys, reserved=()) -> dict[str, str]:
-    """Key -> the folder under out_dir for its results: the file's stem, moved to ``<stem>.results`` when
-    the stem is one of the ``reserved`` names (the gradebook's files beside the folders)."""
+    """Key -> the folder under out_dir for its results: the file's stem (shortened past ``MAX_FOLDER_BYTES``),
+    moved to ``<stem>.results`` when the stem is one of the ``reserved`` names (the gradebook's files beside
+    the folders)."""
     reserved = set(reserved)
-    folders = {k: (f"{Path(k).stem}.results" if Path(k).stem in reserved else Path(k).stem) for k in keys}
+    stems = {k: _folder(Path(k).stem) for k in keys}
+    folders = {k: (f"{stem}.results" if stem in reserved else stem) for k, stem in stems.items()}
     taken: dict[str, str] = {}
     for key, folder in folders.items():
         other = taken.setdefault(folder, key)

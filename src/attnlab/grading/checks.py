@@ -124,7 +124,13 @@ def _compare_grads(s: Result, r: Result, *, name: str, rtol, atol) -> None:
 def compare_call(student: StudentAPI, ref: StudentAPI, name: str, *args, grad: bool = False,
                  rng: torch.Generator | None = None, rtol=None, atol=None, check_unmodified: bool = True,
                  **kwargs) -> tuple[Result, Result]:
-    """Call ``name`` on both with the same arguments; compare outputs (and gradients when ``grad``)."""
+    """Call ``name`` on both with the same arguments; compare outputs (and gradients when ``grad``).
+
+    ``check_unmodified``: fail when the student's call changed an input in place. The grader decides that from
+    the inputs the worker echoes back, and a property of a call can only be observed inside the process that
+    runs it: student code that wraps the executor's call can echo clean copies. The check catches honest
+    mistakes, never a submission that fakes the echo (the sandbox, not this check, is the security boundary).
+    """
     return _compare(lambda **g: ref.call(name, *args, **g, **kwargs),
                     lambda **g: student.call(name, *args, **g, **kwargs),
                     name=name, grad=grad, rng=rng, rtol=rtol, atol=atol, check_unmodified=check_unmodified)

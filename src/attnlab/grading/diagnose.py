@@ -28,15 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from .api import StudentAPI
 from .catalogue import Entry, load_catalogue, student_with
 from .checks import compare_values
+from .safe_text import clip
 from .wire import ModuleHandle
 
 HINT_PREFIX = "likely mistake: "
 NOT_WRITTEN = "not written yet"  # the ending of the stubs' NotImplementedError (build/transforms/strip_solutions.py)
 DEFAULT_BUDGET_S = 3.0
 MAX_EXCHANGES = 64  # per question: enough to cover its failed tests, bounded for the time cap
+# What the diagnosis keeps per submission: the failed tests' requests and replies, at most this many bytes in
+# all (tensor data plus text). A real failed test records well under 1 MiB (the largest real reply is a 4 MiB
+# lab07 state dict); a worker that answers every call with a 32 MiB frame fills it with its first reply, and a
+# test whose exchanges do not fit is not recorded (not diagnosed) rather than kept in part.
+MAX_RECORDED_BYTES = 16 * 2**20
 
 
 def diagnosis_budget(grading_s: float) -> float:
@@ -56,14 +65,46 @@ class Exchange:
     value: Any
 
 
+def recorded_bytes(value: Any) -> int:
+    """The bytes ``value`` keeps alive, roughly: tensor and array data, text, and 64 per other value."""
+    total, stack, seen = 0, [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, torch.Tensor):
+            total += item.numel() * item.element_size()
+        elif isinstance(item, np.ndarray):
+            total += item.nbytes
+        elif isinstance(item, (str, bytes)):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return total + 64 * seen
+
+
 class Recorder(StudentAPI):
     """Wraps a student: passes every request through unchanged and keeps the exchanges of the failed tests
-    (``on_result`` is ``run_suite``'s callback: it closes each test)."""
+    (``on_result`` is ``run_suite``'s callback: it closes each test), at most ``budget`` bytes of them
+    (``MAX_RECORDED_BYTES``): a test whose exchanges do not fit is dropped whole, never kept in part."""
 
-    def __init__(self, inner: StudentAPI):
+    def __init__(self, inner: StudentAPI, budget: int = MAX_RECORDED_BYTES):
         self.inner = inner
         self.failed: dict[str, list[Exchange]] = {}  # hidden test name -> its exchanges
-        self._current: list[Exchange] = []
+        self.budget, self.kept_bytes = budget, 0  # kept_bytes: of ``failed``
+        self._current: list[Exchange] | None = []  # None: this test went over the budget
+        self._current_bytes = 0
+
+    def _keep(self, exchange: Exchange) -> None:
+        if self._current is None:
+            return
+        self._current_bytes += recorded_bytes(exchange.payload) + recorded_bytes(exchange.value)
+        if self.kept_bytes + self._current_bytes > self.budget:
+            self._current = None  # dropped now, so that it never holds more than the budget
+            return
+        self._current.append(exchange)
 
     def set_deadline(self, deadline) -> None:
         setter = getattr(self.inner, "set_deadline", None)
@@ -77,15 +118,16 @@ class Recorder(StudentAPI):
         try:
             value = self.inner._op(op, **payload)
         except Exception as exc:
-            self._current.append(Exchange(op, payload, False, exc))
+            self._keep(Exchange(op, payload, False, clip(str(exc))))  # the text, not the exception's frames
             raise
-        self._current.append(Exchange(op, payload, True, value))
+        self._keep(Exchange(op, payload, True, value))
         return value
 
     def on_result(self, test, passed: bool, message: str, seconds: float) -> None:
-        if not passed:
+        if not passed and self._current is not None:
             self.failed[test.name] = self._current
-        self._current = []
+            self.kept_bytes += self._current_bytes
+        self._current, self._current_bytes = [], 0
 
 
 # ------------------------------------------------------------------------------------------------ catalogue

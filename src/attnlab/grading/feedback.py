@@ -1,7 +1,7 @@
 """The per-student feedback file (``feedback.md``).
 
 It is built from the student-facing fields of a grading result only: the total, each question's score and
-messages, and the notebook-level errors. Nothing else of the result (paths, isolation report, grader
+messages, the notebook-level errors and what a person will review (``result["review"]``). Nothing else of the result (paths, isolation report, grader
 internals) is written, so hidden test source can reach a student only if the grader put it in a message.
 Everything the submission controls (its file name, question messages, errors) is escaped (``safe_text``):
 the file name as inline text, messages inside fenced blocks (question names come from the hidden tests),
@@ -13,7 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.grading.gradebook import format_score, validate_result
-from attnlab.grading.safe_text import cap_messages, for_markdown, markdown_inline
+from attnlab.grading.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
+
+
+REVIEW_HEADING = "Your instructor will review"  # the items of result["review"], a person's decision
 
 
 def _block(messages: list[str]) -> list[str]:
@@ -24,10 +27,12 @@ def _block(messages: list[str]) -> list[str]:
 def feedback_markdown(result: dict) -> str:
     """Markdown feedback for one graded submission (see the module docstring for what it contains)."""
     r = validate_result(result)
-    name = markdown_inline(Path(r["submission"]).name or "your submission")
+    name = markdown_inline(readable_name(Path(r["submission"]).name) or "your submission")
     lines = [f"# Feedback: {name}", "", f"**Total: {format_score(r['score'])} / {format_score(r['max_score'])}**", ""]
     if r["errors"]:
         lines += ["## About your notebook", ""] + _block(cap_messages(r["errors"]))
+    if r["review"]:
+        lines += [f"## {REVIEW_HEADING}", ""] + _block(cap_messages(r["review"]))
     if r["questions"]:
         lines += ["| question | score |", "|---|---|"]
         lines += [f"| `{q}` | {format_score(s['score'])} / {format_score(s['max_score'])} |"

@@ -3,7 +3,9 @@
 Tables (primary keys in brackets):
 
 - ``submissions`` [lab, key]: path, sha256 of the file, score, max_score, isolation, elapsed_s,
-  graded_at (ISO time, UTC), errors (JSON list), grader_error (NULL unless the grader itself failed).
+  graded_at (ISO time, UTC), errors (JSON list), grader_error (NULL unless the grader itself failed),
+  review (JSON list of what a person must review; NULL in rows written before the column existed: added to
+  an older gradebook when it is opened).
 - ``questions`` [lab, key, question]: position (order in the result), score, max_score, messages (JSON list).
 
 The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
@@ -24,8 +26,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, clip, for_csv, readable_name
+
 DEFAULT_NAME = "gradebook.db"
+NEEDS_REVIEW = "needs review: "
 BUSY_TIMEOUT_S = 60.0
+MAX_NOTES_CHARS = 4 * MAX_MESSAGE_CHARS  # the CSV's notes cell of one row
 # Any constant: serialises concurrent schema creation on one PostgreSQL database.
 _PG_SCHEMA_LOCK = 0x61747467  # "attg"
 
@@ -34,7 +40,7 @@ _SCHEMA = (
         lab TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
         score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL,
         isolation TEXT NOT NULL, elapsed_s DOUBLE PRECISION NOT NULL, graded_at TEXT NOT NULL,
-        errors TEXT NOT NULL, grader_error TEXT,
+        errors TEXT NOT NULL, grader_error TEXT, review TEXT,
         PRIMARY KEY (lab, key))""",
     """CREATE TABLE IF NOT EXISTS questions (
         lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, position INTEGER NOT NULL,
@@ -43,16 +49,17 @@ _SCHEMA = (
 )
 
 _UPSERT_SUBMISSION = """INSERT INTO submissions
-    (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error, review)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (lab, key) DO UPDATE SET
     path = excluded.path, sha256 = excluded.sha256, score = excluded.score,
     max_score = excluded.max_score, isolation = excluded.isolation, elapsed_s = excluded.elapsed_s,
-    graded_at = excluded.graded_at, errors = excluded.errors, grader_error = excluded.grader_error"""
+    graded_at = excluded.graded_at, errors = excluded.errors, grader_error = excluded.grader_error,
+    review = excluded.review"""
 
 _SUBMISSION_COLUMNS = (
     "lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at", "errors",
-    "grader_error",
+    "grader_error", "review",
 )
 
 
@@ -75,8 +82,9 @@ def _strings(value, where: str) -> list[str]:
 def validate_result(result) -> dict:
     """Return a clean copy of a ``grade_submission`` result, or raise ``InvalidResult`` naming the bad field.
 
-    ``score``, ``max_score`` and ``questions`` are required; ``isolation``, ``elapsed_s`` and ``errors``
-    default to ``"unknown"``, ``0.0`` and ``[]``. Extra keys are dropped.
+    ``score``, ``max_score`` and ``questions`` are required; ``isolation``, ``elapsed_s``, ``errors`` and
+    ``review`` (what a person must review) default to ``"unknown"``, ``0.0``, ``[]`` and ``[]``. Extra keys
+    are dropped.
     """
     if not isinstance(result, dict):
         raise InvalidResult(f"the result is a {type(result).__name__}, expected a dict: {result!r:.200}")
@@ -107,7 +115,15 @@ def validate_result(result) -> dict:
         "isolation": isolation,
         "elapsed_s": _number(result.get("elapsed_s", 0.0), "result['elapsed_s']"),
         "errors": _strings(result.get("errors", []), "result['errors']"),
+        "review": _strings(result.get("review", []), "result['review']"),
     }
+
+
+def row_notes(result: dict) -> list[str]:
+    """The messages that explain a row (a result or a gradebook row): ``needs review: <item>`` for each item of
+    ``review`` (first: a table that cuts the line still shows it), then the notebook-level errors (hung, wrong
+    lab, unreadable, grader error)."""
+    return [NEEDS_REVIEW + item for item in result.get("review") or []] + list(result.get("errors") or [])
 
 
 def format_score(x: float) -> str:
@@ -158,6 +174,16 @@ class Gradebook:
                 self._execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
             for ddl in _SCHEMA:
                 self._execute(ddl)
+            self._add_review_column()
+
+    def _add_review_column(self) -> None:
+        """A gradebook written before ``review`` existed gets the column (NULL in its rows)."""
+        if self._dialect == "postgresql":
+            self._execute("ALTER TABLE submissions ADD COLUMN IF NOT EXISTS review TEXT")
+            return
+        columns = {r[1] for r in self._execute("PRAGMA table_info(submissions)")}
+        if "review" not in columns:
+            self._execute("ALTER TABLE submissions ADD COLUMN review TEXT")
 
     # -- API -------------------------------------------------------------------------------------------
     def record(self, lab: str, key: str, path, sha256: str, result: dict, *, grader_error: str | None = None):
@@ -169,8 +195,8 @@ class Gradebook:
         clean = validate_result(result)
         graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         row = (
-            lab, key, str(path), sha256, clean["score"], clean["max_score"], clean["isolation"],
-            clean["elapsed_s"], graded_at, json.dumps(clean["errors"]), grader_error,
+            lab, key, readable_name(str(path)), sha256, clean["score"], clean["max_score"], clean["isolation"],
+            clean["elapsed_s"], graded_at, json.dumps(clean["errors"]), grader_error, json.dumps(clean["review"]),
         )
         with self._transaction(write=True):
             self._execute(_UPSERT_SUBMISSION, row)  # locks the row: same-key writers take turns
@@ -212,6 +238,7 @@ class Gradebook:
         for values in subs:
             row = dict(zip(_SUBMISSION_COLUMNS, values, strict=True))
             row["errors"] = json.loads(row["errors"])
+            row["review"] = json.loads(row["review"]) if row["review"] else []
             row["questions"] = {}
             out[(row["lab"], row["key"])] = row
         for q_lab, key, name, score, max_score, messages in qs:
@@ -222,9 +249,12 @@ class Gradebook:
         return list(out.values())
 
     def export_csv(self, path, lab: str | None = None) -> int:
-        """Write ``submission,score,max_score,<question>...`` with one row per submission; return the
+        """Write ``submission,score,max_score,<question>...,notes`` with one row per submission; return the
         number of rows. Question columns follow the order of the result with the most questions (the
         first such one by key), then any other question in order of appearance; a missing one is empty.
+        ``notes``: ``row_notes`` joined with `` | ``. Text cells go through ``safe_text.for_csv`` (one line,
+        a leading ``=``, ``+``, ``-``, ``@`` neutralised: a file name never runs as a spreadsheet formula);
+        scores are written as numbers.
         """
         rows = self.rows(lab)
         labs = sorted({r["lab"] for r in rows})
@@ -241,12 +271,13 @@ class Gradebook:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(["submission", "score", "max_score", *columns])
+            writer.writerow(["submission", "score", "max_score", *map(for_csv, columns), "notes"])
             for row in rows:
                 q = row["questions"]
                 writer.writerow(
-                    [row["key"], format_score(row["score"]), format_score(row["max_score"])]
+                    [for_csv(row["key"]), format_score(row["score"]), format_score(row["max_score"])]
                     + [format_score(q[name]["score"]) if name in q else "" for name in columns]
+                    + [for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))]
                 )
         return len(rows)
 

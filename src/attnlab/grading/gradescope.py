@@ -7,7 +7,10 @@ the student-facing fields of the result only.
 
 Every text field is plain text (``output_format`` ``"text"``, at the top, as the tests' default and on each
 test): Gradescope then renders neither HTML nor Markdown, so a student's message cannot fake a heading, a
-link or a total. Control characters are escaped and messages capped (``safe_text``).
+link or a total. Control characters are escaped and messages capped (``safe_text``). The text's structure is
+unforgeable: the first line of ``output`` (``Total: ...``) is the only line at the left margin; every message
+starts a line with ``- `` and its own line breaks continue it indented (``safe_text.bullet_lines``), so a
+message holding ``"\\nTotal: 30 / 30"`` shows as an indented line inside that message.
 """
 
 from __future__ import annotations
@@ -16,25 +19,25 @@ import json
 from pathlib import Path
 
 from attnlab.grading.gradebook import format_score, validate_result
-from attnlab.grading.safe_text import cap_messages, escape_controls
+from attnlab.grading.safe_text import bullet_lines, cap_messages, for_terminal
 
 
 def to_gradescope(result: dict) -> dict:
     """The Gradescope ``results.json`` content of one grading result."""
     r = validate_result(result)
-    output = [f"Total: {format_score(r['score'])} / {format_score(r['max_score'])}"] + cap_messages(r["errors"])
+    total = f"Total: {format_score(r['score'])} / {format_score(r['max_score'])}"
     return {
         "score": r["score"],
         "execution_time": round(r["elapsed_s"], 2),
-        "output": escape_controls("\n".join(output)),
+        "output": "\n".join([total, bullet_lines(cap_messages(r["errors"]))]).rstrip("\n"),
         "output_format": "text",
         "test_output_format": "text",
         "tests": [
             {
-                "name": escape_controls(name),
+                "name": for_terminal(name),
                 "score": q["score"],
                 "max_score": q["max_score"],
-                "output": escape_controls("\n".join(cap_messages(q["messages"], 200))),
+                "output": bullet_lines(cap_messages(q["messages"], 200)),
                 "output_format": "text",
                 "visibility": "visible",
             }

@@ -1,8 +1,10 @@
-"""Student-derived text, made safe for where it is shown: a terminal, Markdown, Gradescope, and bounded in size.
+"""Student-derived text, made safe for where it is shown: a terminal, Markdown, Gradescope, a CSV file opened in a
+spreadsheet, and bounded in size.
 
 Anything a submission controls (its error messages, file names, exception text) may hold control characters
-(``ESC[2K``, ``\\r`` to overwrite a score on a terminal), bidirectional overrides, Markdown headings, raw HTML or
-megabytes of text. Every string that leaves the grader for a person goes through one of these.
+(``ESC[2K``, ``\\r`` to overwrite a score on a terminal), bidirectional overrides, Markdown headings, raw HTML,
+spreadsheet formulas (``=HYPERLINK(...)``), line breaks that would forge a ``Total:`` line, bytes that are not UTF-8
+(a file name) or megabytes of text. Every string that leaves the grader for a person goes through one of these.
 
     >>> for_terminal("9.0 / 30\\r\\x1b[2K30.0 / 30")
     '9.0 / 30\\\\x0d\\\\x1b[2K30.0 / 30'
@@ -12,13 +14,19 @@ megabytes of text. Every string that leaves the grader for a person goes through
 
 from __future__ import annotations
 
+import os
 import re
 
-MAX_MESSAGE_CHARS = 2000  # one message (an error, a failed test's explanation)
+# What the grader keeps of the text a submission controls, per submission (the byte budget of messages):
+MAX_MESSAGE_CHARS = 2000  # one message (an error, a failed test's explanation): at most 8 KB of UTF-8
 MAX_MESSAGES = 20  # notebook-level errors kept per submission; the rest are counted
 
-# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional formatting characters.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls, the line and paragraph separators, the bidirectional
+# formatting characters, and lone surrogates (a file name that is not UTF-8, a forged JSON string).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                      "\ud800-\udfff]")
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _escape(match: re.Match) -> str:
@@ -34,6 +42,41 @@ def escape_controls(text: str) -> str:
 def for_terminal(text: str) -> str:
     """One line for a terminal table: controls escaped, newlines and tabs shown as ``\\n`` and ``\\t``."""
     return escape_controls(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def readable_name(name) -> str:
+    """A file name (``str`` from the file system, or ``bytes``) as text that always encodes as UTF-8: bytes
+    that are not UTF-8 (the file system's ``surrogateescape``) become visible ``\\xNN`` escapes and a backslash
+    is doubled, so that two different names never give the same text (the gradebook key).
+
+        >>> readable_name(os.fsdecode(b"caf\\xe9.ipynb")), readable_name("caf\\\\xe9.ipynb")
+        ('caf\\\\xe9.ipynb', 'caf\\\\\\\\xe9.ipynb')
+    """
+    text = os.fsdecode(name) if isinstance(name, (bytes, os.PathLike)) else str(name)
+    return _SURROGATE.sub(_escape_surrogate, text.replace("\\", "\\\\"))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else f"\\u{code:04x}"
+
+
+def for_csv(text) -> str:
+    """A text cell of a CSV file: one line, controls escaped, and a leading ``= + - @``, tab or CR
+    neutralised with a ``'`` so that a spreadsheet never runs it as a formula. Numbers are not text: write
+    them as they are (a negative score stays a number)."""
+    body = for_terminal(text)
+    return "'" + body if body.startswith(_FORMULA_START) else body
+
+
+def bullet_lines(messages: list[str]) -> str:
+    """Messages as plain-text bullets whose structure the text cannot forge: each message starts a line
+    with ``- ``, its own line breaks continue it indented by two spaces, controls are escaped. No line of
+    a message can start at the left margin, so no message can add a line such as ``Total: 30 / 30``."""
+    return "\n".join("- " + escape_controls(m).replace("\n", "\n  ") for m in messages)
 
 
 def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:

@@ -35,6 +35,22 @@ MAX_JSON_OBJECTS = 20_000  # values in the JSON part (counted before parsing: ne
 MAX_DEPTH = 32
 _ALLOWED_KINDS = {"b", "i", "u", "f", "c"}
 _GENERATOR_STATE_BYTES = torch.Generator().get_state().numel()  # 5056 on CPU (Mersenne Twister and more)
+_NPY_HEADER_MAX = 2**16 + 16  # an .npy header is shorter (numpy's own limit is 10,000 bytes)
+
+
+def _numpy_dtypes() -> dict:
+    """torch dtype -> the numpy dtype of the array a tensor of that label must carry (the dtypes numpy has)."""
+    out = {}
+    for name in ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16",
+                 "float32", "float64", "complex64", "complex128"):
+        try:
+            out[getattr(torch, name)] = torch.empty(0, dtype=getattr(torch, name)).numpy().dtype
+        except (AttributeError, TypeError, RuntimeError):  # an older torch without that dtype
+            continue
+    return out
+
+
+_NUMPY_DTYPES = _numpy_dtypes()
 
 
 class WireError(Exception):
@@ -125,14 +141,9 @@ def _decode(value: Any, blobs: list[bytes], depth: int) -> Any:
     if not isinstance(value, dict) or len(value) == 0:
         raise WireError(f"malformed value in frame: {type(value).__name__}")
     if "__tensor__" in value:
-        arr = _load_npy(blobs, value["__tensor__"])
-        t = torch.from_numpy(arr.copy())  # any number of dimensions, 0-d included, dtype kept exactly
-        want = getattr(torch, str(value.get("dtype", "")), None)
-        if isinstance(want, torch.dtype) and want != t.dtype:
-            t = t.to(want)
-        return t
+        return _tensor(_load_npy(blobs, value["__tensor__"]), value.get("dtype"))
     if "__ndarray__" in value:
-        return _load_npy(blobs, value["__ndarray__"])
+        return _load_npy(blobs, value["__ndarray__"]).copy()
     if "__float__" in value:
         return float(value["__float__"])
     if "__dtype__" in value:
@@ -177,16 +188,41 @@ def _generator(state: np.ndarray) -> torch.Generator:
     return generator
 
 
-def _load_npy(blobs: list[bytes], index: Any) -> np.ndarray:
+def _tensor(arr: np.ndarray, label: Any) -> torch.Tensor:
+    """The tensor of a blob (``arr``, a view of the frame) labelled ``label``: the label must name the
+    array's own dtype (bfloat16 travels as float32, see ``_tensor_to_numpy``), checked before anything is
+    converted or copied, so a blob cannot ask the grader to blow it up (bytes labelled complex128)."""
+    want = getattr(torch, label, None) if isinstance(label, str) else None
+    if not isinstance(want, torch.dtype):
+        raise WireError(f"a tensor in the frame has no valid dtype label ({label!r:.40})")
+    sent = np.float32 if want == torch.bfloat16 else _NUMPY_DTYPES.get(want)
+    if sent is None or arr.dtype != np.dtype(sent):
+        raise WireError(f"a tensor in the frame is labelled {label} but holds {arr.dtype} data")
+    t = torch.from_numpy(arr.copy())  # the one copy; any number of dimensions, 0-d included
+    return t.to(want) if want == torch.bfloat16 else t
+
+
+def _load_npy(blobs: list, index: Any) -> np.ndarray:
+    """A read-only view of blob ``index`` (an ``.npy`` file), nothing copied: only its header is parsed
+    (never a pickle), then the data must fill the blob exactly."""
     if not isinstance(index, int) or not 0 <= index < len(blobs):
         raise WireError(f"blob index {index!r} out of range")
+    blob = memoryview(blobs[index])
     try:
-        arr = np.load(io.BytesIO(blobs[index]), allow_pickle=False)
+        head = io.BytesIO(bytes(blob[:_NPY_HEADER_MAX]))
+        version = np.lib.format.read_magic(head)
+        fmt = np.lib.format
+        shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0)(head)
     except Exception as exc:  # noqa: BLE001 - any parse failure is a malformed frame
         raise WireError(f"malformed array in frame: {exc}") from None
-    if arr.dtype.kind not in _ALLOWED_KINDS:
-        raise WireError(f"array of dtype {arr.dtype} not allowed")
-    return arr
+    if dtype.kind not in _ALLOWED_KINDS or dtype.hasobject:
+        raise WireError(f"malformed array in frame: dtype {dtype} is not allowed")
+    count = math.prod(shape)
+    if len(blob) - head.tell() != count * dtype.itemsize:
+        raise WireError(f"malformed array in frame: {len(blob) - head.tell()} bytes of data for shape {shape} "
+                        f"of {dtype}")
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=head.tell())
+    return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
 
 
 def pack(message: Any, *, budget: bool = False) -> bytes:
@@ -215,6 +251,7 @@ def _check_header(header: bytes) -> None:
 def unpack_body(body: bytes | memoryview, *, budget: bool = True) -> Any:
     """Decode a frame body (without its u64 length prefix). ``budget``: enforce ``MAX_HEADER_BYTES`` and
     ``MAX_JSON_OBJECTS`` before parsing (off only where the sender is the grader)."""
+    body = memoryview(body)
     if len(body) < 4:
         raise WireError("frame too short")
     (hlen,) = struct.unpack("<I", body[:4])
@@ -231,7 +268,7 @@ def unpack_body(body: bytes | memoryview, *, budget: bool = True) -> Any:
     for size in sizes:
         if size < 0 or pos + size > len(body):
             raise WireError("blob sizes do not match the frame length")
-        blobs.append(bytes(body[pos : pos + size]))
+        blobs.append(body[pos : pos + size])  # a view: the frame is never copied
         pos += size
     try:
         return _decode(header["v"], blobs, 0)
