@@ -24,6 +24,8 @@ import pytest
 
 from attnlab.grading import sandbox
 from attnlab.grading.sandbox import Limits, probe, run_once, spawn
+from attnlab.grading.sandbox.host import _others_cannot_run
+from attnlab.grading.sandbox.isolation import _availability, _kind
 
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 ROOT = os.geteuid() == 0
@@ -36,8 +38,8 @@ def mechanism(request):
     why = sandbox.available(request.param)
     if why:
         pytest.skip(f"{request.param} does not work here: {why}")
-    if request.param == sandbox.SETPRIV and sandbox._others_cannot_run(PY):
-        pytest.skip(f"setpriv-only needs a Python other users can run: {sandbox._others_cannot_run(PY)}")
+    if request.param == sandbox.SETPRIV and _others_cannot_run(PY):
+        pytest.skip(f"setpriv-only needs a Python other users can run: {_others_cannot_run(PY)}")
     return request.param
 
 
@@ -51,9 +53,9 @@ def workdir():
 @pytest.fixture
 def fresh_probe():
     """Re-test the mechanisms before and after a test that fakes what is installed."""
-    sandbox._availability.clear()
+    _availability.clear()
     yield
-    sandbox._availability.clear()
+    _availability.clear()
 
 
 def run(
@@ -119,14 +121,14 @@ def test_unknown_mechanism_names_the_value_and_the_choices(monkeypatch):
 
 
 def test_each_mechanism_is_one_class_behind_one_interface():
-    kinds = {name: sandbox._kind(name) for name in sandbox.MECHANISMS}
+    kinds = {name: _kind(name) for name in sandbox.MECHANISMS}
     assert [k.name for k in kinds.values()] == list(sandbox.MECHANISMS)  # best first
     for kind in kinds.values():
         assert isinstance(kind, sandbox.Mechanism)
         for method in ("check", "start"):  # no mechanism falls back on the base class
             assert getattr(type(kind), method) is not getattr(sandbox.Mechanism, method), (kind.name, method)
     assert {name for name, k in kinds.items() if k.namespaces} == set(NAMESPACES)
-    assert sandbox._kind("off") is kinds[sandbox.NONE] and sandbox._kind("bwrap") is kinds[sandbox.BWRAP]
+    assert _kind("off") is kinds[sandbox.NONE] and _kind("bwrap") is kinds[sandbox.BWRAP]
     assert sandbox.available("off") == sandbox.available(sandbox.NONE) == ""  # 'off' is the none mechanism
     with pytest.raises(ValueError, match=r"'chroot'.*bwrap"):
         sandbox.available("chroot")
@@ -134,7 +136,7 @@ def test_each_mechanism_is_one_class_behind_one_interface():
 
 def test_without_bwrap_it_degrades_and_says_why(monkeypatch, fresh_probe):
     real_which = shutil.which
-    monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool == "bwrap" else real_which(tool))
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "bwrap" else real_which(tool))
     with pytest.raises(RuntimeError, match="bwrap not found.*apt-get install bubblewrap"):
         probe(refresh=True, mechanism="bwrap")
     report = probe(refresh=True)
@@ -303,8 +305,8 @@ def test_readable_paths_are_read_only(mechanism, workdir):
 
 def test_python_and_torch_import_inside(workdir):
     report = probe()
-    if report.mechanism == sandbox.SETPRIV and sandbox._others_cannot_run(sys.executable):
-        pytest.skip(sandbox._others_cannot_run(sys.executable))
+    if report.mechanism == sandbox.SETPRIV and _others_cannot_run(sys.executable):
+        pytest.skip(_others_cannot_run(sys.executable))
     code = "import torch, attnlab.grading.worker; print(torch.ones(2).sum().item())"
     rc, out, err, timed_out = run_once([sys.executable, "-c", code], workdir=workdir, timeout=120)
     assert (rc, out.strip(), timed_out) == (0, b"2.0", False), err.decode()
