@@ -15,7 +15,7 @@ from attnlab.build.transforms.parse_questions import parse_questions
 from attnlab.build.transforms.read_master import read_master
 from attnlab.build.transforms.replace_tests import replace_tests
 from attnlab.build.transforms.strip_solutions import strip_solutions
-from attnlab.grading.catalogue import Entry
+from attnlab.grading.mutants import Entry
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import nbformat
 
+from ..build.transforms.check_no_leak import secret_line, solution_lines
 from ..course import Course, Lab
+from ..grading.bundle import FILES
 
 FORBIDDEN_DIRS = {"solutions", "autograder", "instructor"}
-FORBIDDEN_NAMES = {"hidden_tests.py", "catalogue.py", "reference.py", "manifest.json"}
-MIN_LENGTH = 16  # shorter lines ("return out, w") are too common to mean anything
+FORBIDDEN_NAMES = set(FILES)  # the autograder bundle's files (grading/bundle.py)
 
 
 class ReleaseLeak(ValueError):
@@ -26,17 +27,11 @@ class ReleaseLeak(ValueError):
 
 
 def _meaningful(text: str) -> set[str]:
-    lines = set()
-    for raw in text.splitlines():
-        line = raw.strip()
-        if len(line) >= MIN_LENGTH and not line.startswith(("#", "import ", "from ", '"""')):
-            lines.add(line)
-    return lines
+    return {line for line in map(secret_line, text.splitlines()) if line}
 
 
 def secret_lines(course: Course) -> dict[str, str]:
     """line -> where it comes from, over every lab of the course (not only the released ones)."""
-    from ..build.transforms.check_no_leak import solution_lines
     from ..build.transforms.read_master import read_master
 
     secrets: dict[str, str] = {}
@@ -44,9 +39,7 @@ def secret_lines(course: Course) -> dict[str, str]:
         for path in (lab.catalogue, lab.hidden_tests):
             if path.exists():
                 secrets.update(dict.fromkeys(_meaningful(path.read_text()), f"{lab.id}/{path.name}"))
-        for line in solution_lines(read_master(lab.master)):
-            if len(line) >= MIN_LENGTH:
-                secrets[line] = f"{lab.id} solution"
+        secrets.update(dict.fromkeys(solution_lines(read_master(lab.master)), f"{lab.id} solution"))
     return secrets
 
 
@@ -85,8 +78,7 @@ def check_release(course: Course, labs: list[Lab], out: Path) -> None:
     shown = _notebook_lines(out, labs) | _kit_source_lines(course)
     for name, text in _released_texts(out):
         parts = name.replace("!", "/").split("/")
-        kit_module = "attnlab" in parts and name.endswith(".py")  # the kit's own modules (grading/catalogue.py)
-        if set(parts) & FORBIDDEN_DIRS or (parts[-1] in FORBIDDEN_NAMES and not kit_module):
+        if set(parts) & FORBIDDEN_DIRS or parts[-1] in FORBIDDEN_NAMES:
             raise ReleaseLeak(f"release holds an instructor-only file: {name}")
         for line in text.splitlines():
             line = line.strip()
