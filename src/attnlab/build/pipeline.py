@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
 from ..grading.bundle import CATALOGUE, bundle_files, gradescope_zip_name, otter_zip_name
-from ..grading.mutants import load_catalogue
 from ..grading.hidden import load_suite
+from ..grading.mutants import load_catalogue
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.gradescope_zip import gradescope_zip

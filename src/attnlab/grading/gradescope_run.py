@@ -13,8 +13,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from .gradescope import write_results_json
 from .bundle import load_bundle, manifest_questions
+from .gradescope import write_results_json
 from .runner import grade_submission, ungraded
 
 

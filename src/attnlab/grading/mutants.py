@@ -48,7 +48,8 @@ def student_with(reference_code: str, entry: Entry) -> LocalStudent:
         return LocalStudent.from_code(code, f"<catalogue {entry.name}>")
     except Exception as exc:  # noqa: BLE001 - any error of the entry's code: name the entry
         raise CatalogueError(f"catalogue entry {entry.name!r} ({entry.question}) does not run after the reference: "
-                             f"{type(exc).__name__}: {exc}; fix its source in instructor/<lab>/catalogue.py") from exc
+                             f"{type(exc).__name__}: {exc}; fix its source in the instructor's catalogue, "
+                             "then run `attnlab build`") from exc
 
 
 def grade_entry(suite: HiddenSuite, reference: LocalStudent, reference_code: str, entry: Entry,
