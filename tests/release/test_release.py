@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from attnlab.cli import main
+from attnlab.commands import UsageError
 from attnlab.commands import release as release_command
 from attnlab.course import load_course
 from attnlab.release import install_spec_for, release
@@ -114,10 +116,13 @@ def test_the_leak_gate_refuses_instructor_files_and_looks_inside_wheels(course, 
 
 def test_the_placeholder_and_non_urls_are_refused(tmp_path, capsys):
     assert install_spec_for("https://gitlab.example.edu/a/b.git/") == "attnlab @ git+https://gitlab.example.edu/a/b.git"
-    assert release_command(out=str(tmp_path / "o"), url="https://github.com/attnlab/attnlab", root=str(ROOT)) == 2
-    assert "placeholder" in capsys.readouterr().err and not (tmp_path / "o").exists()
-    assert release_command(out=str(tmp_path / "o"), url="my course", root=str(ROOT)) == 2
-    assert "is not a repository URL" in capsys.readouterr().err
+    # commands raise UsageError; the CLI prints it on one line, exit 2
+    with pytest.raises(UsageError, match="placeholder"):
+        release_command(out=str(tmp_path / "o"), url="https://github.com/attnlab/attnlab", root=str(ROOT))
+    assert not (tmp_path / "o").exists()
+    assert main(["--root", str(ROOT), "release", str(tmp_path / "o"), "--url", "my course"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attnlab release: ") and "is not a repository URL" in err and not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..build.transforms.check_no_leak import secret_line, solution_lines
+from ..build.transforms.check_no_leak import instructor_lines, solution_lines
 from ..course import Course, Lab
 from ..grading.bundle import FILES
 
@@ -26,20 +26,18 @@ class ReleaseLeak(ValueError):
     """Instructor material would ship to students; the message names the file and the line."""
 
 
-def _meaningful(text: str) -> set[str]:
-    return {line for line in map(secret_line, text.splitlines()) if line}
-
-
 def secret_lines(course: Course) -> dict[str, str]:
-    """line -> where it comes from, over every lab of the course (not only the released ones)."""
+    """line -> where it comes from, over every lab of the course (not only the released ones); the build gate's
+    rule: secret lines (``secret_line``) that the lab's master does not show outside its solution blocks."""
     from ..build.transforms.read_master import read_master
 
     secrets: dict[str, str] = {}
     for lab in course.labs:
+        master = read_master(lab.master)
         for path in (lab.catalogue, lab.hidden_tests):
             if path.exists():
-                secrets.update(dict.fromkeys(_meaningful(path.read_text()), f"{lab.id}/{path.name}"))
-        secrets.update(dict.fromkeys(solution_lines(read_master(lab.master)), f"{lab.id} solution"))
+                secrets.update(dict.fromkeys(instructor_lines([path.read_text()], master), f"{lab.id}/{path.name}"))
+        secrets.update(dict.fromkeys(solution_lines(master), f"{lab.id} solution"))
     return secrets
 
 
