@@ -206,9 +206,15 @@ def test_catalogue_fails_when_a_mutant_survives_or_a_variant_loses_points(built_
     root = tmp_path / "course"
     shutil.copytree(built_course, root)
     (root / "instructor" / LAB / "catalogue.py").write_text(
-        "from attnlab.grading.catalogue import Entry\n"
+        "from attnlab.grading.mutants import Entry\n"
         "MUTANTS = [Entry('not_a_bug', 'double', 'def double(x):\\n    return 2 * x\\n')]\n"
         "VARIANTS = [Entry('wrong_variant', 'double', 'def double(x):\\n    return x\\n')]\n")
+    # the command grades the built bundle: an edited catalogue is refused until it is built
+    assert main(["--root", str(root), "catalogue", LAB]) == 2
+    assert capsys.readouterr().err == (f"attnlab catalogue: autograder/{LAB}/ holds an older catalogue.py than "
+                                       f"instructor/{LAB}/; run `attnlab build {LAB}` first\n")
+    assert main(["--root", str(root), "build", LAB]) == 0
+    capsys.readouterr()
     assert main(["--root", str(root), "catalogue", LAB]) == 1
     out = capsys.readouterr().out
     assert "SURVIVED" in out and "LOST POINTS" in out

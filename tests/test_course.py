@@ -116,14 +116,14 @@ def test_the_placeholder_install_spec_is_refused_and_an_empty_one_warned_about()
 
 
 def test_build_refuses_the_placeholder_with_a_one_line_error(tmp_path, capsys):
-    from attnlab.commands import build
+    from attnlab.cli import main
 
     root = tmp_path / "repo"
     shutil.copytree(FIXTURE, root)
     config = root / COURSE_FILE
     config.write_text(re.sub(r"install_spec:.*", 'install_spec: "attnlab @ git+https://github.com/attnlab/attnlab"',
                              config.read_text()))
-    assert build(root=str(root)) == 2
+    assert main(["--root", str(root), "build"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("attnlab build: instructor/course.yml: install_spec is still the placeholder")
     assert "Traceback" not in err and not (root / "labs").exists()

@@ -108,3 +108,60 @@ def test_docs_cite_the_contract_in_the_repository():
         if "shared/CURRICULUM.md" in text or "instructor/CURRICULUM.md" in text:
             stale.append(path.relative_to(ROOT).as_posix())
     assert not stale, f"these files cite a contract outside the repository; cite docs/CURRICULUM.md: {stale}"
+
+
+def _map_line(module: str) -> str:
+    (line,) = _module_lines()[module]
+    section = ARCHITECTURE.read_text()
+    start = section.index(line)
+    end = section.find("\n- ", start + 1)
+    return " ".join(section[start:end].split())  # the bullet with its continuation lines
+
+
+def test_the_bundle_file_names_are_spelled_in_bundle_py_only():
+    """grading/bundle.py owns the autograder folder: no other module writes its file names as string literals."""
+    from attnlab.grading import bundle
+
+    package = ROOT / "src" / "attnlab"
+    names = "|".join(re.escape(n) for n in bundle.FILES) + r"|-otter\.zip|-gradescope\.zip"
+    literal = re.compile(rf"""["'][^"'\n]*(?:{names})["']""")
+    spelled = {path.relative_to(package).as_posix(): literal.findall(path.read_text())
+               for path in package.rglob("*.py") if "public_tests" not in path.parts}
+    assert spelled.pop("grading/bundle.py"), "grading/bundle.py no longer defines the names"
+    assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.grading.bundle"
+
+
+def test_the_leak_gates_lines_say_what_they_check():
+    """Both gates check solution, hidden-test and catalogue lines with one rule (``secret_line``), as the map says."""
+    from attnlab.build.transforms import check_no_leak
+    from attnlab.release import leak_gate
+
+    for module in ("build/transforms/check_no_leak.py", "release/leak_gate.py"):
+        line = _map_line(module)
+        for claim in ("solution", "hidden test", "catalogue", "secret_line"):
+            assert claim in line, f"docs/ARCHITECTURE.md's line of {module} does not say it checks {claim!r}"
+    # the release gate takes its secret lines from the build gate's functions, which apply secret_line
+    assert leak_gate.instructor_lines is check_no_leak.instructor_lines
+    assert leak_gate.solution_lines is check_no_leak.solution_lines
+    assert "instructor-only file" in _map_line("release/leak_gate.py")
+
+
+def test_generated_folders_are_marked_and_the_bundle_copies_say_where_they_come_from():
+    import subprocess
+
+    from attnlab.grading.bundle import CATALOGUE, GENERATED_HEADER, HIDDEN_TESTS
+
+    table = ARCHITECTURE.read_text().split("## Folders", 1)[1].split("\n## ", 1)[0]
+    generated = re.findall(r"^\| `([^`]+)` \|.*\| `attnlab build` \|$", table, flags=re.M)
+    assert "autograder/<lab>/" in generated and "labs/<lab>/<lab>.ipynb" in generated
+    lab = load_course(ROOT).labs[0].id
+    paths = [g.replace("<lab>", lab).rstrip("/") for g in generated]
+    paths = [p if p.endswith(".ipynb") else f"{p}/x" for p in paths]  # a file inside each generated folder
+    out = subprocess.run(["git", "check-attr", "linguist-generated", "--", *paths], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    unmarked = [line for line in out.splitlines() if not line.endswith(": true")]
+    assert not unmarked, f".gitattributes does not mark these generated paths linguist-generated: {unmarked}"
+    for lab in load_course(ROOT).labs:
+        for name in (HIDDEN_TESTS, CATALOGUE):
+            text = (lab.autograder_dir / name).read_text()
+            assert text.startswith(GENERATED_HEADER.format(lab=lab.id, name=name)), f"{lab.id}/{name}: no header"

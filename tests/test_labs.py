@@ -27,10 +27,11 @@ import pytest
 from attnlab.build.transforms.check_no_leak import solution_lines
 from attnlab.build.transforms.read_master import read_master
 from attnlab.course import load_course
-from attnlab.grading.catalogue import load_catalogue, student_with
-from attnlab.grading.diagnose import Catalogue, Recorder, diagnose
+from attnlab.grading.bundle import Bundle, load_bundle
+from attnlab.grading.diagnose import Recorder, diagnose
 from attnlab.grading.hidden import run_suite
-from attnlab.grading.runner import grade_submission, load_bundle
+from attnlab.grading.mutants import load_catalogue, student_with
+from attnlab.grading.runner import grade_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 # The real data copies (tiny Shakespeare, Multi30k) beside the repository: the labs' loaders read them through
@@ -72,12 +73,10 @@ def _graded(lab_id: str, kind: int, name: str):
     the share test use the same grading."""
     lab = COURSE.lab(lab_id)
     bundle = load_bundle(lab.autograder_dir)
-    ref_code = (lab.autograder_dir / "reference.py").read_text()
-    mutants, variants = load_catalogue(lab.catalogue)
-    entry = next(e for e in (mutants, variants)[kind] if e.name == name)
-    recorder = Recorder(student_with(ref_code, entry))
+    catalogue = bundle.catalogue()
+    entry = next(e for e in (catalogue.mutants, catalogue.variants)[kind] if e.name == name)
+    recorder = Recorder(student_with(catalogue.reference_code, entry))
     results = run_suite(bundle.suite, recorder, bundle.reference, seed=0, on_result=recorder.on_result)
-    catalogue = Catalogue(ref_code, tuple(mutants), tuple(variants))
     hints = diagnose(bundle.suite, catalogue, recorder, results, budget_s=60.0) if kind == 0 else {}
     return results, hints
 
@@ -105,7 +104,7 @@ def test_mutant_loses_points(lab, entry):
     assert entry.hint, f"mutant {entry.name} has no student-facing hint"
     res, _ = _graded(lab.id, 0, entry.name)
     q = res[entry.question]
-    assert q["score"] < q["max_score"], f"mutant {entry.name} ({entry.why}) survived: {q['messages']}"
+    assert Bundle.verdict("mutant", entry, res), f"mutant {entry.name} ({entry.why}) survived: {q['messages']}"
 
 
 @pytest.mark.parametrize(("lab", "entry"), _entries(1))
@@ -113,7 +112,7 @@ def test_variant_keeps_full_marks(lab, entry):
     res, _ = _graded(lab.id, 1, entry.name)
     lost = {q: [m for m in v["messages"] if m.startswith("failed")] for q, v in res.items()
             if v["score"] < v["max_score"]}
-    assert not lost, f"correct variant {entry.name} ({entry.why}) lost points: {lost}"
+    assert Bundle.verdict("variant", entry, res), f"correct variant {entry.name} ({entry.why}) lost points: {lost}"
 
 
 # The grader's seed depends on the submission, so a correct notebook meets the hidden tests with seeds nobody tried:

@@ -17,7 +17,7 @@ import pytest
 from attnlab.build.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
 from attnlab.build.transforms.read_master import read_master
 from attnlab.course import load_course
-from attnlab.grading.catalogue import load_catalogue
+from attnlab.grading.mutants import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 NBGRADER = Path(sys.executable).parent / "nbgrader"

@@ -6,7 +6,7 @@ the reference picks the new definition up (``ElmanRNN`` calls whatever ``rnn_cel
 keep full marks on every question.
 """
 
-from attnlab.grading.catalogue import Entry
+from attnlab.grading.mutants import Entry
 
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [

@@ -6,7 +6,7 @@ rest of the reference picks the new definition up (``SelfAttention`` calls whate
 keep full marks on every question.
 """
 
-from attnlab.grading.catalogue import Entry
+from attnlab.grading.mutants import Entry
 
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [

@@ -6,7 +6,7 @@ reference picks the new definition up (``GPTBlock`` builds whatever ``CausalSelf
 variant must keep full marks on every question.
 """
 
-from attnlab.grading.catalogue import Entry
+from attnlab.grading.mutants import Entry
 
 _IMPORTS = '''
 import math

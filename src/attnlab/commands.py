@@ -1,10 +1,13 @@
-"""The functions behind the CLI subcommands. Defaults live here, once; ``cli.py`` only parses."""
+"""The functions behind the CLI subcommands. Defaults live here, once; ``cli.py`` only parses.
+
+One error style: a mistake the user can fix (an unknown lab, a missing file, a course or master to correct, a stale
+build) raises ``UsageError``, which the CLI prints as one line, exit 2; a return value of 1 means "ran, and found
+a problem" (stale outputs, a surviving mutant).
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from pathlib import Path
 
@@ -41,8 +44,7 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
     try:
         report = run_build(course, course.select(labs), check=check)
     except (CourseError, MasterError, LeakError) as exc:
-        print(f"attnlab build: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     for line in report:
         print(line)
     if check:
@@ -52,19 +54,6 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
             return 1
         print("attnlab build --check: all outputs match a fresh build")
     return 0
-
-
-def _expand(paths: list[str]) -> list[Path]:
-    """Files and folders to grade; a folder's entries are never followed or opened here (the grader checks
-    each with lstat and gives a link, pipe or device a row saying so)."""
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir() and not p.is_symlink():
-            files.extend(sorted(f for f in p.iterdir() if not f.name.startswith(".")
-                                and not stat.S_ISDIR(os.lstat(f).st_mode)))
-        else:
-            files.append(p)
-    return files
 
 
 def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None = None, jobs: int = 1,
@@ -90,7 +79,13 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
         print(summary, file=sys.stderr)
         results = summary.results
     else:
-        results = [grade_submission(lab_info.autograder_dir, p) for p in _expand(paths)]
+        from .grading.batch import collect_submissions
+
+        try:  # in the order given; a folder: each entry in it, never followed or opened here
+            files = [f for p in paths for f in collect_submissions([p]).values()]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        results = [grade_submission(lab_info.autograder_dir, f) for f in files]
     if as_json:
         print(json.dumps(json_rows(results), indent=2))
     else:
@@ -149,8 +144,7 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
         course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
         done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
     except (CourseError, ValueError) as exc:
-        print(f"attnlab release: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     print(f"attnlab release: released {', '.join(done.released)}")
     for reason in done.held_back.values():
         print(f"attnlab release: held back: {reason}")
@@ -169,33 +163,45 @@ def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
 
 
 def catalogue(*, lab: str, root: str | None = None) -> int:
-    """Grade the lab's catalogue of mutants and variants through the narrow interface; print a table."""
-    from .grading.catalogue import grade_entry, load_catalogue
-    from .grading.runner import load_bundle
+    """Grade the catalogue of mutants and variants of the lab's built bundle through the narrow interface; print a
+    table. A bundle older than the instructor's files is refused: run ``attnlab build`` first."""
+    from .grading.bundle import CATALOGUE, HIDDEN_TESTS, load_bundle
+    from .grading.mutants import CatalogueError
 
     lab_info = _lab(_course(root), lab)
-    bundle = load_bundle(lab_info.autograder_dir)
-    ref_code = (lab_info.autograder_dir / "reference.py").read_text()
-    mutants, variants = load_catalogue(lab_info.catalogue)
-    failures = 0
-    good = {"mutant": 0, "variant": 0}
-    for kind, entries in (("mutant", mutants), ("variant", variants)):
-        for entry in entries:
-            res = grade_entry(bundle.suite, bundle.reference, ref_code, entry)
-            q = res[entry.question]
-            total = sum(v["score"] for v in res.values())
-            full = sum(v["max_score"] for v in res.values())
-            ok = q["score"] < q["max_score"] if kind == "mutant" else total == full
-            failures += not ok
-            good[kind] += ok
-            verdict = ("killed" if ok else "SURVIVED") if kind == "mutant" else ("full marks" if ok else "LOST POINTS")
-            print(f"{kind:7} {entry.name:40} {entry.question:30} {q['score']:5.1f}/{q['max_score']:<5.1f} {verdict}")
+    try:
+        bundle = load_bundle(lab_info.autograder_dir)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    stale = bundle.stale_copies({HIDDEN_TESTS: lab_info.hidden_tests, CATALOGUE: lab_info.catalogue})
+    if stale:
+        raise UsageError(f"autograder/{lab_info.id}/ holds an older {' and '.join(stale)} than instructor/"
+                         f"{lab_info.id}/; run `attnlab build {lab_info.id}` first")
+    try:
+        entries = bundle.catalogue()
+        if entries is None:
+            raise UsageError(f"{lab_info.id} has no catalogue: write instructor/{lab_info.id}/{CATALOGUE} and build")
+        good = {kind: sum(_print_verdict(bundle, kind, e) for e in group)
+                for kind, group in (("mutant", entries.mutants), ("variant", entries.variants))}
+    except CatalogueError as exc:
+        raise UsageError(str(exc)) from None
+    mutants, variants = entries.mutants, entries.variants
     killed = f"{good['mutant']}" if good["mutant"] == len(mutants) else f"{good['mutant']} of {len(mutants)}"
     kept = f"{good['variant']}" if good["variant"] == len(variants) else f"{good['variant']} of {len(variants)}"
     no_hint = [m.name for m in mutants if not m.hint]
     print(f"{killed} mutants killed, {kept} variants at full marks"
           + (f"; {len(no_hint)} mutants without a student hint: {', '.join(no_hint)}" if no_hint else ""))
-    return 1 if failures else 0
+    return 0 if good["mutant"] + good["variant"] == len(mutants) + len(variants) else 1
+
+
+def _print_verdict(bundle, kind: str, entry) -> bool:
+    """Grade one catalogue entry, print its line; whether it is killed (mutant) or at full marks (variant)."""
+    res = bundle.grade_entry(entry)
+    ok = bundle.verdict(kind, entry, res)
+    q = res[entry.question]
+    verdict = ("killed" if ok else "SURVIVED") if kind == "mutant" else ("full marks" if ok else "LOST POINTS")
+    print(f"{kind:7} {entry.name:40} {entry.question:30} {q['score']:5.1f}/{q['max_score']:<5.1f} {verdict}")
+    return ok
 
 
 def demo(*, lab: str = "lab05", out: str = "demo-submissions", root: str | None = None) -> int:

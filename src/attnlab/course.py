@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from .grading.bundle import CATALOGUE, HIDDEN_TESTS
+
 COURSE_FILE = Path("instructor") / "course.yml"
 # The install_spec the kit once shipped with: no repository answers it, so a notebook built with it cannot set up.
 PLACEHOLDER_SPECS = ("attnlab @ git+https://github.com/attnlab/attnlab",)
@@ -73,11 +75,11 @@ class Lab:
 
     @property
     def hidden_tests(self) -> Path:
-        return self.root / "instructor" / self.id / "hidden_tests.py"
+        return self.root / "instructor" / self.id / HIDDEN_TESTS
 
     @property
     def catalogue(self) -> Path:
-        return self.root / "instructor" / self.id / "catalogue.py"
+        return self.root / "instructor" / self.id / CATALOGUE
 
     @property
     def student_notebook(self) -> Path:

@@ -10,7 +10,7 @@ from textwrap import dedent
 import nbformat
 
 from .course import Lab
-from .grading.catalogue import load_catalogue
+from .grading.mutants import load_catalogue
 
 
 def with_entry(solution_path: Path, entry) -> nbformat.NotebookNode:

@@ -28,7 +28,7 @@ from typing import Any
 
 from otter.test_files import test_case
 
-NOT_WRITTEN = "not written yet"  # the ending of the stubs' NotImplementedError (build/transforms/strip_solutions.py)
+from .build.transforms.strip_solutions import NOT_WRITTEN  # the ending of the stubs' NotImplementedError
 
 
 @dataclass

@@ -15,7 +15,7 @@ from attnlab.build.transforms.parse_questions import parse_questions
 from attnlab.build.transforms.read_master import read_master
 from attnlab.build.transforms.replace_tests import replace_tests
 from attnlab.build.transforms.strip_solutions import strip_solutions
-from attnlab.grading.catalogue import Entry
+from attnlab.grading.mutants import Entry
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 
@@ -97,3 +97,33 @@ def test_the_public_check_files_are_checked_for_solution_and_catalogue_lines():
                       public_files={"attention.py": "x = 1\n    return torch.softmax(scores, dim=0) @ v\n"})
     with pytest.raises(LeakError, match=r"public check file a.py contains solution code"):
         check_no_leak(MASTER_NB, nb_of("x = 1"), public_files={"a.py": "weights = torch.softmax(scores, dim=-1)"})
+
+
+HIDDEN = '''
+@suite.test("attention", points=1)
+def attention_rows(student, ref, rng):
+    q = torch.randn(2, 3, 4, dtype=torch.float64, generator=rng)
+    def attention(q, k, v):
+'''
+
+
+def test_a_hidden_test_line_in_the_student_notebook_or_a_public_check_is_a_leak():
+    student = nb_of("q = torch.randn(2, 3, 4, dtype=torch.float64, generator=rng)")
+    with pytest.raises(LeakError, match=r"cell 0 contains a line of the hidden tests: 'q = torch.randn\(2, 3, 4, "
+                                        r".*the hidden tests must stay hidden"):
+        check_no_leak(MASTER_NB, student, hidden_tests=HIDDEN)
+    with pytest.raises(LeakError, match=r"public check file a.py contains a line of the hidden tests"):
+        check_no_leak(MASTER_NB, nb_of("x = 1"), hidden_tests=HIDDEN,
+                      public_files={"a.py": "    q = torch.randn(2, 3, 4, dtype=torch.float64, generator=rng)"})
+    # a line the master shows students anyway (the signature) is no secret; short lines and comments never are
+    assert check_no_leak(MASTER_NB, nb_of("def attention(q, k, v):\n    ..."), hidden_tests=HIDDEN) is None
+
+
+def test_one_rule_says_what_a_secret_line_is():
+    from attnlab.build.transforms.check_no_leak import secret_line
+
+    assert secret_line("    return out, weights  ") == "return out, weights"
+    assert secret_line("return out, w") == "return out, w"  # 13 characters: long enough
+    assert secret_line("return out") is None  # too common to mean anything
+    assert [secret_line(s) for s in ("# a long comment line here", "import torch.nn.functional as F",
+                                     "from torch import nn, Tensor", '"""A long docstring fence"""')] == [None] * 4

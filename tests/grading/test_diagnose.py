@@ -5,20 +5,18 @@ import pytest
 import torch
 
 from attnlab.grading.api import LocalStudent
-from attnlab.grading.catalogue import Entry, student_with
+from attnlab.grading.bundle import load_bundle
 from attnlab.grading.diagnose import (
     HINT_PREFIX,
-    Catalogue,
     Exchange,
     Recorder,
     behaves_like,
     diagnose,
     diagnosis_budget,
-    load_bundle_catalogue,
     name_mistakes,
 )
 from attnlab.grading.hidden import run_suite
-from attnlab.grading.runner import load_bundle
+from attnlab.grading.mutants import Catalogue, CatalogueError, Entry, student_with
 
 LAB = "lab99_demo"
 
@@ -41,7 +39,7 @@ def test_a_submission_that_makes_a_catalogued_mistake_gets_its_hint(lab):
     directory, bundle, _ = lab
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")  # written differently, same mistake
     assert results["double"]["score"] == 0
-    name_mistakes(directory, bundle.suite, recorder, results)
+    name_mistakes(bundle, recorder, results)
     assert results["double"]["messages"][-1] == HINT_PREFIX + "your double adds 1 to twice the input"
     assert all(not m.startswith(HINT_PREFIX) for m in results["Scale"]["messages"])  # Scale passed
 
@@ -49,7 +47,7 @@ def test_a_submission_that_makes_a_catalogued_mistake_gets_its_hint(lab):
 def test_another_mistake_gets_no_hint(lab):
     directory, bundle, _ = lab
     recorder, results = graded(lab, "def double(x):\n    return 3 * x\n")
-    name_mistakes(directory, bundle.suite, recorder, results)
+    name_mistakes(bundle, recorder, results)
     assert not any(m.startswith(HINT_PREFIX) for m in results["double"]["messages"])
 
 
@@ -77,7 +75,7 @@ def test_the_submission_is_never_called_again(lab):
     recorder = Recorder(Counting(inner.executor.namespace, inner.code))
     results = run_suite(bundle.suite, recorder, bundle.reference, seed=3, on_result=recorder.on_result)
     before = Counting.calls
-    name_mistakes(directory, bundle.suite, recorder, results)
+    name_mistakes(bundle, recorder, results)
     assert Counting.calls == before and results["double"]["messages"][-1].startswith(HINT_PREFIX)
 
 
@@ -105,7 +103,7 @@ def test_a_mutant_matching_a_correct_variant_too_is_not_named(lab):
 def test_unwritten_questions_get_one_line_and_no_diagnosis(lab):
     directory, bundle, _ = lab
     recorder, results = graded(lab, "def double(x):\n    raise NotImplementedError('double: not written yet')\n")
-    name_mistakes(directory, bundle.suite, recorder, results)
+    name_mistakes(bundle, recorder, results)
     assert results["double"]["messages"] == ["double: not written yet"]
 
 
@@ -116,10 +114,10 @@ def test_no_catalogue_in_the_bundle_means_plain_messages(lab, tmp_path):
     copy = tmp_path / "bundle"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").unlink()
-    assert load_bundle_catalogue(copy) is None
+    assert load_bundle(copy).catalogue() is None
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
     before = [list(q["messages"]) for q in results.values()]
-    name_mistakes(copy, bundle.suite, recorder, results)
+    name_mistakes(load_bundle(copy), recorder, results)
     assert [q["messages"] for q in results.values()] == before
 
 
@@ -177,3 +175,39 @@ def test_recorded_bytes_counts_tensors_text_and_containers():
 
     assert recorded_bytes(torch.zeros(10, dtype=torch.float64)) == 80 + 64
     assert recorded_bytes({"a": [torch.zeros(4, dtype=torch.int32), "xyz"]}) == 16 + 3 + 1 + 5 * 64
+
+
+def test_a_broken_catalogue_entry_is_logged_by_name_and_the_score_stands(lab, tmp_path, caplog):
+    import shutil
+
+    directory, bundle, _ = lab
+    copy = tmp_path / "broken"
+    shutil.copytree(directory, copy)
+    (copy / "catalogue.py").write_text(
+        "from attnlab.grading.mutants import Entry\n"
+        "MUTANTS = [Entry('typo_entry', 'double', 'def double(x)\\n    return 2 * x + 1\\n', hint='h')]\n")
+    broken = load_bundle(copy)
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
+    scores = {q: v["score"] for q, v in results.items()}
+    with caplog.at_level("WARNING", logger="attnlab.grading.diagnose"):
+        name_mistakes(broken, recorder, results)
+    assert "catalogue entry 'typo_entry' (double) does not run after the reference: SyntaxError" in caplog.text
+    assert {q: v["score"] for q, v in results.items()} == scores
+    assert not any(m.startswith(HINT_PREFIX) for m in results["double"]["messages"])
+    with pytest.raises(CatalogueError, match="typo_entry"):  # the diagnosis itself does not hide it
+        diagnose(broken.suite, broken.catalogue(), recorder, results)
+
+
+def test_a_catalogue_file_that_does_not_import_is_named(lab, tmp_path, caplog):
+    import shutil
+
+    directory, _, _ = lab
+    copy = tmp_path / "unimportable"
+    shutil.copytree(directory, copy)
+    (copy / "catalogue.py").write_text("MUTANTS = [1]\n")
+    with pytest.raises(CatalogueError, match=r"MUTANTS\[0\] is 1, not an Entry"):
+        load_bundle(copy).catalogue()
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
+    with caplog.at_level("WARNING", logger="attnlab.grading.diagnose"):
+        name_mistakes(load_bundle(copy), recorder, results)
+    assert "MUTANTS[0] is 1, not an Entry" in caplog.text

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from attnlab.grading.runner import grade_submission, grading_seed, load_bundle
+from attnlab.grading.bundle import grading_seed, load_bundle
+from attnlab.grading.runner import grade_submission
 
 LAB = "lab99_demo"
 KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors"}

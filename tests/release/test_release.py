@@ -14,6 +14,7 @@ import pytest
 from attnlab.build.transforms.check_no_leak import solution_lines
 from attnlab.build.transforms.read_master import read_master
 from attnlab.cli import main
+from attnlab.commands import UsageError
 from attnlab.commands import release as release_command
 from attnlab.course import CourseError, load_course
 from attnlab.release import install_spec_for, release
@@ -128,10 +129,13 @@ def test_the_leak_gate_refuses_instructor_files_and_looks_inside_wheels(course, 
 
 def test_the_placeholder_and_non_urls_are_refused(tmp_path, capsys):
     assert install_spec_for("https://gitlab.example.edu/a/b.git/") == "attnlab @ git+https://gitlab.example.edu/a/b.git"
-    assert release_command(out=str(tmp_path / "o"), url="https://github.com/attnlab/attnlab", root=str(ROOT)) == 2
-    assert "placeholder" in capsys.readouterr().err and not (tmp_path / "o").exists()
-    assert release_command(out=str(tmp_path / "o"), url="my course", root=str(ROOT)) == 2
-    assert "is not a repository URL" in capsys.readouterr().err
+    # commands raise UsageError; the CLI prints it on one line, exit 2
+    with pytest.raises(UsageError, match="placeholder"):
+        release_command(out=str(tmp_path / "o"), url="https://github.com/attnlab/attnlab", root=str(ROOT))
+    assert not (tmp_path / "o").exists()
+    assert main(["--root", str(ROOT), "release", str(tmp_path / "o"), "--url", "my course"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attnlab release: ") and "is not a repository URL" in err and not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow
@@ -255,7 +259,7 @@ def test_nothing_to_release_is_an_error_that_writes_nothing(course, tmp_path, ca
     with pytest.raises(CourseError, match="nothing to release, every lab asked for is held back: lab06_multi"):
         release(course, [course.lab("lab06")], tmp_path / "r", url=URL, now=NOW)
     assert not (tmp_path / "r").exists()
-    assert release_command(out=str(tmp_path / "r"), url=URL, labs=["lab07"], root=str(ROOT)) == 2
+    assert main(["--root", str(ROOT), "release", str(tmp_path / "r"), "--url", URL, "--labs", "lab07"]) == 2
     assert "attnlab release: nothing to release" in capsys.readouterr().err
 
 

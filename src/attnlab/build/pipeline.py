@@ -6,24 +6,25 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
-      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master and the
-                   catalogue; the public test files too)
+      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master's solutions,
+                   the hidden tests and the catalogue; the public test files too)
       -> solution: remove_solution_markers -> normalize
       -> nbgrader: nbgrader_source (solution cells, locked cells, tests with the hidden tests' points) -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
                      -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue)
+      The autograder folder's files and names are grading/bundle.py's (``bundle_files``): the one owner.
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
-from ..grading.catalogue import load_catalogue
+from ..grading.bundle import CATALOGUE, bundle_files, gradescope_zip_name, otter_zip_name
 from ..grading.hidden import load_suite
+from ..grading.mutants import load_catalogue
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.gradescope_zip import gradescope_zip
@@ -54,13 +55,13 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     student = normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student")
     public_files = public_test_files(questions)
     entries = [e for group in load_catalogue(lab.catalogue) for e in group] if lab.catalogue.exists() else []
-    check_no_leak(labelled, student, catalogue=entries, public_files=public_files)
+    check_no_leak(labelled, student, catalogue=entries, hidden_tests=lab.hidden_tests.read_text(),
+                  public_files=public_files)
     solution = normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution")
     nbgrader = normalize(nbgrader_source(common, lab_id=lab.id, points=suite.questions()), lab_id=lab.id,
                          kind="nbgrader")
 
     ref = reference_code(solution, lab_id=lab.id).encode()
-    hidden = lab.hidden_tests.read_bytes()
     manifest = {
         "lab": lab.id,
         "title": lab.title,
@@ -68,27 +69,24 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         "questions": suite.questions(),
         "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
     }
-    manifest_bytes = (json.dumps(manifest, indent=2) + "\n").encode()
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in questions}
-    support = {"hidden_tests.py": hidden, "reference.py": ref, "manifest.json": manifest_bytes}
-    otter_support = dict(support)  # plain Otter runs beside the student's code and names no mistakes: no catalogue
-    if lab.catalogue.exists():  # attnlab's grader names likely mistakes with it (grading/diagnose.py)
-        support["catalogue.py"] = lab.catalogue.read_bytes()
+    # attnlab's grader names likely mistakes with the catalogue (grading/diagnose.py); plain Otter runs beside the
+    # student's code and names no mistakes: no catalogue there
+    support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref, manifest=manifest,
+                           catalogue=lab.catalogue.read_bytes() if lab.catalogue.exists() else None)
+    otter_support = {name: data for name, data in support.items() if name != CATALOGUE}
 
     out: dict[Path, bytes] = {
         lab.student_notebook: notebook_bytes(student),
         lab.solution_notebook: notebook_bytes(solution),
         lab.nbgrader_source: notebook_bytes(nbgrader),
         course.root / "nbgrader" / "nbgrader_config.py": nbgrader_config(course.name).encode(),
-        lab.autograder_dir / "manifest.json": manifest_bytes,
-        lab.autograder_dir / "hidden_tests.py": hidden,
-        lab.autograder_dir / "reference.py": ref,
-        **({lab.autograder_dir / "catalogue.py": support["catalogue.py"]} if "catalogue.py" in support else {}),
-        lab.autograder_dir / f"{lab.id}-otter.zip": otter_zip(ag_tests, otter_support,
-                                                              requirements=course.install_spec + "\n"),
-        lab.autograder_dir / f"{lab.id}-gradescope.zip": gradescope_zip(support, lab_id=lab.id,
-                                                                         install_spec=course.install_spec),
+        **{lab.autograder_dir / name: data for name, data in support.items()},
+        lab.autograder_dir / otter_zip_name(lab.id): otter_zip(ag_tests, otter_support,
+                                                               requirements=course.install_spec + "\n"),
+        lab.autograder_dir / gradescope_zip_name(lab.id): gradescope_zip(support, lab_id=lab.id,
+                                                                          install_spec=course.install_spec),
     }
     for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()

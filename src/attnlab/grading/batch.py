@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from attnlab.grading.bundle import manifest_lab, manifest_questions
 from attnlab.grading.feedback import write_feedback
 from attnlab.grading.gradebook import (
     DEFAULT_NAME,
@@ -34,6 +35,7 @@ from attnlab.grading.gradebook import (
     validate_result,
 )
 from attnlab.grading.gradescope import write_results_json
+from attnlab.grading.runner import grade_submission, ungraded
 from attnlab.grading.safe_text import for_terminal, readable_name
 from attnlab.grading.scheduler import is_auto, shard_from_environment
 
@@ -183,15 +185,11 @@ def output_folders(keys, reserved=()) -> dict[str, str]:
 # -- grading one ---------------------------------------------------------------------------------------
 def lab_id(lab_dir) -> str:
     """The lab a built autograder folder grades (its manifest's ``lab``, else the folder's name)."""
-    from attnlab.grading.runner import manifest_lab
-
     return manifest_lab(lab_dir) or Path(lab_dir).name
 
 
 def _grade_one(grade_fn, lab_dir, path: Path) -> tuple[dict, str | None]:
     """(clean result, None) or (failure result, grader error text). Never raises an ``Exception``."""
-    from attnlab.grading.runner import manifest_questions, ungraded
-
     start = time.monotonic()
     try:
         raw = grade_fn(lab_dir, path)
@@ -238,8 +236,7 @@ def grade_batch(
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: expected a whole number of workers, 1 or more")
     shard_spec = parse_shard(shard) if shard is not None else None
-    if grade_fn is None:
-        from attnlab.grading.runner import grade_submission as grade_fn
+    grade_fn = grade_submission if grade_fn is None else grade_fn
     out_dir = Path(out_dir)
     start = time.monotonic()
     lab = lab_id(lab_dir)

@@ -17,28 +17,28 @@ Use (``runner.grade_submission``)::
 
     recorder = Recorder(student)
     questions = run_suite(suite, recorder, ref, seed=seed, on_result=recorder.on_result, ...)
-    name_mistakes(bundle_dir, recorder, questions, budget_s=...)
+    name_mistakes(bundle, recorder, questions, budget_s=...)
 """
 
 from __future__ import annotations
 
-import threading
+import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..build.transforms.strip_solutions import NOT_WRITTEN
 from .api import StudentAPI
-from .catalogue import Entry, load_catalogue, student_with
 from .checks import compare_values
+from .mutants import Catalogue, CatalogueError, Entry, student_with
 from .safe_text import clip
 from .wire import ModuleHandle
 
 HINT_PREFIX = "likely mistake: "
-NOT_WRITTEN = "not written yet"  # the ending of the stubs' NotImplementedError (build/transforms/strip_solutions.py)
+log = logging.getLogger(__name__)
 DEFAULT_BUDGET_S = 3.0
 MAX_EXCHANGES = 64  # per question: enough to cover its failed tests, bounded for the time cap
 # What the diagnosis keeps per submission: the failed tests' requests and replies, at most this many bytes in
@@ -130,34 +130,6 @@ class Recorder(StudentAPI):
         self._current, self._current_bytes = [], 0
 
 
-# ------------------------------------------------------------------------------------------------ catalogue
-@dataclass(frozen=True)
-class Catalogue:
-    reference_code: str
-    mutants: tuple[Entry, ...]
-    variants: tuple[Entry, ...]
-
-
-_CATALOGUES: dict[Path, Catalogue | None] = {}
-_LOCK = threading.Lock()
-
-
-def load_bundle_catalogue(bundle_dir: str | Path) -> Catalogue | None:
-    """The catalogue of a built autograder (``catalogue.py`` beside ``reference.py``), once per process;
-    None when the bundle has none (an older build, or a course without catalogues)."""
-    bundle_dir = Path(bundle_dir).resolve()
-    with _LOCK:
-        if bundle_dir not in _CATALOGUES:
-            path = bundle_dir / "catalogue.py"
-            if path.exists() and (bundle_dir / "reference.py").exists():
-                mutants, variants = load_catalogue(path)
-                _CATALOGUES[bundle_dir] = Catalogue((bundle_dir / "reference.py").read_text(), tuple(mutants),
-                                                    tuple(variants))
-            else:
-                _CATALOGUES[bundle_dir] = None
-        return _CATALOGUES[bundle_dir]
-
-
 # ------------------------------------------------------------------------------------------------ diagnosis
 def _same(op: str, mine: Any, theirs: Any) -> bool:
     """Whether two replies to ``op`` agree, within the hidden tests' tolerances."""
@@ -245,11 +217,8 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
     hints: dict[str, str] = {}
 
     def matches(entry: Entry, exchanges: list[Exchange]) -> bool:
-        try:
-            candidate = student_with(catalogue.reference_code, entry)
-        except Exception:  # noqa: BLE001 - a broken catalogue entry must not break grading
-            return False
-        return behaves_like(exchanges, candidate, deadline)
+        # a broken entry raises CatalogueError naming it: an instructor's bug, reported by name_mistakes
+        return behaves_like(exchanges, student_with(catalogue.reference_code, entry), deadline)
 
     for question, tests in _failed_tests(suite, questions).items():
         exchanges = [x for t in tests for x in recorder.failed.get(t, [])][:MAX_EXCHANGES]
@@ -271,24 +240,25 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
     return hints
 
 
-def name_mistakes(bundle_dir: str | Path, suite, recorder: Recorder, questions: dict, *,
-                  budget_s: float = DEFAULT_BUDGET_S) -> dict:
+def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: float = DEFAULT_BUDGET_S) -> dict:
     """Add ``likely mistake: <hint>`` to the messages of each question the submission got wrong the way a
-    catalogued mutant does, and shorten an unwritten question's messages to its ``not written yet`` line(s).
-    Returns ``questions`` (changed in place). Never raises: a diagnosis is a bonus, the score stands."""
+    catalogued mutant of ``bundle`` (``bundle.Bundle``) does, and shorten an unwritten question's messages to its
+    ``not written yet`` line(s). Returns ``questions`` (changed in place). What the submission replied cannot make
+    it raise (``behaves_like`` treats any odd reply as a mismatch); a broken catalogue (an instructor's bug) is
+    logged as a warning naming the entry, and the score stands without hints."""
     for q in questions.values():
         failed = [m for m in q["messages"] if m.startswith("failed: ")]
         stubs = [m for m in failed if NOT_WRITTEN in m]
         if failed and len(stubs) == len(failed) and q["score"] == 0:
             q["messages"] = _not_written_lines(stubs)
     try:
-        catalogue = load_bundle_catalogue(bundle_dir)
+        catalogue = bundle.catalogue()
         if catalogue is None:
             return questions
-        for question, hint in diagnose(suite, catalogue, recorder, questions, budget_s=budget_s).items():
+        for question, hint in diagnose(bundle.suite, catalogue, recorder, questions, budget_s=budget_s).items():
             questions[question]["messages"].append(HINT_PREFIX + hint)
-    except Exception:  # noqa: BLE001
-        pass
+    except CatalogueError as exc:
+        log.warning("%s: no likely mistake named: %s", bundle.lab, exc)
     return questions
 
 

@@ -13,13 +13,15 @@ import sys
 import traceback
 from pathlib import Path
 
+from .bundle import load_bundle, manifest_questions
 from .gradescope import write_results_json
-from .runner import grade_submission, load_bundle, manifest_questions, ungraded
+from .runner import grade_submission, ungraded
 
 
 def find_notebooks(folder: Path) -> list[Path]:
-    """The submitted notebooks: regular ``.ipynb`` files under ``folder`` (links are never followed, files
-    never opened here; checkpoints skipped)."""
+    """The submitted notebooks: regular ``.ipynb`` files anywhere under ``folder`` (links are never followed, files
+    never opened here; checkpoints skipped). Unlike ``batch.collect_submissions`` (one submission per file of a
+    folder), Gradescope's upload is one student's folder, nested as the student zipped it."""
     found = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")

@@ -8,7 +8,7 @@
   (``LocalStudent`` over the notebook's globals), as plain Otter does. nbgrader keeps the cell that calls it out
   of the student's copy (``### BEGIN HIDDEN TESTS``) and puts it back when it autogrades. The bundle (hidden tests,
   reference, manifest) is ``autograder/<lab>/`` of the course repository, found from the working folder upwards,
-  or ``$ATTNLAB_BUNDLE``.
+  or ``$ATTNLAB_BUNDLE`` (``bundle.find_bundle``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 
 from .api import LocalStudent, StudentError
+from .bundle import find_bundle, grading_seed, load_bundle
 from .hidden import test_seed
 from .notebook_code import SubmissionError, cells_from_notebook, joined_source
-from .runner import grading_seed, load_bundle
 
 
 def require_checks(grader, question: str, env: dict) -> None:
@@ -54,19 +54,6 @@ def register_experiment_magic() -> None:
             raise RuntimeError("the experiment in this cell failed (see the error above)")
 
     shell.register_magic_function(experiment, magic_kind="cell", magic_name="experiment")
-
-
-def find_bundle(lab: str, start: Path | None = None) -> Path:
-    explicit = os.environ.get("ATTNLAB_BUNDLE")
-    if explicit:
-        return Path(explicit)
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "autograder" / lab
-        if (candidate / "manifest.json").exists() and (candidate / "hidden_tests.py").exists():
-            return candidate
-    raise FileNotFoundError(f"no autograder/{lab}/ (hidden tests, reference, manifest) in {here} or its parents; "
-                            "grade inside the course repository or set ATTNLAB_BUNDLE")
 
 
 def _is_test_cell(cell: dict) -> bool:

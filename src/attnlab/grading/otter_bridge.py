@@ -1,7 +1,7 @@
 """Run one hidden test from an Otter test file, in the student's kernel (``otter run``, plain Otter).
 
-Otter copies ``hidden_tests.py``, ``reference.py`` and ``manifest.json`` next to the submission; the
-generated test files call ``run_hidden_test(env, name)``. The student is reached through the same
+Otter copies the bundle's files (``grading/bundle.py``) next to the submission, where ``find_bundle`` finds them;
+the generated test files call ``run_hidden_test(env, name)``. The student is reached through the same
 narrow interface as in attnlab's own grader (``LocalStudent`` over the notebook's globals), but here
 student code shares the process with the tests: this path has Otter's isolation, not attnlab's.
 """
@@ -13,16 +13,9 @@ from pathlib import Path
 import torch
 
 from .api import LocalStudent, StudentError
+from .bundle import find_bundle, grading_seed, load_bundle
 from .hidden import test_seed
 from .notebook_code import SubmissionError, joined_source, read_cells
-from .runner import grading_seed, load_bundle
-
-
-def _bundle_dir() -> Path:
-    for folder in (Path.cwd(), Path.cwd().parent):
-        if (folder / "manifest.json").exists() and (folder / "hidden_tests.py").exists():
-            return folder
-    raise FileNotFoundError("hidden_tests.py and manifest.json are not beside the submission")
 
 
 def _submission() -> tuple[bytes, str | None]:
@@ -36,7 +29,7 @@ def _submission() -> tuple[bytes, str | None]:
 
 
 def run_hidden_test(env: dict, name: str) -> None:
-    bundle = load_bundle(_bundle_dir())
+    bundle = load_bundle(find_bundle())
     tests = {t.name: t for t in bundle.suite.tests}
     if name not in tests:
         raise KeyError(f"no hidden test named {name!r}")

@@ -6,19 +6,16 @@ runs in the worker (sandboxed where the machine allows) and only plain data come
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from .api import LocalStudent, RemoteStudent, StudentError
+from .api import RemoteStudent, StudentError
+from .bundle import Bundle, grading_seed, load_bundle
 from .diagnose import Recorder, diagnosis_budget, name_mistakes
-from .hidden import HiddenSuite, load_suite, run_suite
+from .hidden import run_suite
 from .lab_check import wrong_lab_message
 from .notebook_code import SubmissionError, joined_source, read_cells, read_submission
 
@@ -29,56 +26,6 @@ DEFAULT_TEST_TIMEOUT = 60.0
 # The whole submission: load, restarts and tests. An honest lab05-07 solution takes 20-30 s on a shared 2-core
 # CPU, so this is 20x that; a submission past it gets a row whose remaining tests say why they scored 0.
 DEFAULT_SUBMISSION_TIMEOUT = 600.0
-
-
-@dataclass
-class Bundle:
-    """What grading one lab needs, read from ``autograder/<lab>/``."""
-
-    lab: str
-    directory: Path
-    suite: HiddenSuite
-    reference: LocalStudent
-    manifest: dict
-    secret: bytes
-
-    @property
-    def questions(self) -> dict[str, float]:
-        return self.suite.questions()
-
-
-_BUNDLES: dict[Path, Bundle] = {}
-_BUNDLES_LOCK = threading.Lock()  # batch jobs are threads
-
-
-def load_bundle(directory: str | Path) -> Bundle:
-    """Load (once per process, thread-safe) the hidden tests, reference and manifest of a built lab."""
-    directory = Path(directory).resolve()
-    with _BUNDLES_LOCK:
-        if directory not in _BUNDLES:
-            _BUNDLES[directory] = _load_bundle(directory)
-        return _BUNDLES[directory]
-
-
-def _load_bundle(directory: Path) -> Bundle:
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.exists():
-        raise FileNotFoundError(f"{directory} holds no built autograder (manifest.json missing); "
-                                "run `attnlab build` first")
-    manifest = json.loads(manifest_path.read_text())
-    hidden_path = directory / "hidden_tests.py"
-    suite = load_suite(hidden_path)
-    reference = LocalStudent.from_code((directory / "reference.py").read_text(), f"<reference {manifest['lab']}>")
-    env_secret = os.environ.get("ATTNLAB_GRADING_SECRET")
-    secret = env_secret.encode() if env_secret else hashlib.sha256(hidden_path.read_bytes()).digest()
-    return Bundle(manifest["lab"], directory, suite, reference, manifest, secret)
-
-
-def grading_seed(bundle: Bundle, submission_bytes: bytes) -> int:
-    """A seed the student cannot predict (it depends on the hidden tests) and that is the same each time
-    the same file is graded."""
-    digest = hashlib.sha256(bundle.secret + bundle.lab.encode() + hashlib.sha256(submission_bytes).digest())
-    return int.from_bytes(digest.digest()[:8], "little") & ((1 << 63) - 1)
 
 
 def _start_worker(workdir: Path, hide: list[Path]):
@@ -107,27 +54,6 @@ def ungraded(submission, questions: dict[str, float], message: str, *, lab: str 
                           for q, m in questions.items()},
             "isolation": isolation, "elapsed_s": round(elapsed_s, 3),
             "errors": [message] if errors is None else errors}
-
-
-def _manifest(lab_dir: str | Path) -> dict:
-    try:
-        manifest = json.loads((Path(lab_dir) / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return manifest if isinstance(manifest, dict) else {}
-
-
-def manifest_questions(lab_dir: str | Path) -> dict[str, float]:
-    """Question -> points from a built autograder's manifest ({} when there is none)."""
-    try:
-        return {str(q): float(p) for q, p in _manifest(lab_dir).get("questions", {}).items()}
-    except (TypeError, ValueError, AttributeError):
-        return {}
-
-
-def manifest_lab(lab_dir: str | Path) -> str:
-    """The lab id in a built autograder's manifest ('' when there is none)."""
-    return str(_manifest(lab_dir).get("lab", ""))
 
 
 def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
@@ -182,7 +108,7 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
     recorder = Recorder(student)
     questions = run_suite(bundle.suite, recorder, bundle.reference, seed=seed, test_timeout=test_timeout,
                           on_result=recorder.on_result)
-    name_mistakes(bundle.directory, bundle.suite, recorder, questions,
+    name_mistakes(bundle, recorder, questions,
                   budget_s=diagnosis_budget(time.monotonic() - start))
     errors = student.notebook_errors
     if student.dead_reason:

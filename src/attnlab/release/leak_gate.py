@@ -17,42 +17,35 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-from ..build.transforms.check_no_leak import GIVEN_PREFIX
+from ..build.transforms.check_no_leak import instructor_lines, solution_lines
+from ..build.transforms.markers import GIVEN_PREFIX
+from ..build.transforms.read_master import read_master
 from ..course import Course, Lab, current_time
+from ..grading.bundle import FILES
 
 FORBIDDEN_DIRS = {"solutions", "autograder", "instructor"}
-FORBIDDEN_NAMES = {"hidden_tests.py", "catalogue.py", "reference.py", "manifest.json"}
-MIN_LENGTH = 16  # shorter lines ("return out, w") are too common to mean anything
+FORBIDDEN_NAMES = set(FILES)  # the autograder bundle's files (grading/bundle.py)
 
 
 class ReleaseLeak(ValueError):
     """Instructor material would ship to students; the message names the file and the line."""
 
 
-def _meaningful(text: str) -> set[str]:
-    lines = set()
-    for raw in text.splitlines():
-        line = raw.strip()
-        if len(line) >= MIN_LENGTH and not line.startswith(("#", "import ", "from ", '"""')):
-            lines.add(line)
-    return lines
-
-
 def _solution_lines(lab: Lab) -> set[str]:
-    from ..build.transforms.check_no_leak import solution_lines
-    from ..build.transforms.read_master import read_master
-
-    return {line for line in solution_lines(read_master(lab.master)) if len(line) >= MIN_LENGTH}
+    """The secret lines (``check_no_leak.secret_line``, the build gate's rule) of the lab's solution blocks."""
+    return solution_lines(read_master(lab.master))
 
 
 def secret_lines(course: Course) -> dict[str, str]:
-    """line -> where it comes from, over every lab of the course (not only the released ones)."""
+    """line -> where it comes from, over every lab of the course (not only the released ones): the build gate's
+    rule (``instructor_lines``): secret lines that the lab's master does not show outside its solution blocks."""
     secrets: dict[str, str] = {}
     for lab in course.labs:
+        master = read_master(lab.master)
         for path in (lab.catalogue, lab.hidden_tests):
             if path.exists():
-                secrets.update(dict.fromkeys(_meaningful(path.read_text()), f"{lab.id}/{path.name}"))
-        secrets.update(dict.fromkeys(_solution_lines(lab), f"{lab.id} solution"))
+                secrets.update(dict.fromkeys(instructor_lines([path.read_text()], master), f"{lab.id}/{path.name}"))
+        secrets.update(dict.fromkeys(solution_lines(master), f"{lab.id} solution"))
     return secrets
 
 
@@ -136,8 +129,7 @@ def _kit_source_lines(course: Course) -> set[str]:
 
 def _check_name(name: str) -> None:
     parts = name.replace("!", "/").split("/")
-    kit_module = "attnlab" in parts and name.endswith(".py")  # the kit's own modules (grading/catalogue.py)
-    if set(parts) & FORBIDDEN_DIRS or (parts[-1] in FORBIDDEN_NAMES and not kit_module):
+    if set(parts) & FORBIDDEN_DIRS or parts[-1] in FORBIDDEN_NAMES:
         raise ReleaseLeak(f"release holds an instructor-only file: {name}")
 
 

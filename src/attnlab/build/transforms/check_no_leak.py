@@ -1,20 +1,29 @@
-"""Student branch guard: no line of a solution block, and no line of a catalogue entry (mutants are
-near-solutions), may reach the student notebook or the packaged public checks.
+"""Student branch guard: no line of a solution block, of the hidden tests or of a catalogue entry (mutants are
+near-solutions) may reach the student notebook or the packaged public checks.
 
 Runs on the master (labelled by parse_questions), the finished student notebook and the public test files.
+``secret_line`` is the one rule of what counts as a secret line, for this gate and the release's
+(``release/leak_gate.py``).
 """
 
 from __future__ import annotations
 
 from textwrap import dedent
 
-from .markers import BEGIN_SOLUTION, END_SOLUTION, SOLUTION_SUFFIX
+from .markers import BEGIN_SOLUTION, END_SOLUTION, GIVEN_PREFIX, SOLUTION_SUFFIX
 
-GIVEN_PREFIX = "# Given (from "  # the first line include_given writes
+MIN_LENGTH = 13  # shorter lines ("return out", "x = x + 1") are too common to mean anything
+_NOT_CODE = ("#", "import ", "from ", '"""', "'''")  # comments, imports and docstring fences are no secret
 
 
 class LeakError(ValueError):
     """Solution code would ship to students."""
+
+
+def secret_line(raw: str) -> str | None:
+    """``raw`` stripped when it is long enough to be a secret (``MIN_LENGTH``) and is code, else None."""
+    text = raw.strip()
+    return text if len(text) >= MIN_LENGTH and not text.startswith(_NOT_CODE) else None
 
 
 def solution_lines(nb) -> set[str]:
@@ -28,51 +37,55 @@ def solution_lines(nb) -> set[str]:
             elif END_SOLUTION.match(line):
                 inside = False
             elif inside or SOLUTION_SUFFIX.search(line):
-                text = SOLUTION_SUFFIX.sub("", line).strip()
-                if len(text) > 12 and not text.startswith("#"):
+                text = secret_line(SOLUTION_SUFFIX.sub("", line))
+                if text:
                     lines.add(text)
     return lines
 
 
-def _significant(line: str) -> str | None:
-    text = line.strip()
-    return text if len(text) > 12 and not text.startswith("#") else None
+def instructor_lines(texts, master_nb) -> set[str]:
+    """The secret lines of ``texts`` (hidden tests, catalogue entries' sources) that the master does not show
+    students anyway (a signature, ``super().__init__()``, a line of the given code outside the solution blocks is
+    no secret)."""
+    public: set[str] = set()
+    for cell in master_nb.cells:
+        public.update(t for t in map(secret_line, cell.source.split("\n")) if t)
+    public -= solution_lines(master_nb)
+    return {t for text in texts for t in map(secret_line, dedent(text).split("\n")) if t and t not in public}
 
 
 def catalogue_lines(entries, master_nb) -> set[str]:
-    """The lines of the catalogue entries' sources that the master does not show students anyway (a signature,
-    ``super().__init__()``, a line of the given code outside the solution blocks is no secret)."""
-    public: set[str] = set()
-    for cell in master_nb.cells:
-        public.update(t for t in map(_significant, cell.source.split("\n")) if t)
-    public -= solution_lines(master_nb)
-    secret: set[str] = set()
-    for entry in entries:
-        secret.update(t for t in map(_significant, dedent(entry.source).split("\n")) if t and t not in public)
-    return secret
+    """The secret lines of the catalogue entries' sources (``instructor_lines``)."""
+    return instructor_lines([entry.source for entry in entries], master_nb)
 
 
-def check_no_leak(master_nb, student_nb, *, catalogue=(), public_files: dict[str, str] | None = None) -> None:
+def check_no_leak(master_nb, student_nb, *, catalogue=(), hidden_tests: str = "",
+                  public_files: dict[str, str] | None = None) -> None:
     """Given cells (earlier labs' code, see include_given) are meant to be there and are not checked.
 
-    ``catalogue``: the lab's mutants and variants (``Entry`` objects); ``public_files``: the packaged public test
-    files (name -> text), checked for solution and catalogue lines too.
+    ``catalogue``: the lab's mutants and variants (``Entry`` objects); ``hidden_tests``: the text of the lab's
+    hidden tests; ``public_files``: the packaged public test files (name -> text), checked for all three too.
     """
-    secret = solution_lines(master_nb)
-    mutants = catalogue_lines(catalogue, master_nb)
+    kinds = {"solution code": solution_lines(master_nb),
+             "a line of a catalogue entry": catalogue_lines(catalogue, master_nb),
+             "a line of the hidden tests": instructor_lines([hidden_tests], master_nb)}
+    fix = {"solution code": "put it inside # BEGIN SOLUTION / # END SOLUTION only once, or reword the hint",
+           "a line of a catalogue entry": "the catalogue's mutants are near-solutions: reword the notebook or the entry",
+           "a line of the hidden tests": "the hidden tests must stay hidden: reword the notebook or the test"}
+
+    def leaked(line: str) -> str | None:
+        return next((kind for kind, lines in kinds.items() if line.strip() in lines), None)
+
     for i, cell in enumerate(student_nb.cells):
         if cell.source.startswith(GIVEN_PREFIX):
             continue
         for line in cell.source.split("\n"):
-            if line.strip() in secret:
-                raise LeakError(f"student notebook cell {i} contains solution code: {line.strip()!r}; "
-                                "put it inside # BEGIN SOLUTION / # END SOLUTION only once, or reword the hint")
-            if line.strip() in mutants:
-                raise LeakError(f"student notebook cell {i} contains a line of a catalogue entry: {line.strip()!r}; "
-                                "the catalogue's mutants are near-solutions: reword the notebook or the entry")
+            kind = leaked(line)
+            if kind:
+                raise LeakError(f"student notebook cell {i} contains {kind}: {line.strip()!r}; {fix[kind]}")
     for name, text in (public_files or {}).items():
         for line in text.split("\n"):
-            if line.strip() in secret or line.strip() in mutants:
-                what = "solution code" if line.strip() in secret else "a line of a catalogue entry"
-                raise LeakError(f"public check file {name} contains {what}: {line.strip()!r}; "
+            kind = leaked(line)
+            if kind:
+                raise LeakError(f"public check file {name} contains {kind}: {line.strip()!r}; "
                                 "a public check must not show the answer")

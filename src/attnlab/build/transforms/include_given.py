@@ -20,14 +20,14 @@ from typing import Callable
 from ...grading.api import definition_source
 from ...grading.notebook_code import cells_from_notebook, joined_source
 from .drop_marker_cells import drop_marker_cells
-from .markers import first_line
+from .markers import GIVEN_PREFIX, first_line
 from .parse_questions import MasterError, parse_questions
 from .remove_solution_markers import remove_solution_markers
 from .replace_tests import replace_tests
 
 GIVEN = re.compile(r"^\s*#\s*GIVEN\s+from\s+(\w+)\s*:\s*(.+?)\s*$", re.I)
 
-HEADER = "# Given (from {lab}): {names}. Run this cell; it is the working code of the earlier lab.\n\n"
+HEADER = GIVEN_PREFIX + "{lab}): {names}. Run this cell; it is the working code of the earlier lab.\n\n"
 
 
 def solution_code(master) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 
 from .markers import BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
+from .strip_solutions import NOT_WRITTEN
 
 TEST_CELL = '''\
 # Checks of `{question}`: they must pass (nbgrader's Validate runs them).
@@ -35,7 +36,7 @@ CONFIG = '''\
 c = get_config()  # noqa: F821 - nbgrader provides it
 c.CourseDirectory.course_id = {course!r}
 # The kit raises NotImplementedError("... not written yet") in its own stubs; nbgrader's stub says the same.
-c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError(\\"not written yet\\")"}}
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError(\\"{not_written}\\")"}}
 c.ExecutePreprocessor.timeout = 600
 c.Execute.timeout = 600
 '''
@@ -104,4 +105,4 @@ def nbgrader_source(nb, *, lab_id: str, points: dict[str, float]):
 
 
 def nbgrader_config(course_name: str) -> str:
-    return CONFIG.format(course=course_name)
+    return CONFIG.format(course=course_name, not_written=NOT_WRITTEN)

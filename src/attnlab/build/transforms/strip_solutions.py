@@ -17,7 +17,7 @@ import re
 
 from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
 
-NOT_WRITTEN = "not written yet"  # the public checks and the grader recognise this ending
+NOT_WRITTEN = "not written yet"  # defined here only: the public checks, the grader and nbgrader's stub use it
 _SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 
 
