@@ -119,7 +119,7 @@ class _Scan(ast.NodeVisitor):
         lines = self.code.splitlines()
         text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         segment = " ".join((ast.get_source_segment(self.code, node) or "").split())
-        if segment and segment != text:
+        if segment and segment != text and not why.startswith(segment):
             why = f"{segment[:60]}: {why}"
         where = f"{self.where}, line {line}" if self.where else f"line {line}"
         self.hits.append(Breach(where, text[:100], why))
