@@ -150,6 +150,28 @@ HONEST = HEAD + dedent('''
 ''')
 
 
+def test_a_lab_adds_modules_through_its_suite():
+    suite = HiddenSuite("lab98", allowed_imports=("json",))
+    suite.test("f", name="tf")(lambda student, ref, rng: None)
+    review: list[str] = []
+    student = LocalStudent.from_code("import json\nf = json.dumps(1)")
+    assert run_suite(suite, student, student, seed=0, review=review)["f"]["score"] == 1 and review == []
+    strict = HiddenSuite("lab97")
+    strict.test("f", name="tf")(lambda student, ref, rng: None)
+    assert run_suite(strict, student, student, seed=0, review=review)["f"]["score"] == 0
+    assert review == ["the lab's rules (f set to 0): line 1: `import json` (importing json is not allowed in the "
+                      "graded cells)"]
+
+
+def test_checking_imports_nothing_the_student_names():
+    import sys
+
+    name = "torch.utils.tensorboard"
+    before = name in sys.modules
+    assert rules.breaches([("", "import torch\nx = torch.utils.tensorboard\ny = torch.nn\n")])  # torch.nn: a module
+    assert (name in sys.modules) == before
+
+
 def test_honest_code_is_not_flagged():
     assert rules.breaches([("cell 1", HONEST)]) == []
     assert rules.breaches([("cell 1", "def f(:\n")]) == []  # does not parse: the worker reports it

@@ -31,7 +31,6 @@ static allowlist over ``ast`` in the grader is simpler, and what it cannot prove
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 from dataclasses import dataclass
 from typing import Iterable
@@ -86,15 +85,18 @@ def _is_allowed_module(dotted: str, allowed: frozenset) -> bool:
 
 
 def _names_a_module(dotted: str) -> bool:
-    """``dotted`` names a module (``torch.nn.functional``), looked up without importing a new top-level package."""
-    if isinstance(sys.modules.get(dotted), type(sys)):
-        return True
-    if "." not in dotted or dotted.split(".")[0] not in sys.modules:
+    """``dotted`` names a module (``torch.nn.functional``): looked up among the modules this process has loaded,
+    through their ``__dict__``, so nothing the student wrote is imported or run here."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        found = sys.modules.get(".".join(parts[:i]))
+        if found is not None:
+            break
+    else:
         return False
-    try:
-        return importlib.util.find_spec(dotted) is not None
-    except Exception:  # noqa: BLE001 - a parent that is not a package, an import error: not a module
-        return False
+    for part in parts[i:]:
+        found = (getattr(found, "__dict__", None) or {}).get(part)
+    return isinstance(found, type(sys))
 
 
 class _Scan(ast.NodeVisitor):
