@@ -31,9 +31,9 @@ from attnlab.grading.inputs import padded_ids, randn, random_lengths, random_mas
 # broken. None: every question.
 suite = HiddenSuite("lab05_self_attention", policy_questions=None)
 
-FORBIDDEN = ["scaled_dot_product_attention", "MultiheadAttention"]
+FORBIDDEN = ["scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"]
 WHY = ("this lab asks you to build attention by hand: F.scaled_dot_product_attention and nn.MultiheadAttention "
-       "are not allowed in the graded cells")
+       "(and F.multi_head_attention_forward behind it) are not allowed in the graded cells")
 
 F32, F64 = torch.float32, torch.float64
 

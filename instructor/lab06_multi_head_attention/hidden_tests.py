@@ -32,8 +32,9 @@ from attnlab.grading.inputs import randint, randn, random_mask
 # broken. None: every question.
 suite = HiddenSuite("lab06_multi_head_attention", policy_questions=None)
 
-FORBIDDEN = ["MultiheadAttention", "scaled_dot_product_attention"]
-WHY = ("this lab asks you to build multi-head attention yourself: nn.MultiheadAttention and "
+FORBIDDEN = ["MultiheadAttention", "scaled_dot_product_attention", "multi_head_attention_forward"]
+WHY = ("this lab asks you to build multi-head attention yourself: nn.MultiheadAttention (and "
+       "F.multi_head_attention_forward behind it) and "
        "F.scaled_dot_product_attention are not allowed in the graded cells (call the given "
        "scaled_dot_product_attention by its bare name instead)")
 

@@ -86,6 +86,16 @@ ROUTES = {
     "match_class_attribute": ("match x:\n    case object(_private=p):\n        pass", "_private"),
     "dunder_name": ("s = __loader__", "`__loader__`"),
     "open_file": ("t = open('/etc/passwd').read()", "`open`"),
+    "generator_frame": ("g = (i for i in [1])\nb = g.gi_frame.f_globals['__builtins__']", "gi_frame"),
+    "traceback_frame": ("try:\n    1 / 0\nexcept Exception as e:\n    b = e.__traceback__.tb_frame", "__traceback__"),
+    "function_code": ("def h():\n    pass\nc = h.__code__", "__code__"),
+    "type_hints_eval": ("import typing\ndef h(a: 'F.softmax'):\n    pass\nt = typing.get_type_hints(h)",
+                        "get_type_hints"),
+    "formatter_get_field": ("import string\nf = string.Formatter().get_field('0.__globals__', [h], {})",
+                            "Formatter"),
+    "select_by_name": ("fs = [f for f in torch.overrides.get_testing_overrides() if f.__name__ == 'x']",
+                       "torch.overrides"),
+    "function_name": ("n = F.softmax.__name__", "__name__"),
 }
 
 
@@ -122,7 +132,7 @@ HONEST = HEAD + dedent('''
 
 
     class Block(nn.Module):
-        """Uses self._private, getattr/hasattr with constant names, type(x).__name__."""
+        """Uses self._private, getattr/hasattr with constant names, type(x)."""
 
         def __init__(self, d):
             super().__init__()
@@ -137,7 +147,7 @@ HONEST = HEAD + dedent('''
 
         def forward(self, x):
             if not hasattr(x, "shape"):
-                raise TypeError(f"expected a tensor, got {type(x).__name__}")
+                raise TypeError(f"expected a tensor, got {type(x)}")
             return F.softmax(self._scale(self._proj(x)), dim=-1)
 
 

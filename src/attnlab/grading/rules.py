@@ -45,8 +45,9 @@ DEFAULT_IMPORTS = frozenset({
     "attnlab.seeding",
 })
 ALLOWED_DUNDERS = frozenset({
-    "__init__", "__call__", "__name__", "__qualname__", "__doc__", "__version__", "__len__", "__getitem__",
-    "__iter__", "__next__", "__repr__", "__str__", "__contains__",
+    # what honest code defines or reads; not __name__ (selecting a function by a computed name) nor __class__
+    "__init__", "__call__", "__doc__", "__version__", "__len__", "__getitem__", "__iter__", "__next__", "__repr__",
+    "__str__", "__contains__",
 })
 DENIED_ATTRIBUTES = frozenset({
     # modules that allowed modules re-export (torch.sys, attnlab.device.os, np.ctypeslib) and attnlab's grader
@@ -55,8 +56,13 @@ DENIED_ATTRIBUTES = frozenset({
     "code", "codeop", "imp", "pkgutil", "socket", "shutil", "io", "pathlib", "tempfile", "urllib", "http",
     "multiprocessing", "threading", "signal", "resource", "pty", "platform", "sysconfig", "site", "ast", "dis",
     "linecache", "traceback", "weakref", "tarfile", "zipfile", "zipimport", "gzip", "webbrowser", "grading",
-    # torch's raw operator registry, code loading and compilation from text
-    "ops", "hub", "library", "classes", "package", "cpp_extension", "jit", "serialization", "load", "loads",
+    # torch's raw operator registry, code loading, compilation from text, every function listed in one place
+    "ops", "hub", "library", "classes", "package", "cpp_extension", "jit", "fx", "serialization", "load", "loads",
+    "overrides", "distributed", "rpc", "f2py", "distutils",
+    # frames and code objects (a frame's globals hold the built-ins), names resolved or evaluated from strings
+    "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "f_globals",
+    "f_locals", "f_builtins", "f_back", "f_code", "co_code", "co_consts", "get_type_hints", "ForwardRef",
+    "Formatter", "get_field", "attrgetter", "methodcaller",
 })
 DENIED_NAMES = frozenset({
     "vars", "globals", "locals", "dir", "setattr", "delattr", "exec", "eval", "compile", "__import__",
