@@ -182,6 +182,17 @@ def test_checking_imports_nothing_the_student_names():
     assert (name in sys.modules) == before
 
 
+def test_a_flood_of_breaches_is_bounded_in_count_and_time():
+    import time
+
+    flood = [(f"cell {i}", "import os\n" * 20_000) for i in range(5)]
+    start = time.monotonic()
+    found = rules.breaches(flood)
+    assert time.monotonic() - start < 20  # 100,000 lines; about 1 s on a quiet machine
+    assert len(found) == rules.MAX_BREACHES + 1 and "more than 50" in str(found[-1])
+    assert found[-1].where == "cell 0"
+
+
 def test_honest_code_is_not_flagged():
     assert rules.breaches([("cell 1", HONEST)]) == []
     assert rules.breaches([("cell 1", "def f(:\n")]) == []  # does not parse: the worker reports it
