@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths, random_mask
 
@@ -76,7 +76,7 @@ def rnn_cell_float64_matches_nn_rnncell_grad(student, ref, rng):
             p.copy_(w)
         torch_h = cell(x, h_prev)
     checks.assert_close(s.output, torch_h, name="rnn_cell compared with nn.RNNCell on the same weights")
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("rnn_cell", points=1.0)
@@ -109,7 +109,7 @@ def elman_float64_h0_none_matches_nn_rnn_grad(student, ref, rng):
     s, _ = checks.compare_module_call(s_mod, r_mod, x, grad=True, rng=rng)
     out, h_n = _nn_rnn_outputs(r_mod, d, h, x)
     checks.compare_values(s.output, (out, h_n), name="ElmanRNN's (outputs, h_T) compared with nn.RNN on the same weights")
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("ElmanRNN", points=1.5)
@@ -175,7 +175,7 @@ def lstm_cell_float64_matches_nn_lstmcell_grad(student, ref, rng):
     s, _ = checks.compare_call(student, ref, "lstm_cell", x, h_prev, c_prev, *weights, grad=True, rng=rng)
     checks.compare_values(s.output, _nn_lstm_cell(x, h_prev, c_prev, weights),
                           name="lstm_cell's (h_t, c_t) compared with nn.LSTMCell on the same weights")
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("lstm_cell", points=1.5)

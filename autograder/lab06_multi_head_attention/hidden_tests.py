@@ -5,7 +5,7 @@ Every test compares the student's answer with the reference (and, for ``MultiHea
 ``torch.nn.MultiheadAttention`` built here with the same weights) on inputs drawn from ``rng`` only, so a
 blank notebook (functions returning None, a module without parameters) scores 0. The source check for the
 forbidden library versions sits inside value tests, after the comparison. The lab gives students a working
-``scaled_dot_product_attention`` that they call by its bare name; ``checks.forbidden_uses`` flags only the
+``scaled_dot_product_attention`` that they call by its bare name; ``rules.forbidden_uses`` flags only the
 library's ``F.scaled_dot_product_attention`` (an attribute), imports and strings, so that call is fine.
 
 Questions and points (30 in all):
@@ -24,18 +24,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn, random_mask
 
-# The deny-by-default rules (checks.policy_violations: private torch APIs such as torch._C, torch.ops, getattr/setattr
-# with a computed name on a module, importlib, __import__, exec, eval, compile, anywhere in the graded cells) cost
-# every question of this lab, as its rules cell says. None: every question.
+# The course rules (grading/rules.py: an allowlist over the graded cells) cost every question of this lab when
+# broken. None: every question.
 suite = HiddenSuite("lab06_multi_head_attention", policy_questions=None)
 
-FORBIDDEN = ["MultiheadAttention", "scaled_dot_product_attention"]
-WHY = ("this lab asks you to build multi-head attention yourself: nn.MultiheadAttention and "
+FORBIDDEN = ["MultiheadAttention", "scaled_dot_product_attention", "multi_head_attention_forward"]
+WHY = ("this lab asks you to build multi-head attention yourself: nn.MultiheadAttention (and "
+       "F.multi_head_attention_forward behind it) and "
        "F.scaled_dot_product_attention are not allowed in the graded cells (call the given "
        "scaled_dot_product_attention by its bare name instead)")
 
@@ -159,7 +159,7 @@ def mha_self_attention_float64_grad(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, MHA, 12, 3, rng=rng, dtype=F64)
     x = randn(rng, 2, 5, 12)
     checks.compare_module_call(s_mod, r_mod, x, x, x, grad=True, rng=rng)
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(MHA, points=1.5)
@@ -220,7 +220,7 @@ def mha_matches_torch_multihead_attention(student, ref, rng):
     compare_with_torch(student, ref, rng, d_model=d, num_heads=h, n_q=n_q, n_k=n_k, batch=B, masks=masks)
     compare_with_torch(student, ref, rng, d_model=8, num_heads=4, n_q=6, n_k=6, batch=2, bias=False,
                        cross=False, masks=[None, torch.ones(6, 6, dtype=torch.bool).tril()])
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(MHA, points=1.0)

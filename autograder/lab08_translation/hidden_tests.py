@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn, random_lengths, random_mask
@@ -186,7 +186,7 @@ def decoder_block_equals_torch_decoder_layer(student, ref, rng):
             for key, what, exp in ((0, "y", expected_grads[0]), (1, "memory", expected_grads[1])):
                 assert got.grads.get(key) is not None, f"{name}: the gradient with respect to {what} is missing"
                 checks.assert_close(got.grads[key], exp, name=f"the gradient with respect to {what} of {name}", **tol)
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(BLOCK, points=1)
@@ -277,7 +277,7 @@ def model_matches_reference_float64(student, ref, rng):
     checks.compare_module_call(s_mod, r_mod, dec_in, r_memory, src, rng=rng, grad=True, method="decode",
                                name=f"{name}.decode (causal and source pad masks)")
     checks.compare_module_call(s_mod, r_mod, src, dec_in, rng=rng, grad=True, name=f"{name} forward(src, dec_in)")
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(MODEL, points=2)

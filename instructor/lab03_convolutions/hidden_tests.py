@@ -16,7 +16,7 @@ Questions and points (30 in all):
 
 ``conv1d`` and ``causal_conv1d`` must not use ``F.conv1d``, ``nn.Conv1d`` or ``torch.convolution``; the check
 reads the source of those two functions only, since ``TextCNN`` is meant to use ``nn.Conv1d``. A bare call of
-the student's own ``conv1d`` is fine (``checks.forbidden_uses`` flags attributes, imports and strings only).
+the student's own ``conv1d`` is fine (``rules.forbidden_uses`` flags attributes, imports and strings only).
 
 Tolerances: the defaults of ``checks.TOLERANCES``.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths
@@ -43,7 +43,7 @@ CONV_WHY = ("this lab asks you to build the convolution yourself: F.conv1d, torc
 
 # ------------------------------------------------------------------------------------------------ helpers
 def assert_not_used_in(student, name: str) -> None:
-    hits = checks.forbidden_uses(student.source(name), CONV_FORBIDDEN)
+    hits = rules.forbidden_uses(student.source(name), CONV_FORBIDDEN)
     assert not hits, f"{CONV_WHY}; found {', '.join(hits[:5])} in {name}"
 
 

@@ -23,18 +23,17 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import padded_ids, randn, random_lengths, random_mask
 
-# The deny-by-default rules (checks.policy_violations: private torch APIs such as torch._C, torch.ops, getattr/setattr
-# with a computed name on a module, importlib, __import__, exec, eval, compile, anywhere in the graded cells) cost
-# every question of this lab, as its rules cell says. None: every question.
+# The course rules (grading/rules.py: an allowlist over the graded cells) cost every question of this lab when
+# broken. None: every question.
 suite = HiddenSuite("lab05_self_attention", policy_questions=None)
 
-FORBIDDEN = ["scaled_dot_product_attention", "MultiheadAttention"]
+FORBIDDEN = ["scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"]
 WHY = ("this lab asks you to build attention by hand: F.scaled_dot_product_attention and nn.MultiheadAttention "
-       "are not allowed in the graded cells")
+       "(and F.multi_head_attention_forward behind it) are not allowed in the graded cells")
 
 F32, F64 = torch.float32, torch.float64
 
@@ -58,7 +57,7 @@ def masked_weights_are_zero(weights, mask: torch.Tensor, name: str) -> None:
 def simple_float64_batched_grad(student, ref, rng):
     x = randn(rng, 3, 5, 4)
     checks.compare_call(student, ref, "simple_self_attention", x, grad=True, rng=rng)
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("simple_self_attention", points=1.0)
@@ -87,7 +86,7 @@ SDPA = "scaled_dot_product_attention"
 def sdpa_float64_cross_shapes_grad(student, ref, rng):
     q, k, v = randn(rng, 2, 3, 4), randn(rng, 2, 5, 4), randn(rng, 2, 5, 6)  # n_q != n_k, d_v != d_k
     checks.compare_call(student, ref, SDPA, q, k, v, grad=True, rng=rng)
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(SDPA, points=1.0)
@@ -189,7 +188,7 @@ def padding_mask_longer_max_len(student, ref, rng):
 def selfattention_default_float64_grad(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, "SelfAttention", 8, rng=rng, dtype=F64)
     checks.compare_module_call(s_mod, r_mod, randn(rng, 3, 5, 8), grad=True, rng=rng)
-    checks.assert_not_used(student, FORBIDDEN, why=WHY)
+    rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("SelfAttention", points=1.5)

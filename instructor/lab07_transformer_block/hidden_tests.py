@@ -6,7 +6,7 @@ code) and ``nn.TransformerEncoderLayer`` built here with the same weights. A bla
 returning None, modules without parameters) scores 0: the tests that expect an error first check a value,
 and the source checks for the forbidden library versions sit inside value tests, after the comparison.
 
-The student's function ``layer_norm`` has the same name as ``F.layer_norm``; ``checks.forbidden_uses`` flags
+The student's function ``layer_norm`` has the same name as ``F.layer_norm``; ``rules.forbidden_uses`` flags
 only attribute access (``F.layer_norm``, ``torch.layer_norm``), imports and strings, so the student's own
 bare calls are fine.
 
@@ -31,14 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn
 
-# The deny-by-default rules (checks.policy_violations: private torch APIs such as torch._C, torch.ops, getattr/setattr
-# with a computed name on a module, importlib, __import__, exec, eval, compile, anywhere in the graded cells) cost
-# every question of this lab, as its rules cell says. None: every question.
+# The course rules (grading/rules.py: an allowlist over the graded cells) cost every question of this lab when
+# broken. None: every question.
 suite = HiddenSuite("lab07_transformer_block", policy_questions=None)
 
 F32, F64 = torch.float32, torch.float64
@@ -171,8 +170,8 @@ def ln_float64_leading_dims_grads(student, ref, rng):
         x, weight, bias = ln_args(rng, *shape, scale=2.0, shift=0.5)
         check_ln_torch(student, x, weight, bias, what=f" on x of shape {shape} (float64)")
         checks.compare_call(student, ref, LN, x, weight, bias, grad=True, rng=rng)
-    checks.assert_not_used(student, LN_FORBIDDEN, why=LN_WHY)
-    hits = checks.forbidden_uses(student.source(LN), LN_OWN_FORBIDDEN)
+    rules.assert_not_used(student, LN_FORBIDDEN, why=LN_WHY)
+    hits = rules.forbidden_uses(student.source(LN), LN_OWN_FORBIDDEN)
     assert not hits, f"{LN_OWN_WHY}; found {', '.join(hits[:5])}"
 
 
@@ -383,7 +382,7 @@ def block_equals_torch_encoder_layer(student, ref, rng):
             checks.assert_close(got.output, expected.detach(), name=name)
             assert got.grads.get(0) is not None, f"{name}: the gradient with respect to x is missing"
             checks.assert_close(got.grads[0], expected_grad, name=f"the gradient with respect to x of {name}")
-    checks.assert_not_used(student, BLOCK_FORBIDDEN, why=BLOCK_WHY)
+    rules.assert_not_used(student, BLOCK_FORBIDDEN, why=BLOCK_WHY)
 
 
 @suite.test(BLOCK, points=1)

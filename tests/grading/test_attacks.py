@@ -486,7 +486,7 @@ def test_a_labs_policy_costs_only_the_questions_its_rules_tie_to_it():
     suite.test("g", name="tg")(lambda student, ref, rng: None)
     student = LocalStudent.from_code("f = eval('lambda: 1')\ng = 2")
     res = run_suite(suite, student, student, seed=0)
-    assert res["f"]["score"] == 0 and "`eval`" in res["f"]["messages"][0]
+    assert res["f"]["score"] == 0 and "line 1: `f = eval('lambda: 1')` (eval is not allowed" in res["f"]["messages"][0]
     assert res["g"]["score"] == 1
 
 

@@ -8,7 +8,7 @@ from attnlab.grading.bundle import grading_seed, load_bundle
 from attnlab.grading.runner import grade_submission
 
 LAB = "lab99_demo"
-KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors"}
+KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors", "review"}
 PLAIN = "none as "  # ATTNLAB_SANDBOX=off: the sandbox's `none` mechanism, its report's first words
 
 

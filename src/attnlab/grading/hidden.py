@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from . import rules
 from .executor import StudentError
 
 
@@ -40,14 +41,14 @@ class HiddenTest:
 class HiddenSuite:
     """The hidden tests of one lab, in registration order.
 
-    ``policy_questions``: the questions whose points a breach of the deny-by-default rules costs
-    (``checks.policy_violations``: private torch APIs, ``torch.ops``, computed ``getattr``/``setattr`` on
-    modules, ``importlib``, ``__import__``, ``exec``, ``eval``, ``compile`` anywhere in the graded cells).
-    None: every question; ``()``: none. The lab's rules cell says the same in words.
+    ``policy_questions``: the questions a breach of the course rules costs (``grading/rules.py`` describes the
+    rules, once); None: every question; ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
+    ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words.
     """
 
-    def __init__(self, lab: str, policy_questions=None):
+    def __init__(self, lab: str, policy_questions=None, allowed_imports=()):
         self.lab = lab
+        self.allowed_imports = tuple(allowed_imports)
         self.tests: list[HiddenTest] = []
         self.policy_questions = None if policy_questions is None else tuple(policy_questions)
 
@@ -78,12 +79,14 @@ def test_seed(seed: int, test_name: str) -> int:
 
 
 def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
-              on_result: Callable | None = None, test_timeout: float | None = None) -> dict[str, dict]:
+              on_result: Callable | None = None, test_timeout: float | None = None,
+              review: list | None = None) -> dict[str, dict]:
     """Run the hidden tests; returns ``{question: {"score", "max_score", "messages"}}``.
 
     ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
     after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
-    to students that enforce it (``RemoteStudent.set_deadline``).
+    to students that enforce it (``RemoteStudent.set_deadline``). ``review``: a list that gets one line per
+    construct of the graded cells that the course rules refuse (what a person must review).
     """
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
@@ -117,27 +120,28 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    source = getattr(student, "source", None)
-    apply_policy(suite, results, source(None) if source is not None else None)
+    found = apply_policy(suite, results, rules.student_cells(student))
+    if review is not None:
+        review.extend(found)
     return results
 
 
-def apply_policy(suite: HiddenSuite, results: dict[str, dict], code: str | None) -> None:
-    """Zero the questions the lab ties to its deny-by-default rules when ``code`` breaks them, naming each use."""
-    from .checks import policy_violations
-
-    tied = [q for q in results if suite.policy_questions is None or q in suite.policy_questions]
-    hits = policy_violations(code) if tied else []
+def apply_policy(suite: HiddenSuite, results: dict[str, dict], cells: list[tuple[str, str]]) -> list[str]:
+    """Zero the questions the lab ties to the course rules (``grading/rules.py``) when the graded ``cells``
+    (``rules.student_cells``) break them, naming each construct; returns one review line per construct."""
+    hits = rules.breaches(cells, suite.allowed_imports)
     if not hits:
-        return
-    shown = ", ".join(hits[:5]) + (f" and {len(hits) - 5} more" if len(hits) > 5 else "")
-    message = (f"failed: the lab's rules: your graded cells use {shown}, which the rules of this lab forbid "
-               "anywhere in the graded cells (private torch APIs, torch.ops, getattr/setattr with a computed "
-               "name on a module, importlib, __import__, exec, eval, compile); rewrite that code with the "
-               "public functions the lab names")
+        return []
+    tied = [q for q in results if suite.policy_questions is None or q in suite.policy_questions]
+    shown = "; ".join(map(str, hits[:5])) + (f"; and {len(hits) - 5} more" if len(hits) > 5 else "")
+    message = (f"failed: the lab's rules: your graded cells use {shown}. The graded cells may use only the "
+               "imports and public functions the lab names, with no reflection and no names computed at run "
+               "time; rewrite that code (a person will review it)")
     for q in tied:
         results[q]["score"] = 0.0
         results[q]["messages"].insert(0, message)
+    lost = ", ".join(tied) if tied else "no question"
+    return [f"the lab's rules ({lost} set to 0): {hit}" for hit in hits]
 
 
 _IMPORT_LOCK = threading.Lock()  # batch jobs are threads: one import at a time, never half-imported

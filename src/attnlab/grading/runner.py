@@ -53,7 +53,7 @@ def ungraded(submission, questions: dict[str, float], message: str, *, lab: str 
             "questions": {q: {"score": 0.0, "max_score": float(m), "messages": [message]}
                           for q, m in questions.items()},
             "isolation": isolation, "elapsed_s": round(elapsed_s, 3),
-            "errors": [message] if errors is None else errors}
+            "errors": [message] if errors is None else errors, "review": []}
 
 
 def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
@@ -106,8 +106,9 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
         return ungraded(path, bundle.questions, message, lab=bundle.lab,
                         errors=student.notebook_errors + [message])
     recorder = Recorder(student)
+    review: list[str] = []
     questions = run_suite(bundle.suite, recorder, bundle.reference, seed=seed, test_timeout=test_timeout,
-                          on_result=recorder.on_result)
+                          on_result=recorder.on_result, review=review)
     name_mistakes(bundle, recorder, questions,
                   budget_s=diagnosis_budget(time.monotonic() - start))
     errors = student.notebook_errors
@@ -118,4 +119,4 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
                       "after your code crashed or hung it")
     return {"submission": str(path), "lab": bundle.lab, "score": float(sum(q["score"] for q in questions.values())),
             "max_score": float(sum(bundle.questions.values())), "questions": questions, "isolation": "",
-            "elapsed_s": 0.0, "errors": errors}
+            "elapsed_s": 0.0, "errors": errors, "review": review}
