@@ -174,3 +174,17 @@ def test_build_lab_refuses_hidden_tests_for_an_unknown_question(tmp_path):
     with pytest.raises(MasterError, match=r"hidden tests for questions the master does not have: \['triple'\]"):
         build_lab(course, course.lab(LAB))
     assert not (root / "labs").exists()
+
+
+def test_build_lab_refuses_master_points_that_disagree_with_the_hidden_tests(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    master = root / "instructor" / LAB / f"{LAB}.py"
+    text = master.read_text()
+    assert text.count("# points: 2\n") == 1
+    master.write_text(text.replace("# points: 2\n", "# points: 5\n"))
+    course = load_course(root)
+    with pytest.raises(MasterError, match=r"lab99_demo: question 'double' is worth 5 points in the master .*"
+                                          r"hidden tests' `points=` add up to 2 .*make them equal"):
+        build(course, list(course.labs))
+    assert not (root / "labs").exists()

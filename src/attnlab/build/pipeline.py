@@ -49,6 +49,7 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     labelled, questions = parse_questions(master)
     suite = load_suite(lab.hidden_tests)
     _check_questions(lab, [q.name for q in questions], list(suite.questions()))
+    _check_points(lab, {q.name: q.points for q in questions}, suite.questions())
 
     common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
                                install_spec=course.install_spec)
@@ -107,6 +108,19 @@ def _check_questions(lab: Lab, master_questions: list[str], hidden_questions: li
     if missing or extra:
         raise MasterError(f"{lab.id}: questions without hidden tests: {missing}; hidden tests for questions "
                           f"the master does not have: {extra}")
+
+
+def _check_points(lab: Lab, master_points: dict[str, float], hidden_points: dict[str, float]) -> None:
+    """A question's points are declared twice (the master's ``# points:`` and the hidden tests' ``points=``):
+    they must agree, or the build stops naming both numbers."""
+    for name, declared in master_points.items():
+        total = hidden_points[name]
+        if abs(declared - total) > 1e-9:
+            raise MasterError(
+                f"{lab.id}: question {name!r} is worth {declared:g} points in the master (`# points: {declared:g}` "
+                f"in instructor/{lab.id}/{lab.id}.py) but its hidden tests' `points=` add up to {total:g} "
+                f"(instructor/{lab.id}/hidden_tests.py); make them equal: the hidden tests' points decide the "
+                "score, the master's line states the total")
 
 
 def _owned_dirs(lab: Lab) -> list[Path]:
