@@ -50,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
                         "lab01,lab05; a lab giving code of an open lab is held back")
     r.add_argument("--wheel", action="store_true", default=S, help="also write the kit's wheel into OUT/dist")
     r.add_argument("--branch", default=S, help="the branch Colab links point at (default: main)")
+    r.add_argument("--gradescope", default=S,
+                   help="folder for the Gradescope zips, installing the kit from --url (default: OUT-gradescope; "
+                        "never inside OUT: they hold the hidden tests)")
     r.set_defaults(func=commands.release)
 
     d = sub.add_parser("demo", help="build everything and grade sample submissions")

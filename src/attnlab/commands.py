@@ -133,16 +133,18 @@ def _notes(result: dict) -> str:
 
 
 def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
-            branch: str = "main", root: str | None = None) -> int:
+            branch: str = "main", gradescope: str | None = None, root: str | None = None) -> int:
     """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence) for the
-    labs that give no code of an open lab; ``closed`` marks labs closed for this release (``lab05`` or
-    ``lab05,lab06``)."""
+    labs that give no code of an open lab, and their Gradescope zips installing from the same ``url`` into
+    ``gradescope`` (default: ``OUT-gradescope`` beside OUT); ``closed`` marks labs closed for this release
+    (``lab05`` or ``lab05,lab06``)."""
     from .release import release as run_release
 
     course = _course(root)
     try:
         course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
-        done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
+        done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch,
+                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope")
     except (CourseError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     print(f"attnlab release: released {', '.join(done.released)}")
@@ -150,6 +152,8 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
         print(f"attnlab release: held back: {reason}")
     print(f"attnlab release: wrote {len(done.written)} files to {out}; the leak gate found no instructor material. "
           f"Push it to {url}.")
+    print(f"attnlab release: Gradescope zips (hidden tests: upload them, never push them): "
+          f"{', '.join(done.gradescope)}")
     return 0
 
 
