@@ -240,3 +240,19 @@ def test_gradebook_accepts_the_global_root_option(built_course, tmp_path, capsys
         pass
     assert main(["--root", str(built_course), "gradebook", str(db), "--csv", str(tmp_path / "out.csv")]) == 0
     assert (tmp_path / "out.csv").exists()
+
+
+def test_gradebook_csv_dash_writes_standard_output_not_a_file(built_course, tmp_path, monkeypatch, capsys):
+    from attnlab.grading.gradebook import open_gradebook
+
+    db = tmp_path / "gradebook.db"
+    with open_gradebook(db) as book:
+        book.record("lab99_demo", "alice.ipynb", "/s/alice.ipynb", "a" * 64,
+                    {"score": 2.0, "max_score": 3.0, "questions": {"double": {"score": 2.0, "max_score": 2.0,
+                                                                              "messages": []}}})
+    monkeypatch.chdir(tmp_path)
+    assert main(["--root", str(built_course), "gradebook", str(db), "--csv", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "submission,score,max_score,double,notes\nalice.ipynb,2,3,2,\n"
+    assert "wrote 1 rows to standard output" in captured.err
+    assert not (tmp_path / "-").exists()

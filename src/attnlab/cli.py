@@ -34,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
 
     gb = sub.add_parser("gradebook", help="export a gradebook to CSV")
     gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
-    gb.add_argument("--csv", required=True)
+    gb.add_argument("--csv", required=True, help="the CSV file to write; - for standard output")
     gb.set_defaults(func=commands.gradebook)
 
     c = sub.add_parser("catalogue", help="grade a lab's catalogue of buggy and correct alternative implementations")

@@ -158,11 +158,12 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
 
 
 def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
-    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV."""
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV; ``csv`` ``-``
+    writes it to standard output (the count goes to standard error)."""
     from .grading.batch import export_gradebook
 
-    export_gradebook(target, csv)
-    print(f"wrote {csv}")
+    rows = export_gradebook(target, csv)
+    print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}", file=sys.stderr if csv == "-" else None)
     return 0
 
 
