@@ -256,3 +256,22 @@ def test_gradebook_csv_dash_writes_standard_output_not_a_file(built_course, tmp_
     assert captured.out == "submission,score,max_score,double,notes\nalice.ipynb,2,3,2,\n"
     assert "wrote 1 rows to standard output" in captured.err
     assert not (tmp_path / "-").exists()
+
+
+def test_the_table_tells_apart_two_submissions_with_the_same_name(built_course, tmp_path, capsys):
+    for folder in ("alice", "bob"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "lab.ipynb").write_bytes(b"")
+    (tmp_path / "carol.ipynb").write_bytes(b"")
+    paths = [str(tmp_path / "alice" / "lab.ipynb"), str(tmp_path / "bob" / "lab.ipynb"), str(tmp_path / "carol.ipynb")]
+    assert main(["--root", str(built_course), "grade", LAB, *paths]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == ["alice/lab.ipynb", "bob/lab.ipynb", "carol.ipynb"]
+
+
+def test_distinct_names_grow_only_as_far_as_needed():
+    from attnlab.commands import _distinct_names
+
+    assert _distinct_names(["x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]) == [
+        "x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]
+    assert _distinct_names(["a/s.ipynb", "s.ipynb"]) == ["a/s.ipynb", "s.ipynb"]

@@ -104,12 +104,13 @@ def json_rows(results: list[dict]) -> list[dict]:
 
 def score_table(results: list[dict]) -> str:
     """One line per result; the student's file name and messages with control characters escaped; a row with
-    items for a person to review (``result["review"]``) says ``needs review`` first."""
+    items for a person to review (``result["review"]``) says ``needs review`` first. Two files with the same name
+    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``)."""
     from .grading.safe_text import for_terminal, readable_name
 
     if not results:
         return "no submissions"
-    names = [for_terminal(readable_name(Path(r["submission"]).name)) for r in results]
+    names = [for_terminal(readable_name(n)) for n in _distinct_names([r["submission"] for r in results])]
     width = max(len(n) for n in names)
     lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
@@ -117,6 +118,20 @@ def score_table(results: list[dict]) -> str:
         lines.append(f"{name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
+
+
+def _distinct_names(paths: list) -> list[str]:
+    """Each path's shortest tail (file name, then parent folders) that no other, different path shares."""
+    parts = [Path(p).parts or (str(p),) for p in paths]
+    depth = [1] * len(parts)
+    while True:
+        tails = [parts[i][-depth[i]:] for i in range(len(parts))]
+        clash = [i for i, t in enumerate(tails) if depth[i] < len(parts[i])
+                 and any(tails[j] == t and parts[j] != parts[i] for j in range(len(parts)))]
+        if not clash:
+            return [str(Path(*t)) for t in tails]
+        for i in clash:
+            depth[i] += 1
 
 
 def _notes(result: dict) -> str:
