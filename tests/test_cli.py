@@ -275,3 +275,18 @@ def test_distinct_names_grow_only_as_far_as_needed():
     assert _distinct_names(["x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]) == [
         "x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]
     assert _distinct_names(["a/s.ipynb", "s.ipynb"]) == ["a/s.ipynb", "s.ipynb"]
+
+
+def test_catalogue_of_a_lab_without_one_says_what_to_write(built_course, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "course"
+    shutil.copytree(built_course, root)
+    (root / "instructor" / LAB / "catalogue.py").unlink()
+    assert main(["--root", str(root), "build", LAB]) == 0
+    assert f"warning: {LAB} has no catalogue" in capsys.readouterr().out
+    assert main(["--root", str(root), "catalogue", LAB]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnlab catalogue: {LAB} has no catalogue, so there is nothing to grade: write "
+                          f"instructor/{LAB}/catalogue.py with MUTANTS = [Entry(")
+    assert f"then `attnlab build {LAB}`" in err and "Traceback" not in err

@@ -200,7 +200,10 @@ def catalogue(*, lab: str, root: str | None = None) -> int:
     try:
         entries = bundle.catalogue()
         if entries is None:
-            raise UsageError(f"{lab_info.id} has no catalogue: write instructor/{lab_info.id}/{CATALOGUE} and build")
+            raise UsageError(f"{lab_info.id} has no catalogue, so there is nothing to grade: write instructor/"
+                             f"{lab_info.id}/{CATALOGUE} with MUTANTS = [Entry(name, question, source, description, "
+                             "hint=...)] and VARIANTS = [...] (docs/ARCHITECTURE.md, Add a lab, step 5), then "
+                             f"`attnlab build {lab_info.id}`")
         good = {kind: sum(_print_verdict(bundle, kind, e) for e in group)
                 for kind, group in (("mutant", entries.mutants), ("variant", entries.variants))}
     except CatalogueError as exc:

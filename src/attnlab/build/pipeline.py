@@ -25,6 +25,7 @@ from ..course import Course, Lab, check_install_spec
 from ..grading.bundle import CATALOGUE, bundle_files, gradescope_zip_name, otter_zip_name
 from ..grading.hidden import load_suite
 from ..grading.mutants import load_catalogue
+from .lab_parts import missing_parts
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.gradescope_zip import gradescope_zip
@@ -137,6 +138,7 @@ def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:
     report: list[str] = [f"warning: {warning}"] if warning and not check else []
     for lab in labs:
         files = build_lab(course, lab)
+        report += [] if check else [f"warning: {line}" for line in missing_parts(course, lab)]
         stale = [p for d in _owned_dirs(lab) if d.exists() for p in d.rglob("*")
                  if p.is_file() and p not in files and "__pycache__" not in p.parts
                  and not any(part.startswith(".") for part in p.relative_to(d).parts)]  # .OTTER_LOG, checkpoints
