@@ -240,3 +240,53 @@ def test_gradebook_accepts_the_global_root_option(built_course, tmp_path, capsys
         pass
     assert main(["--root", str(built_course), "gradebook", str(db), "--csv", str(tmp_path / "out.csv")]) == 0
     assert (tmp_path / "out.csv").exists()
+
+
+def test_gradebook_csv_dash_writes_standard_output_not_a_file(built_course, tmp_path, monkeypatch, capsys):
+    from attnlab.grading.gradebook import open_gradebook
+
+    db = tmp_path / "gradebook.db"
+    with open_gradebook(db) as book:
+        book.record("lab99_demo", "alice.ipynb", "/s/alice.ipynb", "a" * 64,
+                    {"score": 2.0, "max_score": 3.0, "questions": {"double": {"score": 2.0, "max_score": 2.0,
+                                                                              "messages": []}}})
+    monkeypatch.chdir(tmp_path)
+    assert main(["--root", str(built_course), "gradebook", str(db), "--csv", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "submission,score,max_score,double,notes\nalice.ipynb,2,3,2,\n"
+    assert "wrote 1 rows to standard output" in captured.err
+    assert not (tmp_path / "-").exists()
+
+
+def test_the_table_tells_apart_two_submissions_with_the_same_name(built_course, tmp_path, capsys):
+    for folder in ("alice", "bob"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "lab.ipynb").write_bytes(b"")
+    (tmp_path / "carol.ipynb").write_bytes(b"")
+    paths = [str(tmp_path / "alice" / "lab.ipynb"), str(tmp_path / "bob" / "lab.ipynb"), str(tmp_path / "carol.ipynb")]
+    assert main(["--root", str(built_course), "grade", LAB, *paths]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == ["alice/lab.ipynb", "bob/lab.ipynb", "carol.ipynb"]
+
+
+def test_distinct_names_grow_only_as_far_as_needed():
+    from attnlab.commands import _distinct_names
+
+    assert _distinct_names(["x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]) == [
+        "x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]
+    assert _distinct_names(["a/s.ipynb", "s.ipynb"]) == ["a/s.ipynb", "s.ipynb"]
+
+
+def test_catalogue_of_a_lab_without_one_says_what_to_write(built_course, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "course"
+    shutil.copytree(built_course, root)
+    (root / "instructor" / LAB / "catalogue.py").unlink()
+    assert main(["--root", str(root), "build", LAB]) == 0
+    assert f"warning: {LAB} has no catalogue" in capsys.readouterr().out
+    assert main(["--root", str(root), "catalogue", LAB]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnlab catalogue: {LAB} has no catalogue, so there is nothing to grade: write "
+                          f"instructor/{LAB}/catalogue.py with MUTANTS = [Entry(")
+    assert f"then `attnlab build {LAB}`" in err and "Traceback" not in err

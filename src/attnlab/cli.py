@@ -34,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
 
     gb = sub.add_parser("gradebook", help="export a gradebook to CSV")
     gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
-    gb.add_argument("--csv", required=True)
+    gb.add_argument("--csv", required=True, help="the CSV file to write; - for standard output")
     gb.set_defaults(func=commands.gradebook)
 
     c = sub.add_parser("catalogue", help="grade a lab's catalogue of buggy and correct alternative implementations")
@@ -50,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
                         "lab01,lab05; a lab giving code of an open lab is held back")
     r.add_argument("--wheel", action="store_true", default=S, help="also write the kit's wheel into OUT/dist")
     r.add_argument("--branch", default=S, help="the branch Colab links point at (default: main)")
+    r.add_argument("--gradescope", default=S,
+                   help="folder for the Gradescope zips, installing the kit from --url (default: OUT-gradescope; "
+                        "never inside OUT: they hold the hidden tests)")
     r.set_defaults(func=commands.release)
 
     d = sub.add_parser("demo", help="build everything and grade sample submissions")

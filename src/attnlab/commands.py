@@ -104,12 +104,13 @@ def json_rows(results: list[dict]) -> list[dict]:
 
 def score_table(results: list[dict]) -> str:
     """One line per result; the student's file name and messages with control characters escaped; a row with
-    items for a person to review (``result["review"]``) says ``needs review`` first."""
+    items for a person to review (``result["review"]``) says ``needs review`` first. Two files with the same name
+    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``)."""
     from .grading.safe_text import for_terminal, readable_name
 
     if not results:
         return "no submissions"
-    names = [for_terminal(readable_name(Path(r["submission"]).name)) for r in results]
+    names = [for_terminal(readable_name(n)) for n in _distinct_names([r["submission"] for r in results])]
     width = max(len(n) for n in names)
     lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
@@ -117,6 +118,20 @@ def score_table(results: list[dict]) -> str:
         lines.append(f"{name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
+
+
+def _distinct_names(paths: list) -> list[str]:
+    """Each path's shortest tail (file name, then parent folders) that no other, different path shares."""
+    parts = [Path(p).parts or (str(p),) for p in paths]
+    depth = [1] * len(parts)
+    while True:
+        tails = [parts[i][-depth[i]:] for i in range(len(parts))]
+        clash = [i for i, t in enumerate(tails) if depth[i] < len(parts[i])
+                 and any(tails[j] == t and parts[j] != parts[i] for j in range(len(parts)))]
+        if not clash:
+            return [str(Path(*t)) for t in tails]
+        for i in clash:
+            depth[i] += 1
 
 
 def _notes(result: dict) -> str:
@@ -133,16 +148,18 @@ def _notes(result: dict) -> str:
 
 
 def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
-            branch: str = "main", root: str | None = None) -> int:
+            branch: str = "main", gradescope: str | None = None, root: str | None = None) -> int:
     """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence) for the
-    labs that give no code of an open lab; ``closed`` marks labs closed for this release (``lab05`` or
-    ``lab05,lab06``)."""
+    labs that give no code of an open lab, and their Gradescope zips installing from the same ``url`` into
+    ``gradescope`` (default: ``OUT-gradescope`` beside OUT); ``closed`` marks labs closed for this release
+    (``lab05`` or ``lab05,lab06``)."""
     from .release import release as run_release
 
     course = _course(root)
     try:
         course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
-        done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch)
+        done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch,
+                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope")
     except (CourseError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     print(f"attnlab release: released {', '.join(done.released)}")
@@ -150,15 +167,18 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
         print(f"attnlab release: held back: {reason}")
     print(f"attnlab release: wrote {len(done.written)} files to {out}; the leak gate found no instructor material. "
           f"Push it to {url}.")
+    print(f"attnlab release: Gradescope zips (hidden tests: upload them, never push them): "
+          f"{', '.join(done.gradescope)}")
     return 0
 
 
 def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
-    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV."""
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV; ``csv`` ``-``
+    writes it to standard output (the count goes to standard error)."""
     from .grading.batch import export_gradebook
 
-    export_gradebook(target, csv)
-    print(f"wrote {csv}")
+    rows = export_gradebook(target, csv)
+    print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}", file=sys.stderr if csv == "-" else None)
     return 0
 
 
@@ -180,7 +200,10 @@ def catalogue(*, lab: str, root: str | None = None) -> int:
     try:
         entries = bundle.catalogue()
         if entries is None:
-            raise UsageError(f"{lab_info.id} has no catalogue: write instructor/{lab_info.id}/{CATALOGUE} and build")
+            raise UsageError(f"{lab_info.id} has no catalogue, so there is nothing to grade: write instructor/"
+                             f"{lab_info.id}/{CATALOGUE} with MUTANTS = [Entry(name, question, source, description, "
+                             "hint=...)] and VARIANTS = [...] (docs/ARCHITECTURE.md, Add a lab, step 5), then "
+                             f"`attnlab build {lab_info.id}`")
         good = {kind: sum(_print_verdict(bundle, kind, e) for e in group)
                 for kind, group in (("mutant", entries.mutants), ("variant", entries.variants))}
     except CatalogueError as exc:

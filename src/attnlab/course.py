@@ -33,8 +33,9 @@ def check_install_spec(spec: str) -> str | None:
             "publish with `attnlab release OUT --url URL`, which sets it to the released repository.")
     if not spec.strip():
         return (f"{COURSE_FILE} has no install_spec: the notebooks in labs/ run where attnlab is installed "
-                "(pip install -e .), but cannot install it on Colab, and the Gradescope zip cannot set up. "
-                "Publish with `attnlab release OUT --url URL`, or set install_spec.")
+                "(pip install -e .), but cannot install it on Colab, and the Gradescope zips in autograder/ cannot set "
+                "up (their setup.sh stops): do not upload them. `attnlab release OUT --url URL` writes notebooks "
+                "and Gradescope zips (in OUT-gradescope/) that both install from URL; or set install_spec.")
     return None
 
 

@@ -26,7 +26,7 @@ HIDDEN_TEXT = ("double_values", "scale_values", "compare_call", "build_pair", "g
 
 def outputs(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not str(p.relative_to(root)).startswith("instructor")}
+            if p.is_file() and not str(p.relative_to(root)).startswith(("instructor", "docs"))}
 
 
 @pytest.fixture
@@ -174,3 +174,39 @@ def test_build_lab_refuses_hidden_tests_for_an_unknown_question(tmp_path):
     with pytest.raises(MasterError, match=r"hidden tests for questions the master does not have: \['triple'\]"):
         build_lab(course, course.lab(LAB))
     assert not (root / "labs").exists()
+
+
+def test_build_lab_refuses_master_points_that_disagree_with_the_hidden_tests(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    master = root / "instructor" / LAB / f"{LAB}.py"
+    text = master.read_text()
+    assert text.count("# points: 2\n") == 1
+    master.write_text(text.replace("# points: 2\n", "# points: 5\n"))
+    course = load_course(root)
+    with pytest.raises(MasterError, match=r"lab99_demo: question 'double' is worth 5 points in the master .*"
+                                          r"hidden tests' `points=` add up to 2 .*make them equal"):
+        build(course, list(course.labs))
+    assert not (root / "labs").exists()
+
+
+def test_build_warns_about_a_missing_catalogue_readme_and_contract_section(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURE, root)
+    course = load_course(root)
+    assert not [line for line in build(course, list(course.labs)) if line.startswith("warning:")]
+    (root / "instructor" / LAB / "catalogue.py").unlink()
+    (root / "instructor" / LAB / "README.md").unlink()
+    curriculum = root / "docs" / "CURRICULUM.md"
+    curriculum.write_text(curriculum.read_text().replace("## Lab 99", "## Lab 98"))
+    warnings = [line for line in build(course, list(course.labs)) if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: {LAB} has no catalogue: write instructor/{LAB}/catalogue.py (MUTANTS: the mistakes students "
+        "make, each with a hint; VARIANTS: correct alternatives) so the grader can name likely mistakes and "
+        "`attnlab catalogue` can check the hidden tests",
+        f"warning: {LAB} has no README: write instructor/{LAB}/README.md (questions, points, contract, timings, "
+        "what the experiments show)",
+        f"warning: {LAB} has no contract: add a `## Lab 99: <title>` section to docs/CURRICULUM.md with the graded "
+        "names, signatures and attributes",
+    ]
+    assert check(root) == []  # --check reports stale files only

@@ -211,3 +211,40 @@ def test_a_catalogue_file_that_does_not_import_is_named(lab, tmp_path, caplog):
     with caplog.at_level("WARNING", logger="attnlab.grading.diagnose"):
         name_mistakes(load_bundle(copy), recorder, results)
     assert "MUTANTS[0] is 1, not an Entry" in caplog.text
+
+
+def test_warnings_a_mutant_raises_during_the_replay_stay_out_of_the_grade_output(lab, tmp_path):
+    import shutil
+    import warnings
+
+    directory, _, _ = lab
+    copy = tmp_path / "noisy"
+    shutil.copytree(directory, copy)
+    (copy / "catalogue.py").write_text(
+        "from attnlab.grading.mutants import Entry\n"
+        "SOURCE = 'import warnings\\nwarnings.warn(\"noisy import\")\\n"
+        "def double(x):\\n    warnings.warn(\"noisy call\")\\n    return 2 * x + 1\\n'\n"
+        "MUTANTS = [Entry('noisy', 'double', SOURCE, hint='noisy hint')]\n")
+    noisy = load_bundle(copy)
+    recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        name_mistakes(noisy, recorder, results)
+        assert results["double"]["messages"][-1] == HINT_PREFIX + "noisy hint"  # the replay did run the mutant
+        warnings.warn("after the replay")  # the filters are back
+    assert [str(w.message) for w in caught] == ["after the replay"]
+
+
+def test_overlapping_quiet_blocks_restore_the_filters_once_the_last_one_leaves():
+    import warnings
+
+    from attnlab.grading.diagnose import quiet_warnings
+
+    before = list(warnings.filters)
+    outer = quiet_warnings()
+    outer.__enter__()
+    with quiet_warnings():
+        pass
+    assert warnings.filters[0][0] == "ignore"  # the outer replay still runs quietly
+    outer.__exit__(None, None, None)
+    assert warnings.filters == before

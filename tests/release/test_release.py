@@ -271,3 +271,24 @@ def test_closed_on_the_command_line_takes_commas_or_separate_ids(tmp_path, capsy
     assert main(["--root", str(ROOT), "release", str(tmp_path / "b"), "--url", URL, "--labs", "lab06", "lab07",
                  "--closed", "lab05", "lab06"]) == 0
     assert "released lab06_multi_head_attention, lab07_transformer_block\n" in capsys.readouterr().out
+
+
+def test_release_writes_gradescope_zips_installing_from_the_url_beside_out(tmp_path, capsys):
+    out = tmp_path / "students"
+    assert main(["--root", str(ROOT), "release", str(out), "--url", URL, "--labs", "lab01"]) == 0
+    zips = tmp_path / "students-gradescope"
+    assert sorted(p.name for p in zips.iterdir()) == ["lab01_text_as_vectors-gradescope.zip"]
+    with zipfile.ZipFile(zips / "lab01_text_as_vectors-gradescope.zip") as zf:
+        setup = zf.read("setup.sh").decode()
+        assert "bundle/hidden_tests.py" in zf.namelist()
+    assert f"kit='attnlab @ git+{URL}'" in setup
+    assert not [p for p in out.rglob("*.zip")]
+    assert str(zips / "lab01_text_as_vectors-gradescope.zip") in capsys.readouterr().out
+
+
+def test_release_refuses_a_gradescope_folder_inside_the_student_repository(tmp_path, capsys):
+    out = tmp_path / "students"
+    argv = ["--root", str(ROOT), "release", str(out), "--url", URL, "--labs", "lab01"]
+    assert main(argv + ["--gradescope", str(out / "zips")]) == 2
+    assert "hold the hidden tests" in capsys.readouterr().err
+    assert not out.exists()

@@ -25,6 +25,7 @@ from ..course import Course, Lab, check_install_spec
 from ..grading.bundle import CATALOGUE, bundle_files, gradescope_zip_name, otter_zip_name
 from ..grading.hidden import load_suite
 from ..grading.mutants import load_catalogue
+from .lab_parts import missing_parts
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.gradescope_zip import gradescope_zip
@@ -49,6 +50,7 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     labelled, questions = parse_questions(master)
     suite = load_suite(lab.hidden_tests)
     _check_questions(lab, [q.name for q in questions], list(suite.questions()))
+    _check_points(lab, {q.name: q.points for q in questions}, suite.questions())
 
     common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
                                install_spec=course.install_spec)
@@ -109,6 +111,19 @@ def _check_questions(lab: Lab, master_questions: list[str], hidden_questions: li
                           f"the master does not have: {extra}")
 
 
+def _check_points(lab: Lab, master_points: dict[str, float], hidden_points: dict[str, float]) -> None:
+    """A question's points are declared twice (the master's ``# points:`` and the hidden tests' ``points=``):
+    they must agree, or the build stops naming both numbers."""
+    for name, declared in master_points.items():
+        total = hidden_points[name]
+        if abs(declared - total) > 1e-9:
+            raise MasterError(
+                f"{lab.id}: question {name!r} is worth {declared:g} points in the master (`# points: {declared:g}` "
+                f"in instructor/{lab.id}/{lab.id}.py) but its hidden tests' `points=` add up to {total:g} "
+                f"(instructor/{lab.id}/hidden_tests.py); make them equal: the hidden tests' points decide the "
+                "score, the master's line states the total")
+
+
 def _owned_dirs(lab: Lab) -> list[Path]:
     return [lab.student_notebook.parent, lab.solution_notebook.parent, lab.autograder_dir, lab.public_tests_dir,
             lab.nbgrader_source.parent]
@@ -123,6 +138,7 @@ def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:
     report: list[str] = [f"warning: {warning}"] if warning and not check else []
     for lab in labs:
         files = build_lab(course, lab)
+        report += [] if check else [f"warning: {line}" for line in missing_parts(course, lab)]
         stale = [p for d in _owned_dirs(lab) if d.exists() for p in d.rglob("*")
                  if p.is_file() and p not in files and "__pycache__" not in p.parts
                  and not any(part.startswith(".") for part in p.relative_to(d).parts)]  # .OTTER_LOG, checkpoints

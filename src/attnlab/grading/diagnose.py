@@ -23,7 +23,10 @@ Use (``runner.grade_submission``)::
 from __future__ import annotations
 
 import logging
+import threading
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,6 +243,29 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
     return hints
 
 
+_quiet = {"lock": threading.Lock(), "depth": 0, "saved": None}
+
+
+@contextmanager
+def quiet_warnings():
+    """Python warnings ignored while a replay runs. ``warnings.catch_warnings`` is not thread-safe (batch grading
+    replays in threads: overlapping ones could restore each other's filters and leave warnings off for good), so
+    the first replay to enter saves the filters and the last to leave restores them."""
+    with _quiet["lock"]:
+        if _quiet["depth"] == 0:
+            _quiet["saved"] = warnings.catch_warnings()
+            _quiet["saved"].__enter__()
+            warnings.simplefilter("ignore")
+        _quiet["depth"] += 1
+    try:
+        yield
+    finally:
+        with _quiet["lock"]:
+            _quiet["depth"] -= 1
+            if _quiet["depth"] == 0:
+                _quiet["saved"].__exit__(None, None, None)
+
+
 def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: float = DEFAULT_BUDGET_S) -> dict:
     """Add ``likely mistake: <hint>`` to the messages of each question the submission got wrong the way a
     catalogued mutant of ``bundle`` (``bundle.Bundle``) does, and shorten an unwritten question's messages to its
@@ -255,7 +281,9 @@ def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: floa
         catalogue = bundle.catalogue()
         if catalogue is None:
             return questions
-        for question, hint in diagnose(bundle.suite, catalogue, recorder, questions, budget_s=budget_s).items():
+        with quiet_warnings():  # a mutant's UserWarnings are the replay's noise, not grade output
+            hints = diagnose(bundle.suite, catalogue, recorder, questions, budget_s=budget_s)
+        for question, hint in hints.items():
             questions[question]["messages"].append(HINT_PREFIX + hint)
     except CatalogueError as exc:
         log.warning("%s: no likely mistake named: %s", bundle.lab, exc)

@@ -20,6 +20,7 @@ import json
 import math
 import random
 import sqlite3
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -61,6 +62,18 @@ _SUBMISSION_COLUMNS = (
     "lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at", "errors",
     "grader_error", "review",
 )
+
+
+def _write_csv(f, rows: list[dict], columns: list[str]) -> None:
+    writer = csv.writer(f, lineterminator="\n")
+    writer.writerow(["submission", "score", "max_score", *map(for_csv, columns), "notes"])
+    for row in rows:
+        q = row["questions"]
+        writer.writerow(
+            [for_csv(row["key"]), format_score(row["score"]), format_score(row["max_score"])]
+            + [format_score(q[name]["score"]) if name in q else "" for name in columns]
+            + [for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))]
+        )
 
 
 class InvalidResult(ValueError):
@@ -267,18 +280,13 @@ class Gradebook:
         most = max(rows, key=lambda r: len(r["questions"]), default=None)
         for row in ([most] if most else []) + rows:
             columns += [name for name in row["questions"] if name not in columns]
+        if str(path) == "-":  # `--csv -`: standard output, as other command-line tools read it
+            _write_csv(sys.stdout, rows, columns)
+            return len(rows)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(["submission", "score", "max_score", *map(for_csv, columns), "notes"])
-            for row in rows:
-                q = row["questions"]
-                writer.writerow(
-                    [for_csv(row["key"]), format_score(row["score"]), format_score(row["max_score"])]
-                    + [format_score(q[name]["score"]) if name in q else "" for name in columns]
-                    + [for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))]
-                )
+            _write_csv(f, rows, columns)
         return len(rows)
 
     def close(self) -> None:

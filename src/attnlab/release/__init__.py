@@ -8,6 +8,10 @@ What it writes (and nothing else):
     OUT/labs/<lab>/<lab>.ipynb         the student notebooks, installing the kit from ``attnlab @ git+URL``
     OUT/dist/attnlab-*.whl             with ``wheel=True``, for courses that host a wheel instead
 
+and, with ``gradescope=DIR`` (the CLI's default: ``OUT-gradescope``, beside OUT, never inside it: the zips hold the
+hidden tests), ``DIR/<lab>-gradescope.zip`` per released lab, whose ``setup.sh`` installs the kit from the same
+``attnlab @ git+URL`` as the notebooks: one install address for both, set here.
+
 No solution, hidden test, reference, catalogue, master or instructor note: ``leak_gate.check_release`` scans every
 file written (inside the wheel too) and fails the release otherwise. A lab whose given cells hold code of a lab that
 is still open is held back (``hold_back.py``): its notebook is not written and the README has no row for it.
@@ -59,12 +63,36 @@ def _package_files(root: Path) -> dict[Path, bytes]:
     return files
 
 
-def _notebooks(course: Course, labs: list[Lab], spec: str) -> dict[Path, bytes]:
+def _built(course: Course, labs: list[Lab], spec: str) -> tuple[dict[Path, bytes], dict[str, bytes]]:
+    """The student notebooks (path in OUT -> bytes) and the Gradescope zips (file name -> bytes) of ``labs``,
+    both built with ``spec`` as the install address."""
     from ..build.pipeline import build_lab
+    from ..grading.bundle import gradescope_zip_name
 
     released = dataclasses.replace(course, install_spec=spec)
-    return {lab.student_notebook.relative_to(course.root): build_lab(released, lab)[lab.student_notebook]
-            for lab in labs}
+    notebooks, zips = {}, {}
+    for lab in labs:
+        files = build_lab(released, lab)
+        notebooks[lab.student_notebook.relative_to(course.root)] = files[lab.student_notebook]
+        name = gradescope_zip_name(lab.id)
+        zips[name] = files[lab.autograder_dir / name]
+    return notebooks, zips
+
+
+def _outside(folder: str | Path, out: Path) -> Path:
+    """``folder`` for the Gradescope zips, refused inside ``out`` (the zips hold the hidden tests)."""
+    folder = Path(folder)
+    if folder.resolve() == out.resolve() or out.resolve() in folder.resolve().parents:
+        raise CourseError(f"--gradescope {folder} is inside the student repository {out}; the Gradescope zips "
+                          "hold the hidden tests: give a folder outside it (default: OUT-gradescope)")
+    return folder
+
+
+def _write_gradescope(folder: Path, zips: dict[str, bytes]) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in sorted(zips.items()):
+        (folder / name).write_bytes(data)
+    return [str(folder / name) for name in sorted(zips)]
 
 
 def _write(out: Path, files: dict[Path, bytes]) -> None:
@@ -99,11 +127,13 @@ class Release:
     written: list[str]
     released: list[str]
     held_back: dict[str, str] = field(default_factory=dict)
+    gradescope: list[str] = field(default_factory=list)
 
 
 def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel: bool = False,
-            branch: str = "main", now: datetime | None = None) -> Release:
-    """Write the student repository for those of ``labs`` that give no code of an open lab into ``out``.
+            branch: str = "main", now: datetime | None = None, gradescope: str | Path | None = None) -> Release:
+    """Write the student repository for those of ``labs`` that give no code of an open lab into ``out``, and
+    with ``gradescope`` their Gradescope zips into that folder (outside ``out``).
     ``now`` (default: the current time) decides which labs' due dates have passed. Raises on a leak, and
     ``CourseError`` (writing nothing) when every lab asked for is held back."""
     spec = install_spec_for(url)
@@ -113,7 +143,9 @@ def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel
     if not ready:
         raise CourseError("nothing to release, every lab asked for is held back: " + "; ".join(reasons.values()))
     out = Path(out)
-    files = {**_package_files(course.root), **_notebooks(course, ready, spec),
+    notebooks, zips = _built(course, ready, spec)
+    zip_folder = _outside(gradescope, out) if gradescope is not None else None
+    files = {**_package_files(course.root), **notebooks,
              Path("README.md"): student_readme(course, ready, url=url, branch=branch).encode(),
              Path("LICENSE"): LICENSE.encode(), Path(".gitignore"): GITIGNORE.encode()}
     _write(out, files)
@@ -121,4 +153,5 @@ def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel
     if wheel:
         written.append(_build_wheel(out).relative_to(out).as_posix())
     check_release(course, ready, out, now=now)
-    return Release(written, [lab.id for lab in ready], reasons)
+    zip_paths = _write_gradescope(zip_folder, zips) if zip_folder is not None else []
+    return Release(written, [lab.id for lab in ready], reasons, zip_paths)
