@@ -153,7 +153,7 @@ def test_grade_json_schema(built_course, tmp_path, capsys):
     assert [Path(r["submission"]).name for r in results] == ["a_empty.ipynb", "b_garbage.ipynb"]
     for r in results:
         assert {"submission", "score", "max_score", "questions"} <= set(r)
-        assert set(r) - {"submission", "score", "max_score", "questions"} <= {"errors", "isolation", "elapsed_s"}
+        assert set(r) - {"submission", "score", "max_score", "questions"} <= {"errors", "review", "isolation", "elapsed_s"}
         assert isinstance(r["submission"], str)
         assert r["score"] == 0.0 and r["max_score"] == 3.0
         assert isinstance(r["score"], float) and isinstance(r["max_score"], float)
