@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from attnlab.grading.api import LocalStudent, ModuleRef, RemoteStudent, Result, StudentError, WorkerDied, definition_source
+from attnlab.grading.api import LocalStudent, ObjectRef, RemoteStudent, Result, StudentError, WorkerDied, definition_source
 
 DEFS = '''
 import os
@@ -85,7 +85,7 @@ def test_local_errors_are_student_errors(local):
 
 def test_local_modules(local):
     mod = local.create("Scale", 2)
-    assert isinstance(mod, ModuleRef) and mod.name == "Scale"
+    assert isinstance(mod, ObjectRef) and mod.name == "Scale"
     assert mod.param_shapes() == {"weight": (2,)}
     assert mod.load_state_dict({"weight": torch.tensor([2.0, 3.0]), "bias": torch.zeros(1)}) == ([], ["bias"])
     assert mod.to(torch.float64) is mod

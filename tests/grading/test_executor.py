@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.grading.executor import Executor, StudentError, tensor_leaves
-from attnlab.grading.wire import ModuleHandle
+from attnlab.grading.wire import ObjectHandle
 
 STUDENT = '''
 import torch
@@ -214,7 +214,7 @@ def test_exception_in_student_code_names_type_message_and_cell_line(ex):
 
 def test_module_life_cycle(ex):
     h = ex.create("Scale", [3], {"start": 2.0})
-    assert isinstance(h, ModuleHandle)
+    assert isinstance(h, ObjectHandle)
     assert ex.create("Scale", [3]) != h  # each create is a new object
     assert ex.param_shapes(h) == {"weight": (3,), "inner.weight": (2, 3), "inner.bias": (2,)}
     sd = ex.state_dict(h)
@@ -271,7 +271,7 @@ def test_module_errors(ex):
     with pytest.raises(StudentError, match="is not an nn.Module"):
         ex.module_call(h, args=[])
     with pytest.raises(StudentError, match="object #99 does not exist"):
-        ex.state_dict(ModuleHandle(99))
+        ex.state_dict(ObjectHandle(99))
 
 
 def test_dispatch_only_known_operations(ex):
@@ -294,7 +294,7 @@ def test_objects_built_by_create_can_be_passed_to_functions(ex):
     kw = ex.call("apply_module", [], {"model": h, "x": x})["output"]  # as a keyword argument too
     torch.testing.assert_close(kw, module(x).detach())
     with pytest.raises(StudentError, match="object #99 does not exist"):
-        ex.call("apply_module", [ModuleHandle(99), x])
+        ex.call("apply_module", [ObjectHandle(99), x])
 
 
 def test_public_methods_of_plain_objects(ex):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnlab.grading import wire
-from attnlab.grading.wire import ModuleHandle, WireError, pack, read_frame, roundtrip, unpack_body
+from attnlab.grading.wire import ObjectHandle, WireError, pack, read_frame, roundtrip, unpack_body
 
 
 def same(a, b):
@@ -55,8 +55,8 @@ def npy(arr, allow_pickle=False) -> bytes:
     ((1, 2), (3, (4, {"k": (5,)}))),
     {"a": {"b": {"c": [1, 2.0, None, True]}}, "t": (torch.ones(2), "x")},
     torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.complex64,
-    ModuleHandle(3),
-    {"handles": [ModuleHandle(1), ModuleHandle(2)], "dtype": torch.float64},
+    ObjectHandle(3),
+    {"handles": [ObjectHandle(1), ObjectHandle(2)], "dtype": torch.float64},
     {(97, 98): 3, (98, 98): 1}, {1: "a", 2.5: None, None: [1], False: 0, "s": 1, (): 2, (1, ("x", None)): 3},
 ], ids=repr)
 def test_plain_values_round_trip(value):
@@ -271,7 +271,7 @@ def test_frame_layout_is_as_documented():
     assert np.array_equal(np.load(io.BytesIO(blob), allow_pickle=False), np.ones(2, dtype=np.float32))
 
 
-@pytest.mark.parametrize("key", [torch.ones(1), (1, torch.ones(1)), ModuleHandle(1), object(), (1, ModuleHandle(2))],
+@pytest.mark.parametrize("key", [torch.ones(1), (1, torch.ones(1)), ObjectHandle(1), object(), (1, ObjectHandle(2))],
                          ids=repr)
 def test_dict_keys_that_cannot_travel(key):
     with pytest.raises(WireError, match="dict keys must be"):

@@ -6,7 +6,7 @@ internals. They can only:
 - ask whether a name exists (``has``) and read its source (``source``),
 - call a function by name with tensors and plain values (``call``),
 - build a module by name with arguments (``create``), then read and load its state dict, cast it,
-  run a method forward (and backward) in train or eval mode (``ModuleRef``),
+  run a method forward (and backward) in train or eval mode (``ObjectRef``),
 - build any other object by name, call its public methods and read its public attributes (a tokenizer's
   ``encode`` and ``vocab_size``),
 - pass an object built by ``create`` to a function (``greedy_decode(model, ...)``): it stays in the
@@ -31,10 +31,10 @@ import torch
 
 from . import wire
 from .executor import Executor, StudentError
-from .wire import ModuleHandle
+from .wire import ObjectHandle
 
 # RemoteStudent, WorkerDied: from attnlab.grading.remote, through __getattr__ at the end
-__all__ = ["StudentAPI", "ModuleRef", "Result", "LocalStudent", "RemoteStudent", "StudentError",  # noqa: F822
+__all__ = ["StudentAPI", "ObjectRef", "Result", "LocalStudent", "RemoteStudent", "StudentError",  # noqa: F822
            "WorkerDied", "definition_source"]
 
 
@@ -103,29 +103,29 @@ class StudentAPI:
         raise NotImplementedError
 
     def call(self, name: str, *args, grad: bool = False, grad_outputs=None, **kwargs) -> Result:
-        """``name(*args, **kwargs)``; an argument may be a ``ModuleRef`` of this API (the object itself is passed)."""
+        """``name(*args, **kwargs)``; an argument may be a ``ObjectRef`` of this API (the object itself is passed)."""
         args, kwargs = tuple(self._handle(a) for a in args), {k: self._handle(v) for k, v in kwargs.items()}
         return _result(self._op("call", name=name, args=list(args), kwargs=kwargs, grad=grad,
                                 grad_outputs=grad_outputs), args, kwargs)
 
     def _handle(self, value: Any) -> Any:
-        if not isinstance(value, ModuleRef):
+        if not isinstance(value, ObjectRef):
             return value
         if value.api is not self:
             raise ValueError(f"a {value.name} built by another StudentAPI cannot be passed here: build it with "
                              "this one's create")
         return value.handle
 
-    def create(self, name: str, *args, **kwargs) -> "ModuleRef":
-        return ModuleRef(self, self._op("create", name=name, args=list(args), kwargs=kwargs), name)
+    def create(self, name: str, *args, **kwargs) -> "ObjectRef":
+        return ObjectRef(self, self._op("create", name=name, args=list(args), kwargs=kwargs), name)
 
 
-class ModuleRef:
+class ObjectRef:
     """An object built by ``StudentAPI.create``; it lives wherever the student code runs. It can be passed to
     ``StudentAPI.call`` as an argument (``student.call("generate", model, idx, 5)``); ``call(method=...)`` runs
     one of its methods (any method of a module; a public method of a plain object, such as a tokenizer)."""
 
-    def __init__(self, api: StudentAPI, handle: ModuleHandle, name: str):
+    def __init__(self, api: StudentAPI, handle: ObjectHandle, name: str):
         self.api, self.handle, self.name = api, handle, name
 
     def state_dict(self) -> dict:
@@ -143,7 +143,7 @@ class ModuleRef:
         """The public attribute ``name`` of the object (a plain value or tensors: anything that can travel)."""
         return self.api._op("get_attr", handle=self.handle, name=name)
 
-    def to(self, dtype) -> "ModuleRef":
+    def to(self, dtype) -> "ObjectRef":
         self.api._op("to", handle=self.handle, dtype=dtype)
         return self
 

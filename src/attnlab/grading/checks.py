@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..expect import unravel
-from .api import ModuleRef, Result, StudentAPI
+from .api import ObjectRef, Result, StudentAPI
 from .executor import tensor_leaves
 
 # (rtol, atol) per dtype: wide enough for every correct implementation we know of (einsum, manual
@@ -168,7 +168,7 @@ def randomize_state(state: dict, rng: torch.Generator, scale: float = 0.5) -> di
 
 def build_pair(student: StudentAPI, ref: StudentAPI, cls: str, *init_args, rng: torch.Generator,
                dtype: torch.dtype | None = None, randomize: bool = True, scale: float = 0.5,
-               **init_kwargs) -> tuple[ModuleRef, ModuleRef]:
+               **init_kwargs) -> tuple[ObjectRef, ObjectRef]:
     """Build ``cls`` on both sides with the same random parameters, checked to have the same names."""
     r_mod = ref.create(cls, *init_args, **init_kwargs)
     s_mod = student.create(cls, *init_args, **init_kwargs)
@@ -193,7 +193,7 @@ def build_pair(student: StudentAPI, ref: StudentAPI, cls: str, *init_args, rng: 
     return s_mod, r_mod
 
 
-def compare_module_call(s_mod: ModuleRef, r_mod: ModuleRef, *args, rng: torch.Generator | None = None,
+def compare_module_call(s_mod: ObjectRef, r_mod: ObjectRef, *args, rng: torch.Generator | None = None,
                         grad: bool = False, method: str = "forward", train: bool = False, rtol=None,
                         atol=None, name: str | None = None, **kwargs) -> tuple[Result, Result]:
     """Run the same method on both modules; compare outputs and (with ``grad``) input/parameter gradients."""

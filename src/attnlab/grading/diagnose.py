@@ -38,7 +38,7 @@ from .api import StudentAPI
 from .checks import compare_values
 from .mutants import Catalogue, CatalogueError, Entry, student_with
 from .safe_text import clip
-from .wire import ModuleHandle
+from .wire import ObjectHandle
 
 HINT_PREFIX = "likely mistake: "
 log = logging.getLogger(__name__)
@@ -159,13 +159,13 @@ def _with_handles(payload: dict, handles: dict[int, Any]) -> dict | None:
     missing = object()
 
     def mapped(value):
-        if not isinstance(value, ModuleHandle):
+        if not isinstance(value, ObjectHandle):
             return value
         return handles.get(value.id, missing)
 
     out = dict(payload)
     if "handle" in out:
-        out["handle"] = mapped(out["handle"]) if isinstance(out["handle"], ModuleHandle) else missing
+        out["handle"] = mapped(out["handle"]) if isinstance(out["handle"], ObjectHandle) else missing
     if isinstance(out.get("args"), list):
         out["args"] = [mapped(a) for a in out["args"]]
     if isinstance(out.get("kwargs"), dict):

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .wire import ModuleHandle
+from .wire import ObjectHandle
 
 
 class StudentError(Exception):
@@ -81,13 +81,13 @@ class Executor:
             raise StudentError(f"`{name}` is not defined in your notebook: define it with exactly this name")
         return self.namespace[name]
 
-    def _obj(self, handle: ModuleHandle) -> Any:
+    def _obj(self, handle: ObjectHandle) -> Any:
         try:
             return self.objects[handle.id]
         except KeyError:
             raise StudentError(f"object #{handle.id} does not exist") from None
 
-    def _module(self, handle: ModuleHandle) -> torch.nn.Module:
+    def _module(self, handle: ObjectHandle) -> torch.nn.Module:
         obj = self._obj(handle)
         if not isinstance(obj, torch.nn.Module):
             raise StudentError(f"`{type(obj).__name__}` is not an nn.Module: subclass torch.nn.Module")
@@ -110,7 +110,7 @@ class Executor:
             raise _student_error(exc, f"`{name}(...)`") from None
         hid = next(self._ids)
         self.objects[hid] = obj
-        return ModuleHandle(hid)
+        return ObjectHandle(hid)
 
     def state_dict(self, handle):
         obj = self._module(handle)
@@ -169,8 +169,8 @@ class Executor:
     def _invoke(self, fn, what, args, kwargs, grad, grad_outputs, params):
         """Call ``fn``; the reply carries the tensor arguments as they are after the call (``inputs_after``),
         so that the grader, not this process, decides whether the call modified them in place."""
-        args = [self._obj(a) if isinstance(a, ModuleHandle) else a for a in args]  # objects built by create
-        kwargs = {k: self._obj(v) if isinstance(v, ModuleHandle) else v for k, v in kwargs.items()}
+        args = [self._obj(a) if isinstance(a, ObjectHandle) else a for a in args]  # objects built by create
+        kwargs = {k: self._obj(v) if isinstance(v, ObjectHandle) else v for k, v in kwargs.items()}
         wrt: dict[Any, torch.Tensor] = {}
         if grad:
             for i, a in enumerate(args):

@@ -9,7 +9,7 @@ nothing the worker sends can run code in the grader. Values that can travel:
 - ``torch.Tensor`` and ``numpy.ndarray`` of bool, integer, floating or complex dtype
 - ``torch.dtype``
 - ``torch.Generator`` on the CPU (its state travels: the receiver gets a generator that draws the same numbers)
-- ``ModuleHandle`` (a reference to an object living in the worker)
+- ``ObjectHandle`` (a reference to an object living in the worker)
 
 Frame layout: ``u64 length`` then ``u32 header length``, the UTF-8 JSON header, then the blobs back to back
 (their byte lengths are listed in the header).
@@ -58,7 +58,7 @@ class WireError(Exception):
 
 
 @dataclass(frozen=True)
-class ModuleHandle:
+class ObjectHandle:
     """A reference to an object created in the worker (``StudentAPI.create``)."""
 
     id: int
@@ -98,7 +98,7 @@ def _encode(value: Any, blobs: list[bytes], depth: int) -> Any:
             raise WireError(f"cannot send a torch.Generator on {value.device}: only CPU generators travel")
         blobs.append(_npy_bytes(value.get_state().numpy()))
         return {"__generator__": len(blobs) - 1}
-    if isinstance(value, ModuleHandle):
+    if isinstance(value, ObjectHandle):
         return {"__handle__": int(value.id)}
     if isinstance(value, tuple):
         return {"__tuple__": [_encode(v, blobs, depth + 1) for v in value]}
@@ -152,7 +152,7 @@ def _decode(value: Any, blobs: list[bytes], depth: int) -> Any:
             raise WireError(f"unknown dtype {value['__dtype__']!r}")
         return dt
     if "__handle__" in value:
-        return ModuleHandle(int(value["__handle__"]))
+        return ObjectHandle(int(value["__handle__"]))
     if "__generator__" in value:
         return _generator(_load_npy(blobs, value["__generator__"]))
     if "__tuple__" in value:
