@@ -103,8 +103,8 @@ def test_a_multiline_statement_is_shown_whole():
     q = Question("f", 1.0, ['# f is 1\nassert f() == 1, (\n    "f() should be 1")'])
     tf = load(render_test_file(q))
     tf.run({"f": lambda: 2})
-    assert format_result("f", tf, show_source=True).splitlines()[2:] == ['     assert f() == 1, (', '         "f() should be 1")',
-                                                      "   f() should be 1"]
+    shown = format_result("f", tf, show_source=True)
+    assert shown.splitlines()[2:] == ['     assert f() == 1, (', '         "f() should be 1")', "   f() should be 1"]
 
 
 def test_an_unwritten_answer_gives_one_line_naming_the_question_first():
