@@ -191,7 +191,8 @@ def test_remote_calls_after_megabytes_of_printing(remote):
 
 def test_remote_errors(remote):
     with pytest.raises(StudentError, match=r"`boom` raised RuntimeError: shape '\[5, 7\]' is invalid.*"
-                                           r"\(in cell 16, line \d+: return x.reshape\(5, 7\)\)"):
+                                           r"\(in the cell defining `double`, `boom`, `bump` and 5 more, line \d+: "
+                                           r"return x.reshape\(5, 7\)\)"):
         remote.call("boom", torch.ones(3))
     with pytest.raises(StudentError, match="`triple` is not defined in your notebook"):
         remote.call("triple", 1)

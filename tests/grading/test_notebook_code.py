@@ -15,6 +15,7 @@ from attnlab.grading.notebook_code import (
     describe_cell,
     describe_location,
     joined_source,
+    name_cells,
     python_source,
     read_cells,
 )
@@ -133,6 +134,7 @@ def test_a_cell_is_named_by_what_it_defines_or_its_first_line_and_heading():
         'the cell starting `# try it` under "3. Scaled dot-product attention"'
     assert describe_cell("x = `1`\t" + "y" * 80) == "the cell starting `x = '1' " + "y" * 39 + "...`"
     assert describe_cell("def broken(:\n    pass") == "the cell starting `def broken(:`"  # does not parse
+    assert describe_cell("def f(): pass\ndef f(): return 1") == "the cell defining `f`"  # named once
 
 
 def test_cells_remember_the_heading_they_are_under(tmp_path):
@@ -152,6 +154,14 @@ def test_a_worker_error_report_is_named_by_the_graders_description():
                 {"index": 4, "line": 1, "error": 5}, {"index": 4, "line": 1, "error": "E", "where": "forged"},
                 {"index": True, "line": 1, "error": "E"}]:
         assert cell_error_text(cells, bad) is None, bad
+
+
+def test_a_workers_cell_reference_becomes_the_graders_description():
+    cells = [{"index": 3, "source": "def f(x):\n    return x / 0"}]
+    text = "`f` raised ZeroDivisionError: division by zero (in cell 3, line 2: return x / 0)"
+    assert name_cells(text, cells) == ("`f` raised ZeroDivisionError: division by zero "
+                                       "(in the cell defining `f`, line 2: return x / 0)")
+    assert name_cells("(in cell 8, line 1: x)", cells) == "(in cell 8, line 1: x)"  # never sent: left as it is
 
 
 def test_describe_location_maps_a_line_of_the_joined_source_to_its_cell_and_line():

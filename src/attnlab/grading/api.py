@@ -33,7 +33,7 @@ import torch
 
 from . import wire
 from .executor import Executor, StudentError
-from .notebook_code import cell_error_text, cell_where
+from .notebook_code import cell_error_text, cell_where, name_cells
 from .safe_text import MAX_MESSAGES, clip
 from .wire import ModuleHandle
 
@@ -332,7 +332,7 @@ class RemoteStudent(StudentAPI):
             self._died("the worker sent a malformed reply")
         if reply["ok"]:
             return reply.get("value")
-        raise StudentError(clip(str(reply.get("error", "unknown error"))))  # kept in messages: bounded
+        raise StudentError(clip(name_cells(str(reply.get("error", "unknown error")), self.cells)))  # bounded
 
     def _on_progress(self, index: Any) -> None:
         """The worker says it starts cell ``index``: only the next cells of this load, in order, are believed."""

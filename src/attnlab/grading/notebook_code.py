@@ -58,7 +58,8 @@ def describe_cell(source: str, section: str = "") -> str:
     """The cell as the student finds it: by what it defines, else by its first line and the heading above it."""
     try:
         tree = ast.parse(python_source(source))
-        names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        names = list(dict.fromkeys(n.name for n in tree.body
+                                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         names = []
     if names:
@@ -87,6 +88,23 @@ def cell_error_text(cells: list[dict], entry) -> str | None:
     if line is not None and 0 < line <= python_source(cell["source"]).count("\n"):
         where += f", line {line}"
     return f"{where}: {error}"
+
+
+_CELL_REFERENCE = re.compile(r"\(in cell (\d{1,9}), line (\d{1,9}): ")
+
+
+def name_cells(text: str, cells: list[dict]) -> str:
+    """``text`` (a worker's error: the executor writes ``(in cell 3, line 4: ...)``) with each reference to a cell
+    it was sent replaced by the grader's description of that cell; other numbers are left as they are."""
+    sent = {c["index"] for c in cells}
+
+    def named(match: re.Match) -> str:
+        index = int(match.group(1))
+        if index not in sent:
+            return match.group(0)
+        return f"(in {cell_where(cells, index)}, line {match.group(2)}: "
+
+    return _CELL_REFERENCE.sub(named, text)
 
 
 def cell_where(cells: list[dict], index: int) -> str:
