@@ -101,7 +101,7 @@ def _run(page, cell, timeout_s=120):
     page.wait_for_function("() => !document.querySelector('.jp-Notebook .jp-InputPrompt')?.textContent"
                            ".includes('[*]') && ![...document.querySelectorAll('.jp-InputPrompt')]"
                            ".some(p => p.textContent.includes('*'))", timeout=timeout_s * 1000)
-    return cell.locator(".jp-OutputArea").inner_text()
+    return "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())  # without the "[4]:" prompts
 
 
 def _type_answer(page, cell, code: str):
@@ -130,13 +130,14 @@ def _student_session(url: str, shots: Path) -> dict[str, str]:
 
         question = _cell(page, "def simple_self_attention(x):")
         check = _cell(page, 'grader.check("simple_self_attention")')
-        for step, answer in (("blank", None), ("syntax", BROKEN), ("wrong", WRONG), ("right", RIGHT)):
+        for shot, (step, answer) in enumerate((("blank", None), ("syntax", BROKEN), ("wrong", WRONG), ("right", RIGHT)),
+                                              start=2):
             if answer is not None:
                 _type_answer(page, question, answer)
             seen[f"{step}-cell"] = _run(page, question)
             seen[step] = _run(page, check)
             check.scroll_into_view_if_needed()
-            page.screenshot(path=str(shots / f"{len(seen) // 2}-{step}.png"))
+            page.screenshot(path=str(shots / f"{shot}-{step}.png"))
         browser.close()
     (shots / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
     return seen
