@@ -2,7 +2,8 @@
 and runs its check, once wrong and once right, and reads what a student sees. Headless Chromium from Debian's
 packages (installed by .ci/run), driven by Playwright; Playwright never downloads a browser here.
 
-Screenshots go to out/browser/ (ignored by git) for a person to look at."""
+Screenshots go to the test's tmp folder (``browser/`` in it; the path is printed) for a person to look at: the
+check marks are plain text (``[pass]``, ``[FAIL]``), so they render without an emoji font (Debian's Chromium)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "out" / "browser"
 CHROMIUM = next((p for p in (os.environ.get("ATTNLAB_CHROMIUM"), shutil.which("chromium"),
                              shutil.which("chromium-browser")) if p), None)
 JUPYTER = Path(sys.executable).parent / "jupyter"
@@ -37,6 +37,9 @@ pytestmark = [
 
 WRONG = '''def simple_self_attention(x):
     w = torch.softmax(x @ x.transpose(-2, -1), dim=-2)
+    return w @ x, w'''
+BROKEN = '''def simple_self_attention(x):
+    w = torch.softmax(x @ x.transpose(-2, -1), dim=-1
     return w @ x, w'''
 RIGHT = '''def simple_self_attention(x):
     w = torch.softmax(x @ x.transpose(-2, -1), dim=-1)
@@ -98,7 +101,7 @@ def _run(page, cell, timeout_s=120):
     page.wait_for_function("() => !document.querySelector('.jp-Notebook .jp-InputPrompt')?.textContent"
                            ".includes('[*]') && ![...document.querySelectorAll('.jp-InputPrompt')]"
                            ".some(p => p.textContent.includes('*'))", timeout=timeout_s * 1000)
-    return cell.locator(".jp-OutputArea").inner_text()
+    return "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())  # without the "[4]:" prompts
 
 
 def _type_answer(page, cell, code: str):
@@ -107,49 +110,59 @@ def _type_answer(page, cell, code: str):
     page.keyboard.insert_text(code)  # no key events: the editor's auto-indent and bracket closing stay out
 
 
-def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab):
+def _student_session(url: str, shots: Path) -> dict[str, str]:
+    """Open the lab, run the set-up, then the check with the stub, a syntax error, a wrong and a right answer;
+    the output text of each step, a screenshot of each."""
     from playwright.sync_api import sync_playwright
 
-    SHOTS.mkdir(parents=True, exist_ok=True)
     seen = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(jupyterlab, timeout=90_000)
+        page.goto(url, timeout=90_000)
         page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-KernelStatus",
                                timeout=90_000)
         page.wait_for_timeout(2000)  # the kernel connects
-        page.screenshot(path=str(SHOTS / "1-opened.png"))
-
+        page.screenshot(path=str(shots / "1-opened.png"))
         seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))
-        page.screenshot(path=str(SHOTS / "2-setup.png"))
         _run(page, _cell(page, "import matplotlib.pyplot as plt"))
 
         question = _cell(page, "def simple_self_attention(x):")
         check = _cell(page, 'grader.check("simple_self_attention")')
-        _run(page, question)  # the stub as the student first finds it
-        seen["blank"] = _run(page, check)
-        _type_answer(page, question, WRONG)
-        _run(page, question)
-        seen["wrong"] = _run(page, check)
-        check.scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / "3-wrong-answer.png"))
-        _type_answer(page, question, RIGHT)
-        _run(page, question)
-        seen["right"] = _run(page, check)
-        check.scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / "4-right-answer.png"))
+        for shot, (step, answer) in enumerate((("blank", None), ("syntax", BROKEN), ("wrong", WRONG), ("right", RIGHT)),
+                                              start=2):
+            if answer is not None:
+                _type_answer(page, question, answer)
+            seen[f"{step}-cell"] = _run(page, question)
+            seen[step] = _run(page, check)
+            check.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"{shot}-{step}.png"))
         browser.close()
-    (SHOTS / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
+    (shots / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
+    return seen
+
+
+def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab, tmp_path):
+    shots = tmp_path / "browser"
+    shots.mkdir()
+    print(f"screenshots: {shots}")
+    seen = _student_session(jupyterlab, shots)
 
     assert re.search(r"attnlab lab05_self_attention: .*(cpu|CPU|cuda|CUDA)", seen["setup"]), seen["setup"]
     assert "Traceback" not in seen["setup"]
-    # the untouched stub: one line that says so, no traceback
-    assert "simple_self_attention: not written yet" in seen["blank"], seen["blank"]
-    assert "Traceback" not in seen["blank"] and "Error at line" not in seen["blank"], seen["blank"]
-    # the wrong answer: the failing check by its name, its own line, and how far off the value is
-    assert "❌" in seen["wrong"] and "checks failed" in seen["wrong"], seen["wrong"]
-    assert "row sums" in seen["wrong"] and "yours" in seen["wrong"] and "expected" in seen["wrong"], seen["wrong"]
-    assert "_run_public" not in seen["wrong"] and "Traceback" not in seen["wrong"], seen["wrong"]
-    assert "passed" in seen["right"] and "❌" not in seen["right"], seen["right"]
+    # the untouched stub: one plain-text line that says so, no traceback
+    assert seen["blank"].strip() == "[FAIL] simple_self_attention: not written yet", seen["blank"]
+    # a syntax error: Python names it where the student typed it; the check still runs the last good definition
+    assert "SyntaxError" in seen["syntax-cell"], seen["syntax-cell"]
+    assert seen["syntax"].strip() == "[FAIL] simple_self_attention: not written yet", seen["syntax"]
+    # the wrong answer: the failing check by its name and how far off the value is; not the check's source
+    wrong = seen["wrong"]
+    assert wrong.startswith("[FAIL] simple_self_attention: ") and "checks failed" in wrong, wrong
+    assert "row sums" in wrong and "yours" in wrong and "expected" in wrong and "off by" in wrong, wrong
+    assert "expect_close(" not in wrong and "assert " not in wrong, wrong
+    assert "_run_public" not in wrong and "Traceback" not in wrong, wrong
+    assert re.fullmatch(r"\[pass\] simple_self_attention: all \d+ checks passed", seen["right"].strip()), seen["right"]
+    # plain ASCII marks: no emoji that Debian's Chromium draws as an empty box
+    for step in ("blank", "syntax", "wrong", "right"):
+        assert seen[step].isascii(), (step, seen[step])

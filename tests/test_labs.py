@@ -181,7 +181,7 @@ def test_a_catalogued_mistake_fails_a_named_check_with_its_statement_and_numbers
     shown = format_result(entry.question, test_file)
     failed = [tc.name for tc, r in zip(test_file.test_cases, test_file.test_case_results) if not r.passed]
     assert failed, f"{name}: every public check of {entry.question} passes"
-    assert f"❌ {failed[0]}\n     " in shown, shown  # the check's name, then its failing statement
+    assert f"[FAIL] {failed[0]}\n   " in shown, shown  # the check's name, then its message
     assert re.search(r"yours -?[0-9.]+(e-?\d+)?, expected -?[0-9.]+", shown), f"{name}: no numbers shown:\n{shown}"
     assert "Traceback" not in shown and "check_" not in shown and "public_check" not in shown
 
@@ -237,7 +237,7 @@ def test_solution_notebook_runs_top_to_bottom_and_passes_its_checks(lab, tmp_pat
     nb = _execute(lab.solution_notebook, tmp_path, allow_errors=False)
     checks = _check_outputs(nb)
     assert checks, "the notebook has no grader.check cells"
-    failing = {q: t for q, t in checks.items() if not re.fullmatch(rf"✅ {re.escape(q)}: all \d+ checks passed", t)}
+    failing = {q: t for q, t in checks.items() if not re.fullmatch(rf"\[pass\] {re.escape(q)}: all \d+ checks passed", t)}
     assert not failing, f"public checks fail on the solution: {failing}"
 
 
@@ -248,7 +248,7 @@ def test_blank_notebook_checks_each_say_not_written_yet(lab, tmp_path):
     checks = _check_outputs(nb)
     assert checks
     for q, text in checks.items():
-        assert re.fullmatch(r"❌ [\w.]+: not written yet", text), f"check {q} of the blank notebook shows {text!r}"
+        assert re.fullmatch(r"\[FAIL\] [\w.]+: not written yet", text), f"check {q} of the blank notebook shows {text!r}"
 
 
 def test_packaged_checks_hold_no_line_of_any_labs_secrets():

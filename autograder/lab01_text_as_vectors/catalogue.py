@@ -81,8 +81,8 @@ def build_vocab(token_lists, max_size=None, min_freq=1):
         kept = kept[: max_size - 2]
     return {"<pad>": 0, "<unk>": 1, **{t: i + 2 for i, t in enumerate(kept)}}
 ''', "Counter.most_common() orders ties by first appearance, not alphabetically",
-        hint="tokens with the same count must be in alphabetical order; Counter.most_common() keeps them in the "
-             "order they first appeared: sort with the key (-count, token)"),
+        hint=("tokens with the same count must be in alphabetical order; Counter.most_common() keeps them in the "
+              "order they first appeared: sort by count first, then break ties by the token itself")),
     Entry("vocab_ties_reverse_alphabetical", "build_vocab", '''
 def build_vocab(token_lists, max_size=None, min_freq=1):
     if max_size is not None and max_size < 2:
@@ -186,7 +186,7 @@ def encode(tokens, vocab, max_len):
     ids = [vocab.get(t, 1) for t in tokens[-max_len:]]
     return torch.tensor(ids + [0] * (max_len - len(ids)), dtype=torch.long)
 ''', "truncates from the front (keeps the last max_len tokens)",
-        hint="truncation keeps the first max_len tokens (tokens[:max_len])"),
+        hint="truncation keeps the first max_len tokens, not the last ones"),
     Entry("encode_float_dtype", "encode", '''
 def encode(tokens, vocab, max_len):
     ids = [vocab.get(t, 1) for t in tokens[:max_len]]
@@ -279,7 +279,7 @@ def tfidf(counts, normalize=True):
     w = counts * idf
     return w / w.norm(dim=1, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "df as the total count of the word instead of the number of documents containing it",
-        hint="df is the number of documents (rows) that contain the word at least once: (counts > 0).sum(0)"),
+        hint="df is the number of documents (rows) that contain the word at least once, not its total count"),
     Entry("tfidf_nan_for_df_zero", "tfidf", '''
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
@@ -296,7 +296,7 @@ def tfidf(counts, normalize=True):
     w = counts * idf
     return w / w.norm(dim=0, keepdim=True).clamp_min(1e-12) if normalize else w
 ''', "normalises the columns (dim=0) instead of the rows",
-        hint="normalise each row (document), not each column: norm(dim=1, keepdim=True)"),
+        hint="normalise each row (document), not each column: every document vector must have length 1"),
     Entry("tfidf_l1_normalize", "tfidf", '''
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()
@@ -314,7 +314,7 @@ def tfidf(counts, normalize=True):
     w = counts * idf
     return w / w.norm(dim=1, keepdim=True) if normalize else w
 ''', "divides by the row norm without a guard: an all-zero row becomes 0 / 0 = nan",
-        hint="a document whose weights are all 0 must stay 0: divide by norm.clamp_min(1e-12)"),
+        hint="a document whose weights are all 0 must stay 0, not become nan: guard the division by a zero norm"),
     Entry("tfidf_log10", "tfidf", '''
 def tfidf(counts, normalize=True):
     counts = counts if counts.is_floating_point() else counts.float()

@@ -102,7 +102,7 @@ def skipgram_pairs(ids, window):
            if 0 < abs(i - j) <= window and ids[i] != 0 and ids[j] != 0]
     return torch.tensor(out, dtype=torch.long)
 ''', "torch.tensor([]) of no pairs has shape (0,), not (0, 2)",
-          hint="with no pair your result has shape (0,): return shape (0, 2), e.g. torch.tensor(pairs).view(-1, 2)"),
+          hint="with no pair your result has shape (0,): an empty result still has two columns, shape (0, 2)"),
 
     # noise_distribution
     Entry("noise_no_power", "noise_distribution", '''
@@ -228,7 +228,8 @@ class SkipGramNS(nn.Module):
         neg = F.logsigmoid(-(self.out_embed(negatives) * v).sum(-1)).sum(-1)
         return -(pos + neg).mean()
 ''', "u_neg (B, K, D) * v (B, D): fails unless B == K, and then pairs negative k with center k",
-          hint="u_neg * v broadcasts v (B, D) as (1, B, D): use v[:, None, :] so each row's negatives meet its own center"),
+          hint=("your negatives meet the wrong centers: (B, K, D) times (B, D) broadcasts the centers along the K "
+                "axis; give the centers a K axis of size 1 so each row's negatives meet their own center")),
     Entry("sgns_log_of_sigmoid", "SkipGramNS", '''
 class SkipGramNS(nn.Module):
     def __init__(self, vocab_size, dim):
@@ -297,8 +298,8 @@ def most_similar(embeddings, query_id, k):
     ids = torch.topk(ranked, k).indices
     return ids, scores[ids]
 ''', "torch.topk orders equal scores arbitrarily",
-          hint="equal scores must come out lower id first; torch.topk does not promise that: use "
-               "torch.sort(scores, descending=True, stable=True)"),
+          hint=("equal scores must come out lower id first; torch.topk does not promise that: use a sort that keeps "
+                "equal scores in id order")),
     Entry("similar_query_included", "most_similar", '''
 def most_similar(embeddings, query_id, k):
     unit = F.normalize(embeddings, dim=-1)
@@ -394,7 +395,7 @@ def analogy(embeddings, a, b, c, k=1):
     scores[[a, b, c]] = float("-inf")
     return torch.topk(scores, k).indices
 ''', "torch.topk orders ties arbitrarily",
-          hint="equal scores must come out lower id first; use torch.sort(..., descending=True, stable=True)"),
+          hint="equal scores must come out lower id first: use a sort that keeps equal scores in id order"),
 
     # char_ngrams
     Entry("ngrams_no_markers", "char_ngrams", '''

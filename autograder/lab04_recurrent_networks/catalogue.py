@@ -94,7 +94,7 @@ class ElmanRNN(nn.Module):
             states.append(h)
         return torch.stack(states, dim=0), h
 ''', "indexes x[t] on the first dimension (the batch) as if the input were time-first",
-          hint="x is batch-first (B, T, D): the time step t is x[:, t], not x[t]"),
+          hint="x is batch-first (B, T, D): the time steps run along the second axis, not the first"),
     Entry("elman_outputs_shifted", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -114,7 +114,7 @@ class ElmanRNN(nn.Module):
             h = rnn_cell(x[:, t], h, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
         return torch.stack(states, dim=1), h
 ''', "stores the state before each step: outputs shifted by one (h0 first, h_T missing)",
-          hint="outputs[:, t] is the state after reading x[:, t]: append h after the update"),
+          hint="the output at step t is the state after reading step t: record h after the update, not before it"),
     Entry("elman_h_T_with_layer_dim", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -227,7 +227,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = torch.sigmoid(z_f) * c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * torch.tanh(c_t), c_t
 ''', "splits z into interleaved gates (every 4th unit) instead of four contiguous blocks",
-          hint="the gates are four contiguous blocks of H rows: z.chunk(4, dim=-1), not every fourth unit"),
+          hint="the gates are four contiguous blocks of H units (input, forget, cell, output), not every fourth unit"),
     Entry("lstm_uses_torch_lstm_cell", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     return torch.lstm_cell(x_t, (h_prev, c_prev), W_ih, W_hh, b_ih, b_hh)
@@ -239,7 +239,8 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
 def last_valid_state(outputs, lengths):
     return outputs[:, -1]
 ''', "outputs[:, -1]: the state after the last position, padding included",
-          hint="outputs[:, -1] is the last real state only for rows without padding: use lengths - 1 per row"),
+          hint=("the last column of outputs is the last real state only for rows without padding: a row's last real "
+                "step is its length - 1")),
     Entry("last_state_off_by_one", "last_valid_state", '''
 def last_valid_state(outputs, lengths):
     return outputs[torch.arange(outputs.shape[0]), lengths.clamp(max=outputs.shape[1] - 1)]
@@ -249,8 +250,8 @@ def last_valid_state(outputs, lengths):
 def last_valid_state(outputs, lengths):
     return outputs[:, lengths - 1]
 ''', "outputs[:, lengths - 1] picks every row's positions for every row: shape (B, B, H)",
-          hint="outputs[:, lengths - 1] takes those positions from every row; pair row b with lengths[b] - 1 "
-               "using outputs[torch.arange(B), lengths - 1]"),
+          hint=("you take every row's last position from every row: each row b needs only its own last real position,"
+                " lengths[b] - 1")),
 
     # RNNClassifier
     Entry("classifier_h_n_of_padded_batch", "RNNClassifier", '''

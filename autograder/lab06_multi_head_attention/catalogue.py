@@ -43,8 +43,8 @@ def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, num_heads, n, d // num_heads)  # the right shape, heads and positions mixed
 ''', "reshapes straight to (B, h, n, d_h) without the transpose: 'head 0' gets whole positions",
-      hint=("your split_heads reshapes straight to (B, h, n, d_h) without the transpose: view as (B, n, h, d_h) "
-            "first, then transpose(1, 2)")),
+      hint=("your split_heads has the right shape but mixes positions into the heads: each head must hold a block of "
+            "features of every position; cut the features into heads first, then move the head axis next to the batch")),
     Entry("split_heads_wrong_cut", "split_heads", '''
 def split_heads(x, num_heads):
     B, n, d = x.shape
@@ -57,15 +57,16 @@ def split_heads(x, num_heads):
     B, n, d = x.shape
     return x.view(B, n, num_heads, d // num_heads)  # forgot to move the heads next to the batch
 ''', "forgets the transpose: returns (B, n, h, d_h)",
-      hint="your split_heads returns (B, n, h, d_h): transpose(1, 2) to get (B, h, n, d_h)"),
+      hint=("your split_heads returns (B, n, h, d_h): the head axis must come right after the batch axis, (B, h, n, "
+            "d_h)")),
     # ---------------------------------------------------------------------------------------- merge_heads
     Entry("merge_heads_reshape_without_transpose", "merge_heads", '''
 def merge_heads(x):
     B, h, n, d_h = x.shape
     return x.reshape(B, n, h * d_h)  # the right shape, heads and positions mixed
 ''', "flattens (B, h, n, d_h) straight to (B, n, h*d_h) without transposing back",
-      hint=("your merge_heads flattens (B, h, n, d_h) without transposing back: transpose(1, 2) to (B, n, h, "
-            "d_h) first")),
+      hint=("your merge_heads has the right shape but mixes positions into the features: bring the positions back "
+            "next to the batch before joining the heads")),
     Entry("merge_heads_view_not_contiguous", "merge_heads", '''
 def merge_heads(x):
     B, h, n, d_h = x.shape
@@ -161,8 +162,9 @@ def merge_heads(x):
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return self.out_proj(merge_heads(heads)), weights
 '''), "adds a head axis at dim 1 to every mask: (n_q, n_k) and (B, 1, 1, n_k) masks then misalign",
-      hint=("your mask gets an extra head axis that misaligns some mask shapes: a (n_q, n_k) or (B, 1, 1, n_k) "
-            "mask already broadcasts; only (B, n_q, n_k) and (B, 1, n_k) need mask.unsqueeze(1)")),
+      hint=("your mask gets an extra head axis that misaligns some mask shapes: a (n_q, n_k) or (B, 1, 1, n_k) mask "
+            "already broadcasts; only (B, n_q, n_k) and (B, 1, n_k) masks need a head axis, right after the batch "
+            "axis")),
     Entry("mha_padding_mask_on_queries", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)

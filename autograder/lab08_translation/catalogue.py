@@ -111,8 +111,8 @@ MUTANTS = [
         y = self.norm2(y + self.drop2(self.cross_attn(y, y, y, mask=tgt_mask)[0]))
         return self.norm3(y + self.ffn(y))
 '''), "cross-attention over the decoder's own states (self-attention twice): the memory is never read",
-          hint="in cross-attention the query is the decoder's state, but the keys AND the values are the memory: "
-               "cross_attn(y, memory, memory, mask=memory_mask)"),
+          hint=("in cross-attention the query is the decoder's state, but the keys AND the values both come from the "
+                "memory (the encoder's output)")),
     Entry("block_pre_norm_normalizes_memory", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
 ''' + _POST + '''
@@ -140,7 +140,8 @@ MUTANTS = [
         y = self.norm2(y + self.ca(y, memory, memory_mask))
         return self.norm3(y + self.ffn(y))
 '''), "always post-norm: norm_first is ignored",
-          hint="with norm_first=True the norm goes on each sub-layer's input: y = y + sublayer(norm(y))"),
+          hint=("with norm_first=True the norm goes on each sub-layer's input, and the residual adds the "
+                "un-normalized state")),
     Entry("block_post_norm_on_sublayer", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
 ''' + _PRE + '''
@@ -148,7 +149,8 @@ MUTANTS = [
         y = y + self.norm2(self.ca(y, memory, memory_mask))
         return y + self.norm3(self.ffn(y))
 '''), "post-norm written as y + norm(sublayer(y)): the norm on the sub-layer, not on the sum",
-          hint="post-norm normalizes the sum: y = norm(y + sublayer(y)), not y + norm(sublayer(y))"),
+          hint=("post-norm normalizes the sum of the residual and the sub-layer's output, not the sub-layer's output "
+                "alone")),
     Entry("block_no_cross_residual", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
         if self.norm_first:
@@ -197,7 +199,7 @@ class TransformerDecoderBlock(nn.Module):
 def decoder_io(tgt):
     return tgt[:, :-1], tgt[:, :-1]
 ''', "labels = tgt[:, :-1]: the model learns to copy its input instead of predicting the next word",
-          hint="your labels are not shifted: the label at position t is the word AFTER dec_in[t], tgt[:, 1:]"),
+          hint="your labels are not shifted: the label at position t is the word AFTER dec_in[t]"),
     Entry("io_swapped", "decoder_io", '''
 def decoder_io(tgt):
     return tgt[:, 1:], tgt[:, :-1]
@@ -208,7 +210,7 @@ def decoder_io(tgt):
 def decoder_io(tgt):
     return tgt[:-1], tgt[1:]
 ''', "slices the batch axis (rows) instead of the time axis",
-          hint="slice the columns (the time axis, dim 1): tgt[:, :-1] and tgt[:, 1:], not tgt[:-1] and tgt[1:]"),
+          hint="slice along the time axis (dim 1), not the batch axis (dim 0)"),
     # ----------------------------------------------------------------------------------------- Seq2SeqTransformer
     Entry("model_no_causal_mask", "Seq2SeqTransformer", _model(decode='''
     def decode(self, dec_in, memory, src):
@@ -218,8 +220,8 @@ def decoder_io(tgt):
             y = block(y, memory, tgt_mask=None, memory_mask=keep)
         return self.generator(y)
 '''), "no causal mask in the decoder: training sees the next word, greedy decoding breaks",
-          hint="decode uses no causal mask: pass tgt_mask = torch.ones(T, T, dtype=torch.bool).tril() to every "
-               "decoder block, or a word can read the word it should predict"),
+          hint=("decode uses no causal mask: every decoder block needs one (True on and below the diagonal), or a "
+                "word can read the word it should predict")),
     Entry("model_causal_mask_triu", "Seq2SeqTransformer", _model(decode='''
     def decode(self, dec_in, memory, src):
         T = dec_in.shape[1]
@@ -250,8 +252,8 @@ def decoder_io(tgt):
             x = block(x)
         return x
 '''), "no padding mask in the encoder's self-attention",
-          hint="encode must mask the source pads as keys (mask = (src != pad_id)[:, None, None, :]), or the "
-               "real words attend to the pads"),
+          hint=("encode must mask the source pads as keys (True for real words, broadcast over heads and queries), or"
+                " the real words attend to the pads")),
     Entry("model_pad_id_hardcoded", "Seq2SeqTransformer", _model(encode='''
     def encode(self, src):
         keep = (src != 0)[:, None, None, :]
@@ -286,7 +288,7 @@ def decoder_io(tgt):
         x = emb(ids) * math.sqrt(self.d_model)
         return self.dropout(x + self.pe[:n] if emb is self.src_emb else x)
 '''), "adds the positions to the source only",
-          hint="the target embeddings need the positional encoding too: emb(ids) * sqrt(d) + PE[:T] for both"),
+          hint="the target embeddings need the positional encoding too, scaled the same way as the source's"),
     Entry("model_no_length_check", "Seq2SeqTransformer", _model(embed='''
     def embed(self, emb, ids):
         n = ids.shape[1]
@@ -364,7 +366,7 @@ def decoder_io(tgt):
             break
     return ys
 '''), "stops when any row finishes (any instead of all)",
-          hint="you stop when the first row produces EOS: keep going until EVERY row has (done.all())"),
+          hint="you stop when the first row produces EOS: keep going until EVERY row has produced it"),
     Entry("greedy_first_position", "greedy_decode", _greedy('''
     memory = model.encode(src)
     ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
@@ -377,7 +379,7 @@ def decoder_io(tgt):
             break
     return ys
 '''), "takes the argmax of the first position's logits at every step",
-          hint="the next word comes from the logits of the LAST position, logits[:, -1], not the first"),
+          hint="the next word comes from the logits of the LAST position, not the first"),
     Entry("greedy_pad_hardcoded", "greedy_decode", _greedy('''
     memory = model.encode(src)
     ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)

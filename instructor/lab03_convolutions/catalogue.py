@@ -80,20 +80,20 @@ def conv1d_output_length(length, kernel_size, stride=1, padding=0, dilation=1):
     out = torch.einsum("bclk,ock->bol", windows, weight)
     return out if bias is None else out + bias[None, :, None]
 ''', "puts all the padding on the left",
-          hint="with padding your values are shifted: pad `padding` zeros at each end, F.pad(x, (padding, padding))"),
+          hint="with padding your values are shifted: `padding` zeros go at each end of the sequence"),
     Entry("conv_pad_one_side", "conv1d", _CONV_HEAD + '''
     span = dilation * (weight.shape[-1] - 1) + 1
     windows = F.pad(x, (padding, 0)).unfold(-1, span, stride)[..., ::dilation]
     out = torch.einsum("bclk,ock->bol", windows, weight)
     return out if bias is None else out + bias[None, :, None]
 ''', "pads the left end only",
-          hint="with padding your output is too short: F.pad(x, (padding, padding)) pads both ends"),
+          hint="with padding your output is too short: the zeros go at both ends, not one"),
     Entry("conv_bias_ignored", "conv1d", _CONV_HEAD + '''
     span = dilation * (weight.shape[-1] - 1) + 1
     windows = F.pad(x, (padding, padding)).unfold(-1, span, stride)[..., ::dilation]
     return torch.einsum("bclk,ock->bol", windows, weight)
 ''', "forgets the bias",
-          hint="your output is off by a constant per output channel: add the bias, bias[None, :, None]"),
+          hint="your output is off by a constant per output channel: add each channel's bias to every position"),
     Entry("conv_stride_ignored", "conv1d", _CONV_HEAD + '''
     span = dilation * (weight.shape[-1] - 1) + 1
     windows = F.pad(x, (padding, padding)).unfold(-1, span, 1)[..., ::dilation]
@@ -135,7 +135,7 @@ def causal_conv1d(x, weight, bias=None, dilation=1):
 def causal_conv1d(x, weight, bias=None, dilation=1):
     return conv1d(F.pad(x, (0, dilation * (weight.shape[-1] - 1))), weight, bias, dilation=dilation)
 ''', "pads on the right: output t sees the future",
-          hint="your output t depends on later inputs: put the padding on the left, F.pad(x, (left, 0))"),
+          hint="your output t depends on later inputs: all the padding of a causal convolution goes on the left"),
     Entry("causal_symmetric_keep_last", "causal_conv1d", '''
 def causal_conv1d(x, weight, bias=None, dilation=1):
     left = dilation * (weight.shape[-1] - 1)
@@ -226,8 +226,8 @@ def receptive_field(layers):
         logits = self.classifier(h.amax(-1))
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "reshapes (B, L, E) to (B, E, L) with view: the numbers are scrambled, not transposed",
-          hint="your embeddings reach conv1 scrambled: (B, L, E) -> (B, E, L) needs .transpose(1, 2), "
-               "not .view or .reshape"),
+          hint=("your embeddings reach conv1 scrambled: (B, L, E) -> (B, E, L) swaps two axes; view and reshape keep "
+                "the memory order and mix positions with features")),
     Entry("cnn_squeeze_everything", "TextCNN", _TEXTCNN_INIT + '''
     def forward(self, ids):
         h = F.relu(self.conv1(self.embedding(ids).transpose(1, 2)))

@@ -266,7 +266,7 @@ assert isinstance(outputs, torch.Tensor) and outputs.shape == (2, 7, 5), (
     f"outputs should have shape (B, T, H) = (2, 7, 5), got {getattr(outputs, 'shape', type(outputs))}")
 assert isinstance(h_T, torch.Tensor) and h_T.shape == (2, 5), (
     f"h_T should have shape (B, H) = (2, 5), without nn.RNN's layer dimension; got {getattr(h_T, 'shape', h_T)}")
-assert torch.equal(h_T, outputs[:, -1]), "h_T should be the state after the last step, outputs[:, -1]"
+assert torch.equal(h_T, outputs[:, -1]), "h_T should be the state after the last step, the last column of outputs"
 
 # %%
 # the outputs of nn.RNN(batch_first=True), same weights

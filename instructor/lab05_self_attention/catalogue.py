@@ -29,8 +29,8 @@ def simple_self_attention(x):
     w = torch.softmax(torch.bmm(x, x.transpose(1, 2)), dim=-1)
     return torch.bmm(w, x), w
 ''', "torch.bmm only accepts exactly three dimensions: no unbatched input, no extra leading dimensions",
-      hint=("your code seems to work only for exactly three dimensions (torch.bmm or transpose(1, 2)): use @ and "
-            "transpose(-2, -1) so any number of leading dimensions works")),
+      hint=("your code seems to work only for exactly three dimensions: the product and the transpose must act on the"
+            " last two dimensions, whatever the leading ones")),
     Entry("simple_naive_softmax", "simple_self_attention", '''
 def simple_self_attention(x):
     e = torch.exp(x @ x.transpose(-2, -1))
@@ -73,8 +73,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "takes the scale from the values' width d_v instead of d_k",
-      hint=("your scale seems to come from the values' width d_v (v.shape[-1]); take it from the queries and "
-            "keys, d_k = q.shape[-1]")),
+      hint=("your scale seems to come from the values' width d_v: the scale belongs to the dot products of queries "
+            "and keys, so it is their width d_k")),
     Entry("sdpa_softmax_dim_minus2", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -141,8 +141,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "transposes dims 1 and 2: right for (B, n, d) only, wrong with extra leading dimensions or none",
-      hint=("you transpose dimensions 1 and 2 of k, right only for (B, n, d): use k.transpose(-2, -1) for any "
-            "number of leading dimensions")),
+      hint=("you swap dimensions 1 and 2 of k, right only for (B, n, d): swap the last two dimensions, whatever comes"
+            " before them")),
     Entry("sdpa_bmm_3d_only", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
@@ -161,7 +161,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "k.T reverses every dimension of a batch instead of transposing the last two",
-      hint="k.T reverses every dimension of a batched tensor: use k.transpose(-2, -1) to swap only the last two"),
+      hint="k.T reverses every dimension of a batched tensor: only the last two should be swapped"),
     Entry("sdpa_inplace_scale", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     q /= math.sqrt(q.shape[-1])
@@ -231,7 +231,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
 ''', "off by one: a token may not attend to itself",
-      hint="your causal mask leaves out the diagonal: a token may attend to itself (torch.tril without an offset)"),
+      hint="your causal mask leaves out the diagonal: a token may attend to itself"),
     Entry("causal_strict_upper", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
@@ -394,8 +394,7 @@ class AttentionClassifier(nn.Module):
         logits = self.classifier((h * m).sum(1) / m.sum(1))
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "real tokens attend to the pads: no key mask",
-      hint=("your classifier seems not to mask the pads as keys: pass the mask (ids != 0)[:, None, :] to the "
-            "attention")),
+      hint="your classifier seems not to mask the pads as keys: no token should attend to a pad (id 0)"),
     Entry("classifier_masks_queries", "AttentionClassifier", '''
 class AttentionClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, num_classes=1):

@@ -169,8 +169,8 @@ from attnlab.expect import expect_equal
 
 x = torch.arange(12.0).reshape(1, 2, 6)
 expected = [[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]]
-expect_equal(split_heads(x, 2), expected, "split_heads(arange(12).reshape(1, 2, 6), 2) (view as (B, n, h, d_h), "
-             "then transpose)")
+expect_equal(split_heads(x, 2), expected, "split_heads(arange(12).reshape(1, 2, 6), 2) (head j holds a block "
+             "of features of every position)")
 
 # %%
 # shapes and dtype for 1, 2, 4 and 12 heads

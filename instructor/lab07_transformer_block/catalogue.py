@@ -166,7 +166,8 @@ class LearnedPositionalEmbedding(nn.Module):
             raise ValueError("too long")
         return x + self.weight[: self.max_len]  # all max_len rows, not the first n
 ''', "adds weight[:max_len] (every position of the table) instead of weight[:n]",
-      hint="your embedding seems to add the whole table (weight[:max_len]): add only the first n rows, weight[:n]"),
+      hint=("your embedding seems to add the whole table: a sequence of n tokens takes only the rows of positions 0 "
+            "to n - 1")),
     Entry("learned_wrong_rows", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -370,7 +370,8 @@ assert names == ["weight"], f"the only parameter should be `weight`, got {names}
 x = torch.randn(2, 6, 4)
 out = pos(x)
 assert out.shape == (2, 6, 4), f"the output should have the shape of x, (2, 6, 4), got {tuple(out.shape)}"
-expect_close(out, x + pos.weight[:6], "forward(x) (x + weight[:n], the same rows for every example)")
+expect_close(out, x + pos.weight[:6],
+             "forward(x) (x plus the rows of positions 0 to n - 1, the same rows for every example)")
 
 # %%
 # a sequence longer than the table is a ValueError

@@ -226,8 +226,8 @@ def get_batch(data, block_size, batch_size, generator=None):
     y = torch.stack([data[s:s + block_size] for s in starts])
     return x, y
 ''', "y is the same window as x: the model learns to copy its input",
-          hint="your targets y are the inputs x themselves; y should be the window shifted by one, "
-               "data[s + 1 : s + T + 1]"),
+          hint=("your targets y are the inputs x themselves; y should be the same window shifted one token to the "
+                "right")),
     Entry("batch_last_start_missing", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
     starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
@@ -235,8 +235,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
     return x, y
 ''', "one start too few: the last window of the data is never drawn",
-          hint="your starts never reach N - T - 1, the last window; torch.randint's upper bound is exclusive, "
-               "so use len(data) - block_size"),
+          hint="your starts never reach N - T - 1, the last window: torch.randint's upper bound is exclusive"),
     Entry("batch_independent_starts", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
     sx = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
@@ -267,8 +266,8 @@ def get_batch(data, block_size, batch_size, generator=None):
     Entry("csa_mask_off_by_one", "CausalSelfAttention", _csa_by_hand(
         'scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(1), float("-inf"))'),
           "tril(1): each position also sees the next token",
-          hint="your mask lets position t see position t + 1; allow the diagonal and below only: tril() "
-               "(diagonal=0)"),
+          hint=("your mask lets position t see position t + 1; a position may see itself and the positions before it "
+                "only")),
     Entry("csa_kqv_order", "CausalSelfAttention", _csa_by_hand(_CAUSAL, order="k, q, v"),
           "splits the qkv output as k, q, v instead of q, k, v",
           hint="the three parts of qkv(x) are queries, keys, values in this order; yours are in another order"),
@@ -280,8 +279,9 @@ def get_batch(data, block_size, batch_size, generator=None):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.resid_dropout(self.proj(out.reshape(B, T, d)))
 '''), "reshapes (B, T, d) straight to (B, h, T, d_h): heads mix positions",
-          hint="reshape(B, h, T, d_h) does not split the heads, it scrambles positions; use "
-               "view(B, T, h, d_h).transpose(1, 2), and undo it the same way"),
+          hint=("your heads come from reshaping straight to (B, h, T, d_h), which scrambles positions; cut each "
+                "position's features into heads first, then move the head axis next to the batch (and undo it in "
+                "reverse order)")),
     Entry("csa_no_scale", "CausalSelfAttention", _csa('''
     def forward(self, x):
         B, T, d = x.shape
@@ -325,8 +325,7 @@ class GPTBlock(nn.Module):
     # -------------------------------------------------------------------------------------------- MiniGPT
     Entry("gpt_not_tied", "MiniGPT", _gpt("", _gpt_forward(_GPT_OK_TAIL)),
           "lm_head has its own weight: no weight tying",
-          hint="lm_head.weight should be the same parameter as tok_emb.weight: self.lm_head.weight = "
-               "self.tok_emb.weight"),
+          hint="lm_head.weight should be the very same parameter as tok_emb.weight (weight tying), not a copy"),
     Entry("gpt_no_positions", "MiniGPT", _gpt(_TIED, _gpt_forward('''
         x = self.drop(self.tok_emb(idx))
         for block in self.blocks:
@@ -386,7 +385,7 @@ class GPTBlock(nn.Module):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
 '''), "the threshold is the (k+1)-th largest logit: k + 1 tokens stay",
-          hint="your top-k keeps k + 1 tokens; the threshold is the k-th largest logit, topk(...).values[:, -1:]"),
+          hint="your top-k keeps k + 1 tokens; the threshold is the k-th largest logit of each row"),
     Entry("sample_topk_masks_the_top", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1)
@@ -448,20 +447,19 @@ class GPTBlock(nn.Module):
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "feeds the whole sequence: fails as soon as it is longer than block_size",
-          hint="crop the context to the last block_size tokens, idx[:, -model.block_size:], before each step"),
+          hint="crop the context to the last block_size tokens before each step"),
     Entry("generate_crops_the_start", "generate", _generate('''
         logits, _ = model(idx[:, :model.block_size])
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "keeps the first block_size tokens instead of the last ones",
-          hint="your context keeps the first block_size tokens; the model should see the last ones, "
-               "idx[:, -model.block_size:]"),
+          hint="your context keeps the first block_size tokens; the model should see the last ones"),
     Entry("generate_first_position", "generate", _generate('''
         logits, _ = model(idx[:, -model.block_size:])
         next_id = sample_next(logits[:, 0, :], temperature=temperature, top_k=top_k, generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "samples from the logits of the first position, not the last",
-          hint="the next token comes from the logits of the last position, logits[:, -1, :]"),
+          hint="the next token comes from the logits of the last position"),
     Entry("generate_drops_temperature", "generate", _generate('''
         logits, _ = model(idx[:, -model.block_size:])
         next_id = sample_next(logits[:, -1, :], generator=generator)

@@ -3,15 +3,17 @@
 The generated test files (``attnlab.public_tests.<lab>``) hold one ``PublicCheck`` per test cell of the master.
 Otter's ``grader.check("name")`` runs them; ``start_lab`` wraps Otter's grader so that the result reads
 
-    ❌ simple_self_attention: 1 of 3 checks failed
-    ✅ the weights of the worked example
-    ❌ rows of the weights sum to 1
-         assert torch.allclose(w.sum(-1), ones), "each row of the weights must sum to 1"
-       each row of the weights must sum to 1
+    [FAIL] simple_self_attention: 1 of 3 checks failed
+    [pass] the weights of the worked example
+    [FAIL] rows of the weights sum to 1
+       weights: 2 of 4 values off, the worst at index (0, 1): yours 0.5, expected 0.2689 (off by 0.231)
 
-and an unwritten answer gives one line, ``❌ simple_self_attention: not written yet`` (``SelfAttention.__init__: not
-written yet`` for a class). Nothing of the kit's
-plumbing (file names, line numbers of generated files, internal calls) is shown.
+and an unwritten answer gives one line, ``[FAIL] simple_self_attention: not written yet`` (``SelfAttention.__init__:
+not written yet`` for a class). The marks are plain ASCII (``PASS``, ``FAIL``): an emoji renders as an empty box
+where no emoji font is installed. The check's failing statement is shown only on request
+(``grader.check("name", show_source=True)``, or ``ATTNLAB_SHOW_SOURCE=1`` in the environment): it is the check's
+code, not a hint. Nothing of the kit's plumbing (file names, line numbers of generated files, internal calls) is
+shown.
 
 Each check runs on its own copy of the notebook's variables. Its code is compiled so that its line numbers are
 those of its verbatim copy in the test file, and registered in ``linecache``: plain Otter (which prints the test
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import os
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +32,17 @@ from typing import Any
 from otter.test_files import test_case
 
 from .build.transforms.strip_solutions import NOT_WRITTEN  # the ending of the stubs' NotImplementedError
+
+PASS = "[pass]"  # plain ASCII: renders in every font (an emoji check mark is an empty box without an emoji font)
+FAIL = "[FAIL]"
+SHOW_SOURCE_VARIABLE = "ATTNLAB_SHOW_SOURCE"
+
+
+def source_requested(show_source: bool | None = None) -> bool:
+    """Whether a failed check shows its statement: ``show_source`` when given, else ``ATTNLAB_SHOW_SOURCE``."""
+    if show_source is not None:
+        return bool(show_source)
+    return os.environ.get(SHOW_SOURCE_VARIABLE, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 @dataclass
@@ -117,53 +131,58 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def format_result(question: str, result) -> str:
-    """What ``grader.check(question)`` shows: one line per check, the failing statement and the message below a
-    failed one; one line when nothing is written yet."""
+def _failed_check(name: str, f: Failure | None, message: str, show_source: bool) -> str:
+    """The lines of one failed check: its name, the statement (on request) and the message."""
+    if f is None:  # not one of ours (a hidden case in the autograder's copy): Otter's own message
+        return f"{FAIL} {name}\n{_indent(message.replace('❌ Test case failed', '').strip(), '   ')}"
+    if f.not_written:
+        return f"{FAIL} {name}: {f.message}"
+    what = f.message if f.kind == "AssertionError" else f"{f.kind}: {f.message}"
+    block = [f"{FAIL} {name}"]
+    if f.line and show_source:
+        block.append(_indent(f.line, "     "))
+    block.append(_indent(what or "(the assert gives no message)", "   "))
+    return "\n".join(block)
+
+
+def format_result(question: str, result, show_source: bool | None = None) -> str:
+    """What ``grader.check(question)`` shows: one line per check, the message below a failed one (its statement
+    too when ``source_requested(show_source)``); one line when nothing is written yet."""
     rows = list(getattr(result, "test_case_results", []))
     if not rows:
         return f"{question}: no checks"
     failures = [(r, getattr(r.test_case.body, "failure", None)) for r in rows if not r.passed]
     if not failures:
-        return f"✅ {question}: all {len(rows)} checks passed"
+        return f"{PASS} {question}: all {len(rows)} checks passed"
     if len(failures) == len(rows) and all(f is not None and f.not_written for _, f in failures):
         # one line: the question's own stub when it is among them (a check may call an earlier, unwritten one)
         messages = [f.message for _, f in failures]
         own = [m for m in messages if m.split(":")[0] == question or m.startswith(question + ".")]
-        return f"❌ {(own or messages)[0]}"
-    out = [f"❌ {question}: {len(failures)} of {len(rows)} checks failed"]
+        return f"{FAIL} {(own or messages)[0]}"
+    show = source_requested(show_source)
+    out = [f"{FAIL} {question}: {len(failures)} of {len(rows)} checks failed"]
     for r in rows:
-        name = r.test_case.name
         if r.passed:
-            out.append(f"✅ {name}")
-            continue
-        f = getattr(r.test_case.body, "failure", None)
-        if f is None:  # not one of ours (a hidden case in the autograder's copy): Otter's own message
-            out.append(f"❌ {name}\n{_indent((r.message or '').replace('❌ Test case failed', '').strip(), '   ')}")
-        elif f.not_written:
-            out.append(f"❌ {name}: {f.message}")
+            out.append(f"{PASS} {r.test_case.name}")
         else:
-            what = f.message if f.kind == "AssertionError" else f"{f.kind}: {f.message}"
-            block = [f"❌ {name}"]
-            if f.line:
-                block.append(_indent(f.line, "     "))
-            block.append(_indent(what or "(the assert gives no message)", "   "))
-            out.append("\n".join(block))
+            out.append(_failed_check(r.test_case.name, getattr(r.test_case.body, "failure", None),
+                                     r.message or "", show))
     return "\n".join(out)
 
 
 class CheckResult:
     """Otter's result of ``grader.check``, shown with ``format_result``; every attribute is Otter's."""
 
-    def __init__(self, question: str, result):
+    def __init__(self, question: str, result, show_source: bool | None = None):
         self._question = question
         self._result = result
+        self._show_source = show_source
 
     def __getattr__(self, name):
         return getattr(self._result, name)
 
     def __repr__(self) -> str:
-        return format_result(self._question, self._result)
+        return format_result(self._question, self._result, self._show_source)
 
     def _repr_html_(self) -> str:
         import html
@@ -180,11 +199,12 @@ class Grader:
     def __getattr__(self, name):
         return getattr(self._notebook, name)
 
-    def check(self, question: str, global_env: dict | None = None):
+    def check(self, question: str, global_env: dict | None = None, show_source: bool | None = None):
+        """Run ``question``'s public checks; ``show_source=True`` also shows each failed check's statement."""
         import inspect
 
         if global_env is None:
             frame = inspect.currentframe().f_back
             global_env = frame.f_globals
         result = self._notebook.check(question, global_env)
-        return CheckResult(question, result)
+        return CheckResult(question, result, show_source)

@@ -40,7 +40,7 @@ def test_public_file_loads_with_otter_and_a_correct_notebook_passes():
     tf.run(env)
     assert tf.passed_all, [r.message for r in tf.test_case_results]
     assert "out" not in env  # the checks' own variables stay out of the notebook
-    assert format_result("double", tf) == "✅ double: all 3 checks passed"
+    assert format_result("double", tf) == "[pass] double: all 3 checks passed"
 
 
 def test_a_wrong_notebook_shows_the_check_name_its_statement_and_the_message():
@@ -51,25 +51,60 @@ def test_a_wrong_notebook_shows_the_check_name_its_statement_and_the_message():
     # plain Otter prints the test file's line where it failed: the check's own line, not the kit's plumbing
     assert 'assert torch.equal(out, torch.tensor([2.0, 4.0])), "double([1, 2]) should be [2, 4]"' in first.message
     assert "double([1, 2]) should be [2, 4]" in first.message and "PublicCheck" not in first.message
-    shown = format_result("double", tf)
+    shown = format_result("double", tf, show_source=True)
     assert shown.splitlines() == [
-        "❌ double: 2 of 3 checks failed",
-        "❌ double([1, 2]) is [2, 4]",
+        "[FAIL] double: 2 of 3 checks failed",
+        "[FAIL] double([1, 2]) is [2, 4]",
         '     assert torch.equal(out, torch.tensor([2.0, 4.0])), "double([1, 2]) should be [2, 4]"',
         "   double([1, 2]) should be [2, 4]",
-        "✅ the shape is kept",
-        "❌ values of a worked example",
+        "[pass] the shape is kept",
+        "[FAIL] values of a worked example",
         '     expect_close(double(torch.tensor([0.5, 1.5])), [1.0, 3.0], "double([0.5, 1.5])")',
         "   double([0.5, 1.5]): 2 of 2 values off, the worst at index (0,): yours 1.5, expected 1 (off by 0.5)",
     ]
+
+
+def test_by_default_a_failed_check_shows_its_name_and_how_far_off_not_its_source(monkeypatch):
+    monkeypatch.delenv("ATTNLAB_SHOW_SOURCE", raising=False)
+    tf = load(render_test_file(QUESTION))
+    tf.run({"torch": torch, "double": lambda x: x + 1})
+    shown = format_result("double", tf)
+    assert shown.splitlines() == [
+        "[FAIL] double: 2 of 3 checks failed",
+        "[FAIL] double([1, 2]) is [2, 4]",
+        "   double([1, 2]) should be [2, 4]",
+        "[pass] the shape is kept",
+        "[FAIL] values of a worked example",
+        "   double([0.5, 1.5]): 2 of 2 values off, the worst at index (0,): yours 1.5, expected 1 (off by 0.5)",
+    ]
+    assert shown.isascii()  # no emoji: renders where no emoji font is installed
+    monkeypatch.setenv("ATTNLAB_SHOW_SOURCE", "1")
+    assert "     expect_close(double(" in format_result("double", tf)
+    assert "expect_close" not in format_result("double", tf, show_source=False)
+
+
+def test_grader_check_passes_show_source_to_what_it_shows(monkeypatch):
+    from attnlab.public_check import Grader
+
+    monkeypatch.delenv("ATTNLAB_SHOW_SOURCE", raising=False)
+    tf = load(render_test_file(QUESTION))
+
+    class Notebook:  # Otter's Notebook.check, as far as Grader uses it
+        def check(self, question, global_env):
+            tf.run(global_env)
+            return tf
+
+    env = {"torch": torch, "double": lambda x: x + 1}
+    assert "expect_close" not in repr(Grader(Notebook()).check("double", env))
+    assert "     expect_close(double(" in repr(Grader(Notebook()).check("double", env, show_source=True))
 
 
 def test_a_multiline_statement_is_shown_whole():
     q = Question("f", 1.0, ['# f is 1\nassert f() == 1, (\n    "f() should be 1")'])
     tf = load(render_test_file(q))
     tf.run({"f": lambda: 2})
-    assert format_result("f", tf).splitlines()[2:] == ['     assert f() == 1, (', '         "f() should be 1")',
-                                                      "   f() should be 1"]
+    shown = format_result("f", tf, show_source=True)
+    assert shown.splitlines()[2:] == ['     assert f() == 1, (', '         "f() should be 1")', "   f() should be 1"]
 
 
 def test_an_unwritten_answer_gives_one_line_naming_the_question_first():
@@ -82,10 +117,11 @@ def test_an_unwritten_answer_gives_one_line_naming_the_question_first():
 
     tf = load(render_test_file(q))
     tf.run({"split": stub("split"), "merge": stub("merge")})
-    assert format_result("merge", tf) == "❌ merge: not written yet"
+    assert format_result("merge", tf) == "[FAIL] merge: not written yet"
     tf.run({"split": stub("split"), "merge": lambda x: x})
-    assert format_result("merge", tf).splitlines() == ["❌ merge: 1 of 2 checks failed",
-                                                       "❌ round trip: split: not written yet", "✅ merge alone"]
+    assert format_result("merge", tf).splitlines() == ["[FAIL] merge: 1 of 2 checks failed",
+                                                       "[FAIL] round trip: split: not written yet",
+                                                       "[pass] merge alone"]
 
 
 def test_an_unwritten_answer_gives_one_line():
@@ -95,14 +131,14 @@ def test_an_unwritten_answer_gives_one_line():
         raise NotImplementedError("double: not written yet")
 
     tf.run({"torch": torch, "double": stub})
-    assert format_result("double", tf) == "❌ double: not written yet"
+    assert format_result("double", tf) == "[FAIL] double: not written yet"
     assert "NotImplementedError: double: not written yet" in tf.test_case_results[0].message  # plain Otter
 
 
 def test_an_error_inside_the_student_code_names_its_type_and_the_check_line():
     tf = load(render_test_file(QUESTION))
     tf.run({"torch": torch})
-    shown = format_result("double", tf)
+    shown = format_result("double", tf, show_source=True)
     assert "     out = double(torch.tensor([1.0, 2.0]))\n   NameError: name 'double' is not defined" in shown
     assert "Traceback" not in shown and "check_1" not in shown and "<check" not in shown
 

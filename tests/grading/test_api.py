@@ -172,9 +172,10 @@ def remote():
 def test_remote_load_reports_each_failing_cell_and_runs_the_rest(remote):
     errors = remote.notebook_errors
     assert len(errors) == 3, errors
-    assert errors[0].startswith("cell 12 raised EOFError")  # input() reads /dev/null: no hang
-    assert errors[1] == f"cell 13 did not finish within {CELL_TIMEOUT:g} s"  # the endless loop
-    assert errors[2].startswith("cell 15 raised SyntaxError")
+    # each cell named by what the student sees (its first line, or what it defines), with the line inside it
+    assert errors[0].startswith("the cell starting `answer = input('your name? ')`, line 1: EOFError")  # no hang
+    assert errors[1] == f"the cell starting `while True:`: did not finish within {CELL_TIMEOUT:g} s"
+    assert errors[2] == "the cell starting `def broken(:`, line 1: SyntaxError: invalid syntax"
     assert remote.has("after_errors") and remote.has("MAGIC") and not remote.has("answer")
     assert remote.load_seconds < 60
 
@@ -190,7 +191,8 @@ def test_remote_calls_after_megabytes_of_printing(remote):
 
 def test_remote_errors(remote):
     with pytest.raises(StudentError, match=r"`boom` raised RuntimeError: shape '\[5, 7\]' is invalid.*"
-                                           r"\(in cell 16, line \d+: return x.reshape\(5, 7\)\)"):
+                                           r"\(in the cell defining `double`, `boom`, `bump` and 5 more, line \d+: "
+                                           r"return x.reshape\(5, 7\)\)"):
         remote.call("boom", torch.ones(3))
     with pytest.raises(StudentError, match="`triple` is not defined in your notebook"):
         remote.call("triple", 1)
@@ -279,6 +281,11 @@ FAKE = textwrap.dedent('''
     if mode == "stop-reading":  # a load reply that the grader before issue 12 accepted too
         ok({"__dict__": [["errors", []], ["failed", 0], ["cells", []], ["names", []]]})
         time.sleep(60)
+    if mode in ("cell-errors", "unknown-cell"):  # the grader names the cell; the worker gives index, line, error
+        index = 7 if mode == "cell-errors" else 5
+        errors = [{"__dict__": [["index", index], ["line", 1], ["error", "NameError: in cell 99, line 4"]]},
+                  {"__dict__": [["index", 1], ["line", 40], ["error", "ValueError: v"]]}]
+        ok({"__dict__": [["errors", errors], ["failed", 2]]})
     ok({"__dict__": [["errors", []], ["failed", 0]]})
     while True:
         req = request()
@@ -324,6 +331,27 @@ def fake_student(fake_script, tmp_path, modes, **kw):
     return student
 
 
+def test_cell_errors_name_the_cell_from_the_graders_copy_and_drop_a_line_outside_it(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["cell-errors"])
+    try:
+        student.start()
+        assert student.notebook_errors == [
+            "the cell starting `import os; os._exit(9)`, line 1: NameError: in cell 99, line 4",
+            "the cell starting `a = 1`: ValueError: v"]  # line 40 of a one-line cell: dropped
+    finally:
+        student.close()
+        student.reap()
+
+
+def test_a_cell_error_for_a_cell_never_sent_is_a_malformed_reply(fake_script, tmp_path):
+    student = fake_student(fake_script, tmp_path, ["unknown-cell"])
+    try:
+        with pytest.raises(WorkerDied, match="malformed reply"):
+            student.start()
+    finally:
+        student.reap()
+
+
 def test_a_worker_that_cannot_start_fails_fast_with_a_reason(fake_script, tmp_path):
     student = fake_student(fake_script, tmp_path, ["exit-at-start"])
     try:
@@ -344,7 +372,8 @@ def test_a_cell_that_kills_the_worker_is_skipped_on_the_next_start(fake_script, 
         student.start()
         assert student.starts == 2
         assert list(student.fatal_cells) == [7]
-        assert student.notebook_errors[0].startswith("cell 7 was skipped: your code ended the Python process")
+        assert student.notebook_errors[0].startswith("the cell starting `import os; os._exit(9)` was skipped: "
+                                                     "your code ended the Python process")
         loads = [r for r in student.requests() if isinstance(r, dict) and "__dict__" in r]
         indices = [[c["__dict__"][0][1] for c in dict(loads[i]["__dict__"])["cells"]] for i in range(2)]
         assert indices == [[1, 7], [1]]

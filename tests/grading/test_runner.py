@@ -108,3 +108,20 @@ def test_bundle_is_loaded_once_and_missing_builds_are_explained(lab_dir, tmp_pat
     assert load_bundle(lab_dir).questions == {"double": 2.0, "Scale": 1.0}
     with pytest.raises(FileNotFoundError, match="run `attnlab build` first"):
         load_bundle(tmp_path)
+
+
+def test_a_failing_cell_is_named_by_what_the_student_sees_not_its_position(lab_dir, built_course, tmp_path):
+    import nbformat
+
+    nb = nbformat.read(built_course / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("## Extra work\n\nTrying things."))
+    nb.cells.append(nbformat.v4.new_code_cell("def helper(x):\n    return x +\n"))
+    nb.cells.append(nbformat.v4.new_code_cell("y = 1\nz = undefined_name"))
+    path = tmp_path / "s.ipynb"
+    nbformat.write(nb, path)
+    res = grade_submission(lab_dir, path)
+    assert res["score"] == 3.0
+    assert res["errors"] == ['the cell starting `def helper(x):` under "Extra work", line 2: SyntaxError: '
+                             "invalid syntax",
+                             'the cell starting `y = 1` under "Extra work", line 2: NameError: '
+                             "name 'undefined_name' is not defined"]

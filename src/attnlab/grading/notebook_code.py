@@ -8,6 +8,12 @@ The grader runs every code cell in order, except:
 
 Reading never executes anything; a file that is not a readable notebook raises ``SubmissionError``
 with a message for the student.
+
+A cell is named the way the student sees it, never by its position (JupyterLab shows no cell numbers):
+``describe_cell`` says "the cell defining `attention`", or "the cell starting `x = ...`" with the heading it is
+under; ``cell_error_text`` turns a worker's report of a failed cell into a message with that description (the
+grader's own, from the notebook it read) and the line inside the cell; ``describe_location`` maps a line of
+``joined_source`` back to its cell and line, for messages about the joined source (forbidden calls).
 """
 
 from __future__ import annotations
@@ -35,6 +41,78 @@ class SubmissionError(Exception):
 class CodeCell:
     index: int  # position among all cells of the notebook
     source: str
+    section: str = ""  # the last markdown heading above the cell, as the student reads it
+
+
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+MAX_QUOTE = 50  # characters of a student's line quoted in a description
+
+
+def _quote(text: str) -> str:
+    """A short, one-line quote of student text (backticks and control characters dropped)."""
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text.replace("`", "'")).split())
+    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3].rstrip() + "..."
+
+
+def describe_cell(source: str, section: str = "") -> str:
+    """The cell as the student finds it: by what it defines, else by its first line and the heading above it."""
+    try:
+        tree = ast.parse(python_source(source))
+        names = list(dict.fromkeys(n.name for n in tree.body
+                                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        names = []
+    if names:
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return f"the cell defining {shown}"
+    first = next((line for line in source.splitlines() if line.strip()), "")
+    under = f' under "{_quote(section)}"' if section else ""
+    return f"the cell starting `{_quote(first)}`{under}"
+
+
+def cell_error_text(cells: list[dict], entry) -> str | None:
+    """The message for a worker's report ``{"index", "line", "error"}`` of a failed cell of ``cells`` (the dicts
+    the grader sent: ``index``, ``source``, optional ``where``), or None when the report is malformed.
+
+    The cell's description is the grader's (``where``, else ``describe_cell``), never the worker's; a line
+    number outside the cell is dropped."""
+    if not isinstance(entry, dict) or set(entry) != {"index", "line", "error"}:
+        return None
+    index, line, error = entry["index"], entry["line"], entry["error"]
+    if type(index) is not int or not isinstance(error, str) or not (line is None or type(line) is int):
+        return None
+    cell = next((c for c in cells if c["index"] == index), None)
+    if cell is None:
+        return None
+    where = cell.get("where") or describe_cell(cell["source"])
+    if line is not None and 0 < line <= python_source(cell["source"]).count("\n"):
+        where += f", line {line}"
+    return f"{where}: {error}"
+
+
+_CELL_REFERENCE = re.compile(r"\(in cell (\d{1,9}), line (\d{1,9}): ")
+
+
+def name_cells(text: str, cells: list[dict]) -> str:
+    """``text`` (a worker's error: the executor writes ``(in cell 3, line 4: ...)``) with each reference to a cell
+    it was sent replaced by the grader's description of that cell; other numbers are left as they are."""
+    sent = {c["index"] for c in cells}
+
+    def named(match: re.Match) -> str:
+        index = int(match.group(1))
+        if index not in sent:
+            return match.group(0)
+        return f"(in {cell_where(cells, index)}, line {match.group(2)}: "
+
+    return _CELL_REFERENCE.sub(named, text)
+
+
+def cell_where(cells: list[dict], index: int) -> str:
+    """The grader's description of cell ``index`` of ``cells`` (the dicts sent to the worker)."""
+    cell = next((c for c in cells if c["index"] == index), None)
+    if cell is None:
+        return f"cell {index}"
+    return cell.get("where") or describe_cell(cell["source"])
 
 
 def _source_text(source) -> str:
@@ -108,8 +186,11 @@ def cells_from_notebook(nb: dict) -> list[CodeCell]:
     """The graded code cells of an already parsed notebook (a dict or ``NotebookNode``)."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise SubmissionError("the submitted file is JSON but not a Jupyter notebook (no list of cells)")
-    cells = []
+    cells, section = [], ""
     for i, cell in enumerate(nb["cells"]):
+        if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
+            headings = _HEADING.findall(_source_text(cell.get("source", "")))
+            section = headings[-1] if headings else section
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
@@ -119,7 +200,7 @@ def cells_from_notebook(nb: dict) -> list[CodeCell]:
         source = _source_text(cell.get("source", ""))
         if not source.strip() or _only_grader_calls(source):
             continue
-        cells.append(CodeCell(i, source))
+        cells.append(CodeCell(i, source, section))
     return cells
 
 
@@ -139,17 +220,33 @@ def python_source(source: str) -> str:
         return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
-def joined_source(cells: list[CodeCell]) -> str:
-    """All graded code as one parseable text (for source checks); cells that do not parse are left out."""
-    parts = []
+def code_spans(cells: list[CodeCell]) -> list[tuple[CodeCell, int, str]]:
+    """The parseable cells as ``(cell, first line in joined_source, code)``; cells that do not parse are left out."""
+    spans, line = [], 1
     for cell in cells:
         code = python_source(cell.source)
+        code = code if code.endswith("\n") else code + "\n"
         try:
             ast.parse(code)
         except SyntaxError:
             continue
         except (RecursionError, MemoryError):
-            raise SubmissionError(UNREADABLE.format(why=f"cell {cell.index} is nested too deeply for Python's "
-                                                        "parser")) from None
-        parts.append(code)
-    return "\n\n".join(parts)
+            raise SubmissionError(UNREADABLE.format(why=f"{describe_cell(cell.source, cell.section)} is nested "
+                                                        "too deeply for Python's parser")) from None
+        spans.append((cell, line, code))
+        line += code.count("\n") + 2  # each part ends with a newline; parts are joined by a blank line
+    return spans
+
+
+def joined_source(cells: list[CodeCell]) -> str:
+    """All graded code as one parseable text (for source checks); cells that do not parse are left out."""
+    return "\n\n".join(code for _, _, code in code_spans(cells))
+
+
+def describe_location(cells: list[CodeCell], global_line: int) -> str:
+    """Where line ``global_line`` of ``joined_source(cells)`` is, in the student's words:
+    ``in the cell defining `attention`, line 3``."""
+    for cell, first, code in code_spans(cells):
+        if first <= global_line < first + code.count("\n"):
+            return f"in {describe_cell(cell.source, cell.section)}, line {global_line - first + 1}"
+    return f"at line {global_line} of the graded code"

@@ -13,6 +13,7 @@ from typing import Any
 from . import wire
 from .api import StudentAPI, definition_source
 from .executor import StudentError
+from .notebook_code import cell_error_text, cell_where, name_cells
 from .safe_text import MAX_MESSAGES, clip
 
 __all__ = ["RemoteStudent", "WorkerDied"]
@@ -94,7 +95,7 @@ class RemoteStudent(StudentAPI):
                 order, position = self._progress
                 if position < 0:
                     self._give_up(f"the grading process could not start your code ({exc})")
-                self.fatal_cells[order[position]] = f"cell {order[position]} was skipped: {exc}"
+                self.fatal_cells[order[position]] = f"{cell_where(self.cells, order[position])} was skipped: {exc}"
                 continue
             finally:
                 self._progress = None
@@ -102,12 +103,13 @@ class RemoteStudent(StudentAPI):
             return
 
     def _loaded(self, loaded: Any) -> None:
-        if not (isinstance(loaded, dict) and isinstance(loaded.get("errors"), list)
-                and all(isinstance(e, str) for e in loaded["errors"]) and len(loaded["errors"]) <= MAX_MESSAGES
-                and isinstance(loaded.get("failed"), int) and loaded["failed"] >= len(loaded["errors"])):
+        errors = loaded.get("errors") if isinstance(loaded, dict) else None
+        texts = [cell_error_text(self.cells, e) for e in errors[:MAX_MESSAGES]] if isinstance(errors, list) else [None]
+        if not (None not in texts and len(errors) <= MAX_MESSAGES
+                and isinstance(loaded.get("failed"), int) and loaded["failed"] >= len(errors)):
             self._give_up("the grading process sent a malformed reply (did your code write to its pipes?)")
         if not self._loaded_once:
-            self.cell_errors = [clip(e) for e in loaded["errors"]]
+            self.cell_errors = [clip(e) for e in texts]
             if loaded["failed"] > len(loaded["errors"]):
                 self.cell_errors.append(f"… and {loaded['failed'] - len(loaded['errors']):,} more cell errors")
             self._loaded_once = True
@@ -145,7 +147,7 @@ class RemoteStudent(StudentAPI):
             self._died("the worker sent a malformed reply")
         if reply["ok"]:
             return reply.get("value")
-        raise StudentError(clip(str(reply.get("error", "unknown error"))))  # kept in messages: bounded
+        raise StudentError(clip(name_cells(str(reply.get("error", "unknown error")), self.cells)))  # bounded
 
     def _on_progress(self, index: Any) -> None:
         """The worker says it starts cell ``index``: only the next cells of this load, in order, are believed."""

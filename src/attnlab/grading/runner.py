@@ -17,7 +17,7 @@ from .bundle import Bundle, grading_seed, load_bundle
 from .diagnose import Recorder, diagnosis_budget, name_mistakes
 from .hidden import run_suite
 from .lab_check import wrong_lab_message
-from .notebook_code import SubmissionError, joined_source, read_cells, read_submission
+from .notebook_code import SubmissionError, describe_cell, joined_source, read_cells, read_submission
 
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_LOAD_TIMEOUT = 300.0
@@ -84,7 +84,8 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
             proc, isolation[0] = _start_worker(Path(tmp), [bundle.directory, path.resolve().parent])
             return proc
 
-        student = RemoteStudent(spawn, [{"index": c.index, "source": c.source} for c in cells], code,
+        sent = [{"index": c.index, "source": c.source, "where": describe_cell(c.source, c.section)} for c in cells]
+        student = RemoteStudent(spawn, sent, code,
                                 cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout,
                                 deadline=start + timeout)
         try:

@@ -5,7 +5,8 @@ Started by the grader as ``python -m attnlab.grading.worker`` (inside the sandbo
 ``/dev/null``, so printing (or reading ``input()``) cannot corrupt or forge the protocol stream.
 
 Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first (answered by
-``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``), then
+``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``, each error
+``{"index", "line", "error"}``), then
 ``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
 ``{"ok": False, "error": str}``. Nothing the worker sends is trusted beyond being data.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import traceback
 
 
 class CellTimeout(BaseException):
@@ -44,10 +46,23 @@ def _prepare_namespace() -> dict:
     }
 
 
+def _line_in(exc: BaseException, filename: str) -> int | None:
+    """The line of cell ``filename`` where ``exc`` happened: a syntax error's line, else the deepest frame there."""
+    if isinstance(exc, SyntaxError) and exc.filename == filename:
+        return exc.lineno
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == filename:
+            line = lineno
+    return line
+
+
 def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=lambda index: None) -> list[dict]:
     """Execute each cell; an error in one cell is recorded and the next cell still runs.
 
-    ``started(index)`` is called before each cell, so the grader knows which cell killed the process.
+    ``started(index)`` is called before each cell, so the grader knows which cell killed the process. An error is
+    ``{"index", "line", "error"}``: the line inside the cell, and the error without the cell (the grader names
+    the cell from its own copy of the notebook: ``notebook_code.cell_error_text``).
     """
     import linecache
 
@@ -60,17 +75,18 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=l
         filename = f"<cell {index}>"
         code = python_source(source)
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        entry = {"index": index, "ok": True, "error": None}
+        entry = {"index": index, "ok": True, "error": None, "line": None}
         started(index)
         try:
             signal.setitimer(signal.ITIMER_REAL, cell_timeout)
             exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - this process is the sandbox
         except CellTimeout:
-            entry.update(ok=False, error=f"cell {index} did not finish within {cell_timeout:g} s")
+            entry.update(ok=False, error=f"did not finish within {cell_timeout:g} s")
         except SystemExit as exc:
-            entry.update(ok=False, error=f"cell {index} called exit({exc.code!r}); the call was ignored")
+            entry.update(ok=False, error=f"called exit({exc.code!r}); the call was ignored")
         except BaseException as exc:  # noqa: BLE001 - student code may raise anything
-            entry.update(ok=False, error=f"cell {index} raised {type(exc).__name__}: {exc}"[:500])
+            text = exc.msg if isinstance(exc, SyntaxError) and exc.filename == filename else exc  # no "<cell 3>"
+            entry.update(ok=False, error=f"{type(exc).__name__}: {text}"[:500], line=_line_in(exc, filename))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         report.append(entry)
@@ -112,7 +128,7 @@ def main() -> int:
         if op == "load":
             cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)),
                               started=lambda index: proto_out.write(pack({"progress": index})))
-            errors = [c["error"] for c in cells if not c["ok"]]
+            errors = [{k: c[k] for k in ("index", "line", "error")} for c in cells if not c["ok"]]
             reply({"ok": True, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
             continue
         try:

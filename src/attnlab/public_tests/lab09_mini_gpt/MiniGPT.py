@@ -14,7 +14,7 @@ check_1 = PublicCheck('The parameters, with lm_head tied to tok_emb', question=n
 # The parameters, with lm_head tied to tok_emb
 model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)
 assert model.lm_head.weight is model.tok_emb.weight, (
-    "lm_head.weight should be the same parameter as tok_emb.weight: self.lm_head.weight = self.tok_emb.weight")
+    "lm_head.weight should be the very same parameter as tok_emb.weight (weight tying), not a copy")
 names = [name for name, _ in model.named_parameters()]
 assert "lm_head.weight" not in names and "tok_emb.weight" in names, f"the tied table is listed once, got {names[:3]}"
 assert tuple(model.pos_emb.weight.shape) == (8, 16), "pos_emb should be nn.Embedding(block_size, d_model)"
