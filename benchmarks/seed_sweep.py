@@ -8,8 +8,8 @@ nobody tried: a correct answer must keep full marks at every seed. This runs the
 as tests/test_labs.py does) with ``run_suite(bundle.suite, student, bundle.reference, seed=s)`` for the seeds
 ``start .. start + seeds - 1``. ``--mutants`` also checks that every catalogue mutant loses points on its
 question at every seed. Prints one table row per lab: the reference's failures, the variants' failures (which
-variant, which test, which seed), the mutants that survived a seed, tests x seeds run, seconds; then every
-failure. Exit status 1 on any failure.
+variant, which test, which seed), the mutants that survived a seed, tests x seeds run, and "work s" (the seconds
+its tasks took, summed over the processes); then every failure and the wall time. Exit status 1 on any failure.
 
 Cost: each student namespace (the reference, each catalogue entry) is built once per process and reused for all
 its seeds (the hidden tests only call into it through the narrow interface; the reference code defines functions
@@ -137,7 +137,7 @@ def sweep(lab_ids, seeds: list[int], *, jobs: int = 1, mutants: bool = False, va
 
 def table(totals: dict, n_seeds: int) -> str:
     rows = [f"{'lab':<28} {'ref fail':>8} {'variant fail':>12} {'mutant surv':>11} {'tests x seeds':>13} "
-            f"{'cpu s':>8}"]
+            f"{'work s':>8}"]
     for lab_id, t in totals.items():
         count = {k: sum(1 for f in t.failures if f[1] == k) for k in ("reference", "variant", "mutant")}
         rows.append(f"{lab_id:<28} {count['reference']:>8} {count['variant']:>12} {count['mutant']:>11} "
