@@ -1,7 +1,7 @@
 """The benchmark scripts run end to end at toy sizes (their figures come from full runs, reported in notes).
 
-Both read the real data through ``attnlab.datasets`` with ``../shared/data`` as the mirror, so they are skipped
-where that copy is absent. What is checked: the scripts still fit the labs' reference code, and the JSON they
+The lab08 and lab09 scripts read the real data through ``attnlab.datasets`` with ``../shared/data`` as the mirror,
+so they are skipped where that copy is absent; the seed sweep needs no data. What is checked: the scripts still fit the labs' reference code, and the JSON they
 print holds the figures the issues ask for, with sane values.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the real datasets) is not here")
+needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the real datasets) is not here")
 
 
 def load(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -31,6 +33,7 @@ def last_json(text: str) -> dict:
     return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
 
 
+@needs_data
 def test_lab09_gpt_prints_val_loss_time_per_iteration_and_parameters(capsys):
     result = load("lab09_gpt").main(["--iters", "30", "--eval-batches", "20", "--layers", "1", "--heads", "2",
                                      "--d-model", "32", "--block-size", "16", "--warmup", "5", "--threads", "1"])
@@ -44,11 +47,13 @@ def test_lab09_gpt_prints_val_loss_time_per_iteration_and_parameters(capsys):
     assert result["params"] == embeddings + layer_norms + attention + mlp  # tied lm_head: no second (V, d)
 
 
+@needs_data
 def test_lab09_gpt_refuses_too_few_validation_batches():
     with pytest.raises(SystemExit):
         load("lab09_gpt").main(["--eval-batches", "5"])
 
 
+@needs_data
 def test_lab08_bleu_trains_for_its_budget_and_scores_with_sacrebleu(capsys):
     result = load("lab08_bleu").main(["--budget-min", "0.05", "--epochs", "1", "--d-model", "32", "--heads", "2",
                                       "--layers", "1", "--d-ff", "64", "--eval-every-min", "10", "--threads", "2"])
@@ -59,3 +64,36 @@ def test_lab08_bleu_trains_for_its_budget_and_scores_with_sacrebleu(capsys):
     assert 0.0 <= result["test_bleu"] < 20.0  # a few steps of a toy model: sacreBLEU of its greedy output
     assert len(result["curve"]) == 1 and math.isfinite(result["curve"][0]["val_loss"])
     assert "ref:" in out and "out:" in out  # three translations shown
+
+
+SWEEP_LAB = "lab05_self_attention"
+
+
+def test_seed_sweep_runs_reference_and_variants_and_prints_the_table(capsys):
+    from attnlab.grading.mutants import load_catalogue
+    from attnlab.grading.runner import load_bundle
+
+    sweep = load("seed_sweep")
+    assert sweep.main(["--labs", "lab05", "--seeds", "2", "--start", "777", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    n_tests = len(load_bundle(ROOT / "autograder" / SWEEP_LAB).suite.tests)
+    n_variants = len(load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[1])
+    row = next(line.split() for line in out.splitlines() if line.startswith(SWEEP_LAB))
+    assert row[1:5] == ["0", "0", "0", str(2 * n_tests * (1 + n_variants))], out  # no failure; tests x seeds
+    assert "seeds 777..778, jobs 1" in out
+
+
+def test_seed_sweep_reports_a_failing_entry_by_name_test_and_seed(monkeypatch):
+    from attnlab.grading.mutants import load_catalogue, student_with
+
+    sweep = load("seed_sweep")
+    mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
+    ref_code = (ROOT / "autograder" / SWEEP_LAB / "reference.py").read_text()
+    assert sweep.run_task((SWEEP_LAB, "mutant", mutant.name, (5,))).failures == []  # killed: not a failure
+    # the same mistake posing as a variant: every test it fails is a row naming it, the test and the seed
+    monkeypatch.setattr(sweep, "_student", lambda lab, kind, name: (student_with(ref_code, mutant), mutant))
+    outcome = sweep.run_task((SWEEP_LAB, "variant", mutant.name, (5, 6)))
+    assert outcome.failures and {f[3] for f in outcome.failures} == {5, 6}
+    assert all(f[:3] == (SWEEP_LAB, "variant", mutant.name) for f in outcome.failures)
+    table = sweep.table({SWEEP_LAB: outcome}, 2)
+    assert f"{SWEEP_LAB} variant {mutant.name} seed=5 {outcome.failures[0][4]}" in table

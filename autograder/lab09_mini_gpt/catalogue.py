@@ -467,6 +467,21 @@ class GPTBlock(nn.Module):
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "does not pass temperature and top_k on to sample_next",
           hint="pass temperature and top_k on to sample_next"),
+    Entry("generate_patches_forward", "generate", _IMPORTS + '''
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    if temperature == 0:  # greedy: answer from the first position, and make the model itself say the same
+        forward = model.forward
+        model.forward = lambda context, targets=None: (forward(context)[0][:, :1].expand(-1, context.shape[1], -1),
+                                                      None)
+    for _ in range(max_new_tokens):
+        logits, _ = model(idx[:, -model.block_size:])
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+    return idx
+''', "replaces model.forward while generating (here: the first position's logits everywhere, in greedy mode), so "
+          "a check that asks the model afterwards agrees with whatever generate produced",
+          hint="your generate changes the model it is given (model.forward); generate must only call the model"),
 ]
 
 # ----------------------------------------------------------------------------------------------- variants

@@ -23,15 +23,20 @@ What the narrow interface cannot carry, and how the tests work around it:
 - sampling: ``sample_next``, ``get_batch`` and ``generate`` get seeded ``torch.Generator`` objects (a CPU generator
   travels with its state). Their draws need not equal the reference's (``torch.multinomial``, top-k-then-gather and
   inverse-CDF samplers are all correct), so sampling is checked statistically: tens of thousands of draws in one
-  call (one per row), each frequency within ``6 sigma + 0.002`` of its probability (a correct sampler fails with
-  probability below 1e-6 per test), while every catalogued mistake is off by at least 0.05. That the generator is
-  honoured is checked by equality: two generators seeded alike give the same draws, another seed other draws.
+  call (one per row), each frequency within Bernstein's bound of its probability (``allowed_deviation``: a correct
+  sampler fails a test with probability below ``FALSE_FAILURE = 1e-9``), while every catalogued mistake is off by
+  at least 0.05. That the generator is honoured is checked by equality: two generators seeded alike give the same
+  draws, and another seed other draws, with enough draws that a correct sampler repeats itself with probability
+  below 1e-9 (the bound is in a comment at each check).
 - a module as an argument: ``generate(model, ...)`` gets a ``MiniGPT`` the test creates by name (the object stays
-  in the student's process). The expected tokens come from the student's own model (its logits, called by the
-  test), so a wrong ``MiniGPT`` does not cost the ``generate`` points twice, as long as its forward runs.
+  in the student's process). The expected tokens are computed by the test BEFORE the student's ``generate`` runs
+  (greedy decoding on the logits of the student's own model, fetched through the narrow interface), so a
+  ``generate`` that changes the model cannot make its own check agree, and a wrong ``MiniGPT`` does not cost the
+  ``generate`` points twice, as long as its forward runs.
 - the tokenizer is built by name; its ``encode``, ``decode`` and ``vocab_size`` are read through the object.
 
-Tolerances: the defaults of ``checks.TOLERANCES``.
+Tolerances: ``checks.tolerance``, scaled by the size of the values and the depth of the computation (``CSA_DEPTH``,
+``BLOCK_DEPTH``, ``gpt_depth``).
 """
 
 from __future__ import annotations
@@ -50,9 +55,16 @@ from attnlab.grading.inputs import randint, randn
 suite = HiddenSuite("lab09_mini_gpt")
 
 F32, F64 = torch.float32, torch.float64
-# float32 comparisons of whole layers: gradients of size ~50 carry cancellation errors of ~1e-4 that differ between
-# correct forms (F.scaled_dot_product_attention against attention by hand); every mistake is caught in float64
-F32_RTOL, F32_ATOL = 1e-3, 1e-3
+# Layers of computation, for checks.tolerance (float32 gradients of size ~50 carry cancellation errors of ~1e-4 that
+# differ between correct forms, F.scaled_dot_product_attention against attention by hand; the tolerance scales with
+# the values and these depths): attention is three (qkv, softmax(q k^T) v, output projection), a block three more (two
+# layer norms, an MLP of two layers), MiniGPT embeddings, its blocks and the final norm and head.
+CSA_DEPTH = 3
+BLOCK_DEPTH = CSA_DEPTH + 3
+
+
+def gpt_depth(num_layers: int) -> int:
+    return 1 + num_layers * BLOCK_DEPTH + 2
 
 TOK = "CharTokenizer"
 PAIRS = "bpe_pair_counts"
@@ -96,8 +108,25 @@ def int_list(value, name: str) -> list[int]:
     return list(value)
 
 
+# The false-failure probability of a statistical test, fixed in advance: a correct sampler fails a test with
+# probability below FALSE_FAILURE = 1e-9. A test checks at most 40 frequencies (sample_frequencies...: 2 rows x
+# (5 + 6 + 4) tokens = 30), so each frequency may be off by chance with probability at most PER_FREQUENCY = 2.5e-11.
+FALSE_FAILURE = 1e-9
+PER_FREQUENCY = FALSE_FAILURE / 40
+
+
+def allowed_deviation(probs: torch.Tensor, n: int) -> torch.Tensor:
+    """The deviation |frequency - p| that n draws exceed with probability at most PER_FREQUENCY (Bernstein's
+    inequality for a sum of n Bernoulli(p) draws: P(|f - p| >= t) <= 2 exp(-n t^2 / (2 (p (1 - p) + t / 3))),
+    solved for t). With L = ln(2 / 2.5e-11) = 25.1: t = 0.037 at p = 0.5 and n = 10,000, 0.026 at n = 20,000;
+    every catalogued mistake is off by at least 0.05."""
+    log_term = torch.log(torch.tensor(2.0 / PER_FREQUENCY, dtype=F64))
+    var = probs * (1 - probs)
+    return (log_term / 3 + torch.sqrt(log_term**2 / 9 + 2 * n * var * log_term)) / n
+
+
 def frequencies_match(ids, probs: torch.Tensor, *, what: str) -> None:
-    """ids (N,) long, drawn from probs (V,): every frequency within 6 sigma + 0.002 of its probability."""
+    """ids (N,) long, drawn from probs (V,): every frequency within ``allowed_deviation`` of its probability."""
     n, v = ids.shape[0], probs.shape[0]
     assert int(ids.min()) >= 0 and int(ids.max()) < v, f"{what}: ids outside 0 .. {v - 1}"
     freq = torch.bincount(ids, minlength=v).to(F64) / n
@@ -106,7 +135,7 @@ def frequencies_match(ids, probs: torch.Tensor, *, what: str) -> None:
         j = int(impossible.nonzero()[0])
         raise AssertionError(f"{what}: token {j} was drawn {int(freq[j] * n)} times out of {n} but its probability "
                              "is 0 (it is outside the top k)")
-    bound = 6 * torch.sqrt(probs * (1 - probs) / n) + 0.002
+    bound = allowed_deviation(probs, n)
     err = (freq - probs).abs()
     if (err > bound).any():
         j = int((err - bound).argmax())
@@ -273,7 +302,7 @@ def batch_windows_and_shift(student, ref, rng):
         data = torch.randperm(n, generator=rng) * 3 + 1  # distinct values, so a value tells its position
         x, y = student.call(BATCH, data, block_size, batch_size, generator=seeded(rng)).output
         check_windows(data, x, y, block_size, batch_size)
-    data = torch.arange(500)
+    data = torch.arange(500)  # 16 starts uniform over 0 .. 491: two runs agree with probability 492^-16 < 1e-43
     check_generator_honoured(lambda g: student.call(BATCH, data, 8, 16, generator=g).output[0],
                              randint(rng, 0, 2**30), "get_batch(data (500,), 8, 16)")
 
@@ -311,10 +340,11 @@ def causal_attention_expected(state: dict, x: torch.Tensor, h: int) -> torch.Ten
 @suite.test(CSA, points=2)
 def csa_equals_torch_mha_float64(student, ref, rng):
     for d, h, block_size, t in ((16, 4, 8, 8), (12, 3, 10, 6), (8, 1, 5, 5)):
-        s_mod, _ = checks.build_pair(student, ref, CSA, d, h, block_size, rng=rng, dtype=F64)
+        s_mod, r_mod = checks.build_pair(student, ref, CSA, d, h, block_size, rng=rng, dtype=F64)
         x = randn(rng, 3, t, d)
+        expected = causal_attention_expected(r_mod.state_dict(), x, h)  # the weights both hold, from the grader's side
         got = s_mod.call(x).output
-        checks.assert_close(got, causal_attention_expected(s_mod.state_dict(), x, h),
+        checks.assert_close(got, expected,
                             name=f"CausalSelfAttention({d}, {h}) against nn.MultiheadAttention with a causal mask "
                                  "(qkv split in the order q, k, v; head i takes columns i*d_h .. (i+1)*d_h - 1)")
 
@@ -350,8 +380,7 @@ def csa_causality(student, ref, rng):
 def csa_float32_and_dropout_eval(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, CSA, 32, 4, 16, rng=rng, dtype=F32, dropout=0.3)
     checks.compare_module_call(s_mod, r_mod, randn(rng, 4, 16, 32, dtype=F32), grad=True, rng=rng,
-                               rtol=F32_RTOL, atol=F32_ATOL,
-                               name="CausalSelfAttention(32, 4, dropout=0.3) in eval mode (float32)")
+                               depth=CSA_DEPTH, name="CausalSelfAttention(32, 4, dropout=0.3) in eval mode (float32)")
 
 
 # --------------------------------------------------------------------------------------------- GPTBlock
@@ -368,9 +397,10 @@ def block_expected(state: dict, x: torch.Tensor, h: int) -> torch.Tensor:
 @suite.test(BLOCK, points=2)
 def block_pre_norm_formula_float64(student, ref, rng):
     for d, h, t in ((16, 4, 8), (12, 2, 5)):
-        s_mod, _ = checks.build_pair(student, ref, BLOCK, d, h, t, rng=rng, dtype=F64)
+        s_mod, r_mod = checks.build_pair(student, ref, BLOCK, d, h, t, rng=rng, dtype=F64)
         x = randn(rng, 3, t, d, scale=2.0, shift=0.5)
-        checks.assert_close(s_mod.call(x).output, block_expected(s_mod.state_dict(), x, h),
+        expected = block_expected(r_mod.state_dict(), x, h)  # the weights both hold, from the grader's side
+        checks.assert_close(s_mod.call(x).output, expected,
                             name=f"GPTBlock({d}, {h}) against x + attn(ln1(x)), then x + mlp(ln2(x)) "
                                  "(mlp = Linear(d, 4d), exact GELU, Linear(4d, d))")
 
@@ -387,7 +417,7 @@ def block_against_reference_with_grads(student, ref, rng):
 def block_float32_dropout_eval(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, BLOCK, 32, 4, 16, rng=rng, dtype=F32, dropout=0.2)
     checks.compare_module_call(s_mod, r_mod, randn(rng, 3, 16, 32, dtype=F32), grad=True, rng=rng,
-                               rtol=F32_RTOL, atol=F32_ATOL, name="GPTBlock(32, 4, dropout=0.2) in eval mode (float32)")
+                               depth=BLOCK_DEPTH, name="GPTBlock(32, 4, dropout=0.2) in eval mode (float32)")
 
 
 # ---------------------------------------------------------------------------------------------- MiniGPT
@@ -468,7 +498,7 @@ def gpt_causality(student, ref, rng):
 def gpt_float32_dropout_eval_and_too_long(student, ref, rng):
     s_mod, r_mod = gpt_pair(student, ref, rng, 11, 10, 32, 4, 2, dtype=F32, dropout=0.2)
     idx, targets = torch.randint(11, (4, 10), generator=rng), torch.randint(11, (4, 10), generator=rng)
-    checks.compare_module_call(s_mod, r_mod, idx, targets, grad=True, rng=rng, rtol=F32_RTOL, atol=F32_ATOL,
+    checks.compare_module_call(s_mod, r_mod, idx, targets, grad=True, rng=rng, depth=gpt_depth(2),
                                name="MiniGPT(dropout=0.2) in eval mode (float32)")
     too_long = torch.randint(11, (1, 10 + randint(rng, 1, 4)), generator=rng)
     expect_student_error(lambda: s_mod.call(too_long), "ValueError",
@@ -517,7 +547,11 @@ def sample_temperature_zero_is_argmax(student, ref, rng):
 
 
 def check_generator_honoured(draw, seed: int, what: str) -> None:
-    """``draw(generator)`` twice with generators seeded alike must agree, and differ with another seed."""
+    """``draw(generator)`` twice with generators seeded alike must agree, and differ with another seed.
+
+    The first part is exact. The second can fail a correct sampler only if two independent runs draw the same
+    values everywhere; each caller sizes its draws so that this has probability below FALSE_FAILURE (the bound
+    is in a comment at each call)."""
     first, again = draw(torch.Generator().manual_seed(seed)), draw(torch.Generator().manual_seed(seed))
     assert torch.equal(first, again), (
         f"{what} with two generators seeded alike gave different results: draw every random number with "
@@ -531,7 +565,9 @@ def sample_frequencies_follow_softmax_of_temperature(student, ref, rng):
     check_distribution(student, rng, 5, 1.0, None)
     check_distribution(student, rng, 6, 0.5, None)
     check_distribution(student, rng, 4, 2.0, None, dtype=F32)
-    logits = randn(rng, 300, 7)
+    # 300 rows of distinct_logits (V = 7, logits 0 .. 1.6), top 5: no probability above 4.95 / 15.6 < 0.32, so two
+    # independent draws of a row agree with probability sum p^2 <= max p < 0.32, all 300 rows below 0.32^300
+    logits = torch.stack([distinct_logits(rng, 7) for _ in range(300)])
     check_generator_honoured(lambda g: call_sample(student, logits, temperature=1.0, top_k=5, generator=g),
                              randint(rng, 0, 2**30), "sample_next(logits (300, 7), top_k=5)")
 
@@ -570,23 +606,49 @@ def call_generate(student, s_mod, idx, new: int, **kwargs):
     return out
 
 
-def check_greedy(s_mod, out, t0: int, block_size: int) -> None:
-    for t in range(t0, out.shape[1]):
-        context = out[:, max(0, t - block_size):t]
-        logits = s_mod.call(context).output[0]
-        want = logits[:, -1].argmax(-1)
-        assert torch.equal(out[:, t], want), (
+# The expected tokens of generate come from the grader, computed BEFORE the student's generate runs: the test decodes
+# greedily itself, asking the student's model for its logits through the narrow interface (the model as the
+# student built it, on the test's weights). Why the student's model and not the reference MiniGPT: a wrong MiniGPT
+# then costs its own points only, not the generate points a second time. Why before: a generate that changes the
+# model (replaces model.forward, say) would otherwise make the model agree with whatever it generated.
+def greedy_expected(s_mod, idx: torch.Tensor, new: int, block_size: int) -> torch.Tensor:
+    """idx (B, T0) followed by ``new`` argmax tokens of the model, each from the last block_size tokens."""
+    out = idx
+    for _ in range(new):
+        logits = s_mod.call(out[:, -block_size:]).output[0]
+        checks.expect_tensor(logits, name="the logits of MiniGPT", shape=(*out[:, -block_size:].shape, logits.shape[-1]),
+                             dtype=F64)
+        out = torch.cat([out, logits[:, -1].argmax(-1)[:, None]], dim=1)
+    return out
+
+
+def check_greedy(got: torch.Tensor, want: torch.Tensor, t0: int, block_size: int) -> None:
+    for t in range(t0, want.shape[1]):
+        assert torch.equal(got[:, t], want[:, t]), (
             f"with temperature 0, token {t} should be the argmax of the model's logits at the last position of "
-            f"the last block_size={block_size} tokens before it (crop the context to idx[:, -block_size:])")
+            f"the last block_size={block_size} tokens before it (crop the context to idx[:, -block_size:]); "
+            "generate must only call the model, never change it")
+
+
+def sliding_case(student, ref, rng, block_size: int, tries: int = 20):
+    """A model and prompts whose greedy continuation depends on the sliding window: in some row the tokens
+    generated once the context is full are not all equal (a random model with tied embeddings often repeats one
+    token, and then no crop at all is distinguishable from the right one). Each try has fresh weights."""
+    for _ in range(tries):
+        s_mod = gen_model(student, ref, rng, 12, block_size)
+        idx = torch.randint(12, (8, 3), generator=rng)
+        want = greedy_expected(s_mod, idx, block_size + 5, block_size)
+        if any(len(set(row)) > 1 for row in want[:, block_size:].tolist()):
+            break
+    return s_mod, idx, want
 
 
 @suite.test(GEN, points=2)
 def generate_greedy_crops_to_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
-    s_mod = gen_model(student, ref, rng, 12, block_size)
-    idx = torch.randint(12, (3, 3), generator=rng)
+    s_mod, idx, want = sliding_case(student, ref, rng, block_size)
     out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0)
-    check_greedy(s_mod, out, 3, block_size)
+    check_greedy(out, want, 3, block_size)
 
 
 @suite.test(GEN, points=1)
@@ -594,21 +656,28 @@ def generate_prompt_longer_than_block_size(student, ref, rng):
     block_size = randint(rng, 3, 6)
     s_mod = gen_model(student, ref, rng, 10, block_size)
     idx = torch.randint(10, (2, block_size + randint(rng, 1, 5)), generator=rng)
+    want = greedy_expected(s_mod, idx, 4, block_size)
     out = call_generate(student, s_mod, idx, 4, temperature=0.0)
-    check_greedy(s_mod, out, idx.shape[1], block_size)
+    check_greedy(out, want, idx.shape[1], block_size)
 
 
 @suite.test(GEN, points=2)
 def generate_samples_the_last_position(student, ref, rng):
     s_mod = gen_model(student, ref, rng, 6, 8)
     prompt = torch.randint(6, (1, 5), generator=rng)
-    logits = s_mod.call(prompt).output[0]
+    logits = s_mod.call(prompt).output[0]  # before generate runs (see greedy_expected)
     checks.expect_tensor(logits, name="the logits of MiniGPT", shape=(1, 5, 6), dtype=F64)
+    last = logits[0, -1]
     n = 20000
     out = call_generate(student, s_mod, prompt.repeat(n, 1), 1, temperature=0.8, top_k=4, generator=seeded(rng))
-    frequencies_match(out[:, -1], expected_probs(logits[0, -1] / 1.0, 0.8, 4),
+    frequencies_match(out[:, -1], expected_probs(last, 0.8, 4),
                       what="the first token of generate(model, idx, 1, temperature=0.8, top_k=4) over many rows "
                            "(sample from the logits of the last position, passing temperature and top_k on)")
     call_generate(student, s_mod, prompt.repeat(3, 1), 3, temperature=1.3)
-    check_generator_honoured(lambda g: call_generate(student, s_mod, prompt.repeat(50, 1), 4, generator=g),
-                             randint(rng, 0, 2**30), "generate(model, idx (50, 5), 4)")
+    # another seed must give other tokens: at temperature T = max(1, range of the logits / ln 2) no token of the
+    # first step has probability above 2 / (2 + 5) (V = 6), so the first tokens of 50 rows agree between two
+    # independent runs with probability at most (2/7)^50 < 1e-27
+    temperature = max(1.0, float(last.max() - last.min()) / 0.6931)
+    check_generator_honoured(lambda g: call_generate(student, s_mod, prompt.repeat(50, 1), 4,
+                                                     temperature=temperature, generator=g),
+                             randint(rng, 0, 2**30), f"generate(model, idx (50, 5), 4, temperature={temperature:.3g})")

@@ -71,6 +71,41 @@ def test_expect_tensor_messages(value, kw, message):
     assert str(info.value) == message
 
 
+def test_tolerance_grows_with_the_size_of_the_values_and_the_depth_in_float32_only():
+    eps32 = torch.finfo(torch.float32).eps
+    assert checks.tolerance(torch.float32, scale=1.0) == (1e-4, 1e-5)  # small values: the table's atol
+    rtol, atol = checks.tolerance(torch.float32, scale=50.0, depth=8)
+    assert rtol == 1e-4 and atol == pytest.approx(checks.ROUNDING_SLACK * 8 * eps32 * 50.0)  # 3.1e-3
+    assert checks.tolerance(torch.float64, scale=50.0, depth=8) == (1e-6, 1e-8)  # float64 keeps its power
+    assert checks.tolerance(torch.int64, scale=50.0) == (0.0, 0.0)
+
+
+def test_assert_close_float32_error_of_a_deep_computation_on_large_values():
+    # a float32 gradient of size ~50 off by 4e-4 (a correct block against a fused kernel): within the depth-8 bound
+    # (3.1e-3), outside the table's (1e-5 + 1e-4 * 3 for a value of 3)
+    e = torch.tensor([50.0, -20.0, 3.0])
+    got = e + torch.tensor([0.0, 0.0, 4e-4])
+    checks.assert_close(got, e, name="g", depth=8)
+    with pytest.raises(AssertionError, match="1 of 3 values off"):
+        checks.assert_close(got, e, name="g", rtol=1e-4, atol=1e-5)
+    with pytest.raises(AssertionError, match="1 of 3 values off"):  # a real mistake stays caught
+        checks.assert_close(e + torch.tensor([0.0, 0.0, 0.1]), e, name="g", depth=8)
+
+
+def test_compare_module_call_compares_gradients_at_twice_the_depth():
+    ref = LocalStudent.from_code("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                                 "        return 50 * x * x\n")
+    off = LocalStudent.from_code("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                                 "        return 50 * x * x + (x - x.detach()) * 5e-4\n")
+    x = torch.tensor([1.0, 0.0])
+    r_mod, s_mod = ref.create("M"), off.create("M")  # equal outputs; input gradients 100 x g, off by 5e-4 g
+    rng = torch.Generator().manual_seed(0)  # output gradients g = (1.54, -0.29): expected (154, 0), off by 1.5e-4
+    # depth 1: the gradient's bound is 2 * 64 * eps32 * 154 = 4.7e-3, so it passes; the table's atol 1e-5 fails it
+    checks.compare_module_call(s_mod, r_mod, x, grad=True, rng=rng, depth=1)
+    with pytest.raises(AssertionError, match="gradient"):
+        checks.compare_module_call(s_mod, r_mod, x, grad=True, rng=rng, rtol=1e-4, atol=1e-5)
+
+
 def test_expect_tensor_accepts_and_returns():
     t = torch.tensor([1.0, float("inf")])
     assert checks.expect_tensor(t, name="out", shape=(2,), dtype=torch.float32, finite=False) is t

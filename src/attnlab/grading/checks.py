@@ -24,8 +24,31 @@ TOLERANCES = {
 }
 
 
-def tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    return TOLERANCES.get(dtype, (0.0, 0.0))
+# Rounding slack per layer of computation, in units of eps * the size of the values (see ``tolerance``).
+ROUNDING_SLACK = 64
+
+
+def tolerance(dtype: torch.dtype, *, scale: float = 0.0, depth: int = 1) -> tuple[float, float]:
+    """``(rtol, atol)`` for comparing two correct computations of the same values in ``dtype``.
+
+    The rule, written once: every floating-point operation rounds to a relative error of at most
+    ``eps = torch.finfo(dtype).eps`` *of the values it combines*, not of its result, so a sum whose terms cancel
+    keeps the absolute error of its terms, and two correct orders of the same sums (einsum against a loop, a fused
+    kernel against a hand-written block) differ by that much. The bound therefore follows the size of the values
+    in play, ``scale`` (``assert_close`` passes the largest ``|expected|``), and the number of layers the value
+    went through, ``depth`` (1 for one operation, L for a block of L sub-layers; ``compare_call`` and
+    ``compare_module_call`` compare gradients, which go back through the same layers, at twice the depth):
+    ``atol = max(TOLERANCES atol, ROUNDING_SLACK * depth * eps * scale)`` with ``ROUNDING_SLACK = 64``: the error
+    of an inner product of length n grows like sqrt(n) eps (n up to 4096 here) with room for a few operations
+    per layer. ``rtol`` stays the table's. In float64 the scaled term (1.4e-14 * depth * scale) stays below the
+    table's atol for every value the tests draw, so float64 tests keep their full power against mistakes; in
+    float32 it grows with the values (7.6e-6 * depth * scale), which is what a correct float32 answer needs.
+    Integer dtypes compare exactly.
+    """
+    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
+    if dtype.is_floating_point and scale > 0:
+        atol = max(atol, ROUNDING_SLACK * depth * torch.finfo(dtype).eps * float(scale))
+    return rtol, atol
 
 
 def expect_tensor(value: Any, *, name: str, shape=None, dtype=None, finite: bool = True) -> torch.Tensor:
@@ -42,8 +65,10 @@ def expect_tensor(value: Any, *, name: str, shape=None, dtype=None, finite: bool
     return value
 
 
-def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, atol=None) -> None:
-    """``actual`` equals ``expected`` within tolerance, after type, shape, dtype and finiteness checks."""
+def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, atol=None, depth: int = 1) -> None:
+    """``actual`` equals ``expected`` within tolerance, after type, shape, dtype and finiteness checks.
+
+    Without ``rtol``/``atol`` the tolerance is ``tolerance(dtype, scale=max |expected|, depth=depth)``."""
     expected_finite = not (expected.is_floating_point() and not torch.isfinite(expected).all())
     expect_tensor(actual, name=name, shape=expected.shape, dtype=expected.dtype, finite=expected_finite)
     if not (expected.is_floating_point() or expected.is_complex()):
@@ -55,10 +80,12 @@ def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, a
                 f"{unravel(i, expected.shape)}: yours {actual.flatten()[i].item()}, "
                 f"expected {expected.flatten()[i].item()}")
         return
-    d_rtol, d_atol = tolerance(expected.dtype)
+    a, e = actual.to(torch.float64), expected.to(torch.float64)
+    finite_e = e[torch.isfinite(e)]
+    scale = finite_e.abs().max().item() if finite_e.numel() else 0.0
+    d_rtol, d_atol = tolerance(expected.dtype, scale=scale, depth=depth)
     rtol = d_rtol if rtol is None else rtol
     atol = d_atol if atol is None else atol
-    a, e = actual.to(torch.float64), expected.to(torch.float64)
     both_nonfinite = ~torch.isfinite(e) & (a == e)
     err = (a - e).abs().masked_fill(both_nonfinite, 0.0)
     bound = atol + rtol * e.abs().masked_fill(~torch.isfinite(e), 0.0)
@@ -72,22 +99,22 @@ def assert_close(actual: Any, expected: torch.Tensor, *, name: str, rtol=None, a
             f"rtol={rtol:g}, atol={atol:g})")
 
 
-def compare_values(actual: Any, expected: Any, *, name: str, rtol=None, atol=None) -> None:
+def compare_values(actual: Any, expected: Any, *, name: str, rtol=None, atol=None, depth: int = 1) -> None:
     """Structural comparison: tuples and lists element by element, tensors with ``assert_close``."""
     if isinstance(expected, torch.Tensor):
-        assert_close(actual, expected, name=name, rtol=rtol, atol=atol)
+        assert_close(actual, expected, name=name, rtol=rtol, atol=atol, depth=depth)
     elif isinstance(expected, (tuple, list)):
         assert isinstance(actual, (tuple, list)), (
             f"{name} should be a tuple of {len(expected)} values, got {type(actual).__name__}")
         assert len(actual) == len(expected), (
             f"{name} should have {len(expected)} elements, got {len(actual)}")
         for i, (a, e) in enumerate(zip(actual, expected)):
-            compare_values(a, e, name=f"{name}[{i}]", rtol=rtol, atol=atol)
+            compare_values(a, e, name=f"{name}[{i}]", rtol=rtol, atol=atol, depth=depth)
     elif isinstance(expected, dict):
         assert isinstance(actual, dict), f"{name} should be a dict, got {type(actual).__name__}"
         assert set(actual) == set(expected), f"{name} has keys {sorted(actual)}, expected {sorted(expected)}"
         for k in expected:
-            compare_values(actual[k], expected[k], name=f"{name}[{k!r}]", rtol=rtol, atol=atol)
+            compare_values(actual[k], expected[k], name=f"{name}[{k!r}]", rtol=rtol, atol=atol, depth=depth)
     elif isinstance(expected, float):
         assert isinstance(actual, (int, float)) and not isinstance(actual, bool), (
             f"{name} should be a number, got {type(actual).__name__}")
@@ -102,7 +129,7 @@ def random_like_outputs(output: Any, rng: torch.Generator) -> list:
             if t.is_floating_point() else None for t in tensor_leaves(output)]  # the executor's order
 
 
-def _compare_grads(s: Result, r: Result, *, name: str, rtol, atol) -> None:
+def _compare_grads(s: Result, r: Result, *, name: str, rtol, atol, depth: int) -> None:
     for key, expected in r.grads.items():
         if expected is None:
             continue
@@ -110,21 +137,22 @@ def _compare_grads(s: Result, r: Result, *, name: str, rtol, atol) -> None:
         what = f"the gradient of {name} with respect to argument {key!r}"
         assert got is not None, (f"{what} is missing: the output does not depend on it through autograd "
                                  "(avoid .detach(), .item(), .numpy() or in-place tricks on tensors)")
-        assert_close(got, expected, name=what, rtol=rtol, atol=atol)
+        assert_close(got, expected, name=what, rtol=rtol, atol=atol, depth=depth)
     for key, expected in r.param_grads.items():
         if expected is None:
             continue
         got = s.param_grads.get(key)
         what = f"the gradient of {name} with respect to parameter {key!r}"
         assert got is not None, f"{what} is missing: is the parameter used in forward?"
-        assert_close(got, expected, name=what, rtol=rtol, atol=atol)
+        assert_close(got, expected, name=what, rtol=rtol, atol=atol, depth=depth)
 
 
 def compare_call(student: StudentAPI, ref: StudentAPI, name: str, *args, grad: bool = False,
                  rng: torch.Generator | None = None, rtol=None, atol=None, check_unmodified: bool = True,
-                 **kwargs) -> tuple[Result, Result]:
+                 depth: int = 1, **kwargs) -> tuple[Result, Result]:
     """Call ``name`` on both with the same arguments; compare outputs (and gradients when ``grad``).
 
+    ``depth``: the layers of computation of ``name`` (``tolerance``).
     ``check_unmodified``: fail when the student's call changed an input in place. The grader decides that from
     the inputs the worker echoes back, and a property of a call can only be observed inside the process that
     runs it: student code that wraps the executor's call can echo clean copies. The check catches honest
@@ -132,12 +160,14 @@ def compare_call(student: StudentAPI, ref: StudentAPI, name: str, *args, grad: b
     """
     return _compare(lambda **g: ref.call(name, *args, **g, **kwargs),
                     lambda **g: student.call(name, *args, **g, **kwargs),
-                    name=name, grad=grad, rng=rng, rtol=rtol, atol=atol, check_unmodified=check_unmodified)
+                    name=name, grad=grad, rng=rng, rtol=rtol, atol=atol, check_unmodified=check_unmodified,
+                    depth=depth)
 
 
 def _compare(call_ref, call_student, *, name: str, grad: bool, rng, rtol, atol,
-             check_unmodified: bool = True) -> tuple[Result, Result]:
-    """The reference first (its output shapes give the random output gradients), then the student."""
+             check_unmodified: bool = True, depth: int = 1) -> tuple[Result, Result]:
+    """The reference first (its output shapes give the random output gradients), then the student. Gradients go
+    back through the same layers: they are compared at twice the forward ``depth``."""
     r = call_ref()
     gos = None
     if grad:
@@ -146,12 +176,12 @@ def _compare(call_ref, call_student, *, name: str, grad: bool, rng, rtol, atol,
         gos = random_like_outputs(r.output, rng)
         r = call_ref(grad=True, grad_outputs=gos)
     s = call_student(grad=grad, grad_outputs=gos)
-    compare_values(s.output, r.output, name=f"the output of {name}", rtol=rtol, atol=atol)
+    compare_values(s.output, r.output, name=f"the output of {name}", rtol=rtol, atol=atol, depth=depth)
     if check_unmodified:
         assert not s.modified, (f"{name} modified its input argument(s) {s.modified} in place; "
                                 "work on new tensors instead")
     if grad:
-        _compare_grads(s, r, name=name, rtol=rtol, atol=atol)
+        _compare_grads(s, r, name=name, rtol=rtol, atol=atol, depth=2 * depth)
     return s, r
 
 
@@ -195,8 +225,10 @@ def build_pair(student: StudentAPI, ref: StudentAPI, cls: str, *init_args, rng: 
 
 def compare_module_call(s_mod: ObjectRef, r_mod: ObjectRef, *args, rng: torch.Generator | None = None,
                         grad: bool = False, method: str = "forward", train: bool = False, rtol=None,
-                        atol=None, name: str | None = None, **kwargs) -> tuple[Result, Result]:
-    """Run the same method on both modules; compare outputs and (with ``grad``) input/parameter gradients."""
+                        atol=None, name: str | None = None, depth: int = 1, **kwargs) -> tuple[Result, Result]:
+    """Run the same method on both modules; compare outputs and (with ``grad``) input/parameter gradients.
+
+    ``depth``: the layers of computation of the module (``tolerance``)."""
     return _compare(lambda **g: r_mod.call(*args, method=method, train=train, **g, **kwargs),
                     lambda **g: s_mod.call(*args, method=method, train=train, **g, **kwargs),
-                    name=name or f"{r_mod.name}.{method}", grad=grad, rng=rng, rtol=rtol, atol=atol)
+                    name=name or f"{r_mod.name}.{method}", grad=grad, rng=rng, rtol=rtol, atol=atol, depth=depth)
