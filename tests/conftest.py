@@ -13,7 +13,7 @@ FIXTURE_COURSE = Path(__file__).parent / "fixtures" / "course"
 @pytest.fixture(scope="session")
 def built_course(tmp_path_factory) -> Path:
     """The fixture course, built once per session (read-only for tests: copy it to modify)."""
-    from attnlab.build.pipeline import build
+    from attnlab.buildchain.pipeline import build
     from attnlab.course import load_course
 
     root = tmp_path_factory.mktemp("course") / "course"

@@ -66,7 +66,7 @@ def test_the_names_the_map_gives_exist(module):
 def test_the_data_flow_names_every_stage_in_order():
     text = ARCHITECTURE.read_text()
     flow = text[text.index("## Data flow"):text.index("## Package modules")]
-    stages = ["(master)", "build/transforms", "autograder/", "grade_submission", "RemoteStudent", "worker.py",
+    stages = ["(master)", "buildchain/transforms", "autograder/", "grade_submission", "RemoteStudent", "worker.py",
               "executor.py", "checks.py", "results", "feedback.py", "gradebook.py"]
     where = [flow.find(stage) for stage in stages]
     assert -1 not in where, f"the data flow does not name {[s for s, i in zip(stages, where) if i == -1]}"
@@ -133,10 +133,10 @@ def test_the_bundle_file_names_are_spelled_in_bundle_py_only():
 
 def test_the_leak_gates_lines_say_what_they_check():
     """Both gates check solution, hidden-test and catalogue lines with one rule (``secret_line``), as the map says."""
-    from attnlab.build.transforms import check_no_leak
+    from attnlab.buildchain.transforms import check_no_leak
     from attnlab.release import leak_gate
 
-    for module in ("build/transforms/check_no_leak.py", "release/leak_gate.py"):
+    for module in ("buildchain/transforms/check_no_leak.py", "release/leak_gate.py"):
         line = _map_line(module)
         for claim in ("solution", "hidden test", "catalogue", "secret_line"):
             assert claim in line, f"docs/ARCHITECTURE.md's line of {module} does not say it checks {claim!r}"

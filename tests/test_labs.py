@@ -25,8 +25,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.transforms.check_no_leak import solution_lines
-from attnlab.build.transforms.read_master import read_master
+from attnlab.buildchain.transforms.check_no_leak import solution_lines
+from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.bundle import Bundle, load_bundle
 from attnlab.grading.diagnose import Recorder, diagnose

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.build.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
-from attnlab.build.transforms.read_master import read_master
+from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
+from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.mutants import load_catalogue
 

@@ -34,9 +34,9 @@ def _lab(course, name: str):
 
 def build(*, labs: list[str] = (), check: bool = False, root: str | None = None) -> int:
     """Build the releases of ``labs`` (all by default); with ``check``, fail if committed files are stale."""
-    from .build.pipeline import build as run_build
-    from .build.transforms.check_no_leak import LeakError
-    from .build.transforms.parse_questions import MasterError
+    from .buildchain.pipeline import build as run_build
+    from .buildchain.transforms.check_no_leak import LeakError
+    from .buildchain.transforms.parse_questions import MasterError
 
     course = _course(root)
     for name in labs:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.build.transforms.check_no_leak import solution_lines
-from attnlab.build.transforms.read_master import read_master
+from attnlab.buildchain.transforms.check_no_leak import solution_lines
+from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.cli import main
 from attnlab.commands import UsageError
 from attnlab.commands import release as release_command

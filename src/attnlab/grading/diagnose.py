@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..build.transforms.strip_solutions import NOT_WRITTEN
+from ..buildchain.transforms.strip_solutions import NOT_WRITTEN
 from .api import StudentAPI
 from .checks import compare_values
 from .mutants import Catalogue, CatalogueError, Entry, student_with

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..build.transforms.include_given import given_origins
-from ..build.transforms.read_master import read_master
+from ..buildchain.transforms.include_given import given_origins
+from ..buildchain.transforms.read_master import read_master
 from ..course import COURSE_FILE, Course, Lab
 
 

@@ -17,9 +17,9 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-from ..build.transforms.check_no_leak import instructor_lines, solution_lines
-from ..build.transforms.markers import GIVEN_PREFIX
-from ..build.transforms.read_master import read_master
+from ..buildchain.transforms.check_no_leak import instructor_lines, solution_lines
+from ..buildchain.transforms.markers import GIVEN_PREFIX
+from ..buildchain.transforms.read_master import read_master
 from ..course import Course, Lab, current_time
 from ..grading.bundle import FILES
 

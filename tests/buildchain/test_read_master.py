@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.transforms.read_master import read_master
+from attnlab.buildchain.transforms.read_master import read_master
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 

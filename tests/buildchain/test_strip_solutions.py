@@ -6,8 +6,8 @@ import ast
 import nbformat
 import pytest
 
-from attnlab.build.transforms.markers import META
-from attnlab.build.transforms.strip_solutions import strip_solutions, strip_source
+from attnlab.buildchain.transforms.markers import META
+from attnlab.buildchain.transforms.strip_solutions import strip_solutions, strip_source
 
 
 def test_block_becomes_todo_at_the_block_indentation():

@@ -4,7 +4,7 @@ import io
 import shlex
 import zipfile
 
-from attnlab.build.transforms.gradescope_zip import gradescope_zip
+from attnlab.buildchain.transforms.gradescope_zip import gradescope_zip
 
 SUPPORT = {"hidden_tests.py": b"suite = 1\n", "reference.py": b"def f():\n    return 1\n",
            "manifest.json": b'{"lab": "lab99_demo"}\n'}

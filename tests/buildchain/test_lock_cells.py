@@ -2,8 +2,8 @@
 
 import nbformat
 
-from attnlab.build.transforms.lock_cells import lock_cells
-from attnlab.build.transforms.markers import META
+from attnlab.buildchain.transforms.lock_cells import lock_cells
+from attnlab.buildchain.transforms.markers import META
 
 
 def _cell(make, src, role):

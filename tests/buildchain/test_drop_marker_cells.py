@@ -4,11 +4,11 @@ from pathlib import Path
 
 import nbformat
 
-from attnlab.build.transforms.drop_marker_cells import drop_marker_cells
-from attnlab.build.transforms.markers import META
-from attnlab.build.transforms.parse_questions import parse_questions
-from attnlab.build.transforms.read_master import read_master
-from attnlab.build.transforms.replace_tests import replace_tests
+from attnlab.buildchain.transforms.drop_marker_cells import drop_marker_cells
+from attnlab.buildchain.transforms.markers import META
+from attnlab.buildchain.transforms.parse_questions import parse_questions
+from attnlab.buildchain.transforms.read_master import read_master
+from attnlab.buildchain.transforms.replace_tests import replace_tests
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 

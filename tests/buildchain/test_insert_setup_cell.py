@@ -9,8 +9,8 @@ from unittest import mock
 
 import nbformat
 
-from attnlab.build.transforms.insert_setup_cell import insert_setup_cell, setup_source
-from attnlab.build.transforms.markers import META
+from attnlab.buildchain.transforms.insert_setup_cell import insert_setup_cell, setup_source
+from attnlab.buildchain.transforms.markers import META
 
 SPEC = "attnlab @ git+https://example.invalid/attnlab@v1"
 

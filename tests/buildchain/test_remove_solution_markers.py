@@ -4,7 +4,7 @@ import ast
 
 import nbformat
 
-from attnlab.build.transforms.remove_solution_markers import remove_markers_from_source, remove_solution_markers
+from attnlab.buildchain.transforms.remove_solution_markers import remove_markers_from_source, remove_solution_markers
 
 
 def test_block_markers_go_the_code_stays_with_its_indentation():

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from attnlab.build.transforms.otter_zip import otter_zip
+from attnlab.buildchain.transforms.otter_zip import otter_zip
 
 TESTS = {"double.py": "name = 'double'\npoints = 2.0\n", "Scale.py": "name = 'Scale'\npoints = 1.0\n"}
 SUPPORT = {"hidden_tests.py": b"suite = 'hidden'\n", "reference.py": b"def double(x):\n    return 2 * x\n",

@@ -3,7 +3,7 @@
 import io
 import zipfile
 
-from attnlab.build.transforms.package_zip import FIXED_TIME, deterministic_zip, repack
+from attnlab.buildchain.transforms.package_zip import FIXED_TIME, deterministic_zip, repack
 
 FILES = {"run_autograder": b"#!/bin/sh\necho hi\n", "b/data.txt": b"x" * 100, "a.py": b"print(1)\n"}
 

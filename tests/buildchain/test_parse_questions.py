@@ -6,9 +6,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.transforms.markers import META
-from attnlab.build.transforms.parse_questions import MasterError, check_name, parse_questions
-from attnlab.build.transforms.read_master import read_master
+from attnlab.buildchain.transforms.markers import META
+from attnlab.buildchain.transforms.parse_questions import MasterError, check_name, parse_questions
+from attnlab.buildchain.transforms.read_master import read_master
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.transforms.check_no_leak import GIVEN_PREFIX
-from attnlab.build.transforms.include_given import GIVEN, given_origins, include_given, solution_code
-from attnlab.build.transforms.parse_questions import MasterError
-from attnlab.build.transforms.read_master import read_master
+from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX
+from attnlab.buildchain.transforms.include_given import GIVEN, given_origins, include_given, solution_code
+from attnlab.buildchain.transforms.parse_questions import MasterError
+from attnlab.buildchain.transforms.read_master import read_master
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 

@@ -5,8 +5,8 @@ plumbing); hidden cases only reference hidden tests by name."""
 import torch
 from otter.test_files import ExceptionTestFile
 
-from attnlab.build.transforms.parse_questions import Question
-from attnlab.build.transforms.public_tests import public_test_files, render_test_file
+from attnlab.buildchain.transforms.parse_questions import Question
+from attnlab.buildchain.transforms.public_tests import public_test_files, render_test_file
 from attnlab.public_check import PublicCheck, format_result
 
 CHECKS = [

@@ -6,15 +6,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.transforms.check_no_leak import LeakError, check_no_leak, solution_lines
-from attnlab.build.transforms.drop_marker_cells import drop_marker_cells
-from attnlab.build.transforms.insert_setup_cell import insert_setup_cell
-from attnlab.build.transforms.lock_cells import lock_cells
-from attnlab.build.transforms.normalize import normalize
-from attnlab.build.transforms.parse_questions import parse_questions
-from attnlab.build.transforms.read_master import read_master
-from attnlab.build.transforms.replace_tests import replace_tests
-from attnlab.build.transforms.strip_solutions import strip_solutions
+from attnlab.buildchain.transforms.check_no_leak import LeakError, check_no_leak, solution_lines
+from attnlab.buildchain.transforms.drop_marker_cells import drop_marker_cells
+from attnlab.buildchain.transforms.insert_setup_cell import insert_setup_cell
+from attnlab.buildchain.transforms.lock_cells import lock_cells
+from attnlab.buildchain.transforms.normalize import normalize
+from attnlab.buildchain.transforms.parse_questions import parse_questions
+from attnlab.buildchain.transforms.read_master import read_master
+from attnlab.buildchain.transforms.replace_tests import replace_tests
+from attnlab.buildchain.transforms.strip_solutions import strip_solutions
 from attnlab.grading.mutants import Entry
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
@@ -120,7 +120,7 @@ def test_a_hidden_test_line_in_the_student_notebook_or_a_public_check_is_a_leak(
 
 
 def test_one_rule_says_what_a_secret_line_is():
-    from attnlab.build.transforms.check_no_leak import secret_line
+    from attnlab.buildchain.transforms.check_no_leak import secret_line
 
     assert secret_line("    return out, weights  ") == "return out, weights"
     assert secret_line("return out, w") == "return out, w"  # 13 characters: long enough

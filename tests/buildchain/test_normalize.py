@@ -3,8 +3,8 @@
 import nbformat
 import pytest
 
-from attnlab.build.transforms.markers import META
-from attnlab.build.transforms.normalize import normalize, notebook_bytes
+from attnlab.buildchain.transforms.markers import META
+from attnlab.buildchain.transforms.normalize import normalize, notebook_bytes
 
 
 def messy_notebook():

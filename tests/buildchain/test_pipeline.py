@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.build.pipeline import build, build_lab
-from attnlab.build.transforms.parse_questions import MasterError
+from attnlab.buildchain.pipeline import build, build_lab
+from attnlab.buildchain.transforms.parse_questions import MasterError
 from attnlab.course import load_course
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "course"

@@ -2,7 +2,7 @@
 
 import nbformat
 
-from attnlab.build.transforms.reference_code import reference_code
+from attnlab.buildchain.transforms.reference_code import reference_code
 
 
 def solution_nb():

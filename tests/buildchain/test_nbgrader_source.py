@@ -4,8 +4,8 @@ question worth its points, experiments behind %%experiment; nbgrader_config name
 import nbformat
 import pytest
 
-from attnlab.build.transforms.markers import META
-from attnlab.build.transforms.nbgrader_source import EXPERIMENT_MAGIC, nbgrader_config, nbgrader_source
+from attnlab.buildchain.transforms.markers import META
+from attnlab.buildchain.transforms.nbgrader_source import EXPERIMENT_MAGIC, nbgrader_config, nbgrader_source
 
 
 def _cell(make, src, role, question=None, tags=None):
