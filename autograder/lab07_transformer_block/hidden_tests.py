@@ -369,6 +369,22 @@ def block_masks_both_placements(student, ref, rng):
         compare_block_with_ref(student, ref, rng, norm_first=pre_norm, masks=True)
 
 
+def library_atols(r_mod, d, h, d_ff, norm_first, x, mask, go, expected, expected_grad) -> tuple:
+    """(atol of the output, atol of the gradient) for a float32 block: what nn.TransformerEncoderLayer's own float32
+    computation errs by at these inputs, times checks.MEASURED_SLACK (``checks.measured_atol``); (None, None) in
+    float64, where the tolerance rule keeps its full power. A post-norm block's input gradient goes through two
+    LayerNorm backwards, which amplify rounding past what the size of the gradient says (5 seeds in 500 failed a
+    correct block on the size rule alone)."""
+    if x.dtype != F32:
+        return None, None
+    layer = torch_layer(r_mod.state_dict(), d, h, d_ff, norm_first, F32)
+    xg = x.detach().clone().requires_grad_(True)
+    out = layer(xg, **torch_masks(mask, x.shape[0], h, x.shape[1]))
+    (grad,) = torch.autograd.grad(out, xg, go)
+    return (checks.measured_atol(expected, out, depth=BLOCK_DEPTH),
+            checks.measured_atol(expected_grad, grad, depth=2 * BLOCK_DEPTH))
+
+
 @suite.test(BLOCK, points=3)
 def block_equals_torch_encoder_layer(student, ref, rng):
     for norm_first, dtype in ((False, F64), (True, F64), (False, F32), (True, F32)):
@@ -389,10 +405,11 @@ def block_equals_torch_encoder_layer(student, ref, rng):
             what = "no mask" if mask is None else f"a mask of shape {tuple(mask.shape)}"
             name = (f"TransformerEncoderBlock ({placement(norm_first)}, {what}, {dtype}) against "
                     "nn.TransformerEncoderLayer(batch_first=True, dropout=0) with the same weights")
-            checks.assert_close(got.output, expected.detach().to(dtype), name=name, depth=BLOCK_DEPTH)
+            atol = library_atols(r_mod, d, h, d_ff, norm_first, x, mask, go, expected, expected_grad)
+            checks.assert_close(got.output, expected.detach().to(dtype), name=name, depth=BLOCK_DEPTH, atol=atol[0])
             assert got.grads.get(0) is not None, f"{name}: the gradient with respect to x is missing"
             checks.assert_close(got.grads[0], expected_grad.to(dtype), name=f"the gradient with respect to x of {name}",
-                                depth=2 * BLOCK_DEPTH)
+                                depth=2 * BLOCK_DEPTH, atol=atol[1])
     rules.assert_not_used(student, BLOCK_FORBIDDEN, why=BLOCK_WHY)
 
 

@@ -164,6 +164,22 @@ def torch_masks(tgt_mask, memory_mask, batch: int, h: int, T: int, S: int) -> di
     return out
 
 
+def library_atols(r_mod, sizes: tuple, y, memory, masks: dict, go, expected, expected_grads) -> tuple:
+    """(atol of the output, of the gradient for y, for memory) for a float32 block: what
+    nn.TransformerDecoderLayer's own float32 computation errs by at these inputs, times checks.MEASURED_SLACK
+    (``checks.measured_atol``); Nones in float64, where the tolerance rule keeps its full power. The gradients go
+    back through up to three LayerNorms, which amplify rounding past what their size says (3 seeds in 500 failed a
+    correct block on the size rule alone)."""
+    if y.dtype != F32:
+        return None, None, None
+    layer = torch_decoder_layer(r_mod.state_dict(), *sizes, F32)
+    yg, mg = y.detach().clone().requires_grad_(True), memory.detach().clone().requires_grad_(True)
+    out = layer(yg, mg, **masks)
+    grads = torch.autograd.grad(out, (yg, mg), go)
+    return (checks.measured_atol(expected, out, depth=BLOCK_DEPTH),
+            *(checks.measured_atol(e, g, depth=2 * BLOCK_DEPTH) for e, g in zip(expected_grads, grads)))
+
+
 @suite.test(BLOCK, points=3)
 def decoder_block_equals_torch_decoder_layer(student, ref, rng):
     for norm_first, dtype in ((False, F64), (True, F64), (False, F32), (True, F32)):
@@ -185,11 +201,13 @@ def decoder_block_equals_torch_decoder_layer(student, ref, rng):
             got = s_mod.call(y, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, grad=True, grad_outputs=[go])
             name = (f"TransformerDecoderBlock ({placement(norm_first)}, {describe(tgt_mask, memory_mask)}, "
                     f"{dtype}) against nn.TransformerDecoderLayer(batch_first=True, dropout=0) with the same weights")
-            checks.assert_close(got.output, expected.detach().to(dtype), name=name, depth=BLOCK_DEPTH)
+            atols = library_atols(r_mod, (d, h, d_ff, norm_first), y, memory,
+                                  torch_masks(tgt_mask, memory_mask, batch, h, T, S), go, expected, expected_grads)
+            checks.assert_close(got.output, expected.detach().to(dtype), name=name, depth=BLOCK_DEPTH, atol=atols[0])
             for key, what, exp in ((0, "y", expected_grads[0]), (1, "memory", expected_grads[1])):
                 assert got.grads.get(key) is not None, f"{name}: the gradient with respect to {what} is missing"
                 checks.assert_close(got.grads[key], exp, name=f"the gradient with respect to {what} of {name}",
-                                    depth=2 * BLOCK_DEPTH)
+                                    depth=2 * BLOCK_DEPTH, atol=atols[1 + key])
     rules.assert_not_used(student, FORBIDDEN, why=WHY)
 
 

@@ -321,3 +321,17 @@ def test_randomize_state_only_touches_floats():
     assert out["n"] is state["n"]
     assert out["w"].dtype == torch.float32 and not torch.equal(out["w"], state["w"])
     assert out["h"].dtype == torch.float16 and out["h"].abs().max() < 5
+
+
+def test_measured_atol_follows_the_library_own_float32_error_where_it_exceeds_the_size_rule():
+    from attnlab.grading.checks import MEASURED_SLACK, measured_atol, tolerance
+
+    exact = torch.tensor([1e-3, -2e-3], dtype=torch.float64)
+    # the library's own float32 answer is off by 5e-6, more than the rule allows for values of size 2e-3
+    library = (exact + torch.tensor([5e-6, 0.0], dtype=torch.float64)).to(torch.float32)
+    own = float((library.double() - exact).abs().max())
+    assert tolerance(torch.float32, scale=2e-3, depth=1)[1] < MEASURED_SLACK * own
+    assert measured_atol(exact, library) == pytest.approx(MEASURED_SLACK * own)
+    # where the library is exact to rounding, the rule decides
+    rounded = exact.to(torch.float32)
+    assert measured_atol(exact, rounded, depth=4) == tolerance(torch.float32, scale=2e-3, depth=4)[1]

@@ -51,6 +51,23 @@ def tolerance(dtype: torch.dtype, *, scale: float = 0.0, depth: int = 1) -> tupl
     return rtol, atol
 
 
+MEASURED_SLACK = 8  # a correct computation in a dtype may err this many times what the library's own does
+
+
+def measured_atol(expected: torch.Tensor, library: torch.Tensor, *, depth: int = 1) -> float:
+    """``atol`` for comparing a computation in ``library.dtype`` with ``expected`` (exact, computed in float64):
+    the larger of ``tolerance``'s rule and ``MEASURED_SLACK`` times the error that the matching library module makes
+    itself in that dtype at these inputs (``library``). The rule scales with the size of the result; where rounding
+    is amplified beyond it (a LayerNorm's backward divides by the standard deviation of its input, so a small
+    gradient can carry the rounding error of larger terms), the library's own error measures what a correct answer
+    needs. Use it for float32 comparisons against a library module; float64 keeps the rule's full power."""
+    exact = expected.detach().to(torch.float64)
+    scale = float(exact.abs().max()) if exact.numel() else 0.0
+    _, atol = tolerance(library.dtype, scale=scale, depth=depth)
+    own = float((library.detach().to(torch.float64) - exact).abs().max()) if exact.numel() else 0.0
+    return max(atol, MEASURED_SLACK * own)
+
+
 def expect_tensor(value: Any, *, name: str, shape=None, dtype=None, finite: bool = True) -> torch.Tensor:
     """Check that ``value`` is a tensor of ``shape`` and ``dtype`` (when given) with finite values."""
     assert isinstance(value, torch.Tensor), f"{name} should be a torch.Tensor, got {type(value).__name__}"
