@@ -12,12 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from .api import RemoteStudent, StudentError
 from .bundle import Bundle, grading_seed, load_bundle
 from .diagnose import Recorder, diagnosis_budget, name_mistakes
+from .executor import StudentError
 from .hidden import run_suite
 from .lab_check import wrong_lab_message
 from .notebook_code import SubmissionError, describe_cell, joined_source, read_cells, read_submission
+from .remote import RemoteStudent
 
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_LOAD_TIMEOUT = 300.0
