@@ -21,7 +21,8 @@ Questions and points (30 in all):
 
 Tolerances: ``checks.tolerance`` (scaled by the size of the values and the depth of the computation: a block is
 ``BLOCK_DEPTH = 4`` layers, its input gradient twice that; the float32 comparison with ``nn.TransformerEncoderLayer``
-takes its expected values from that layer run in float64 on the same weights), except (1) the float32 positional table, compared with
+takes its expected values from that layer run in float64 on the same weights), except (1) the float32 positional
+table, compared with
 ``atol = 1e-5 + 8 * max_len * eps32``: an angle p * w of size up to max_len carries a float32 rounding error
 of about max_len * eps32 whatever the formula (measured: at most 0.7 * max_len * eps32 over the exp, pow,
 outer-product and loop forms), and (2) ``layer_norm`` of inputs shifted by 1e4 in float32, compared with

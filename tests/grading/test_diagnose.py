@@ -231,7 +231,7 @@ def test_warnings_a_mutant_raises_during_the_replay_stay_out_of_the_grade_output
         warnings.simplefilter("always")
         name_mistakes(noisy, recorder, results)
         assert results["double"]["messages"][-1] == HINT_PREFIX + "noisy hint"  # the replay did run the mutant
-        warnings.warn("after the replay")  # the filters are back
+        warnings.warn("after the replay", stacklevel=1)  # the filters are back
     assert [str(w.message) for w in caught] == ["after the replay"]
 
 

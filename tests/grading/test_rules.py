@@ -14,8 +14,8 @@ import torch  # noqa: F401 - the grader process has torch loaded, as rules' modu
 from attnlab.course import load_course
 from attnlab.grading import rules
 from attnlab.grading.api import LocalStudent
-from attnlab.grading.mutants import load_catalogue
 from attnlab.grading.hidden import HiddenSuite, run_suite
+from attnlab.grading.mutants import load_catalogue
 from attnlab.grading.notebook_code import python_source, read_cells
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ ROUTES = {
     "builtins_eval": ("e = __builtins__['eval']", "`__builtins__`"),
     "exec_via_builtins": ("__builtins__.exec('1')", "`__builtins__`"),
     "builtins_module": ("import builtins\nbuiltins.eval('1')", "`import builtins`"),
-    "concat_name": (f"f = getattr(F, 'scaled_dot' + '_product_attention')", "`getattr`"),
+    "concat_name": ("f = getattr(F, 'scaled_dot' + '_product_attention')", "`getattr`"),
     "fstring_name": ("n = 'scaled_dot'\nf = getattr(F, f'{n}_product_attention')", "`getattr`"),
     "join_name": ("f = getattr(F, ''.join(['scaled_dot', '_product_attention']))", "`getattr`"),
     "variable_name": ("n = 'softmax'\nf = getattr(F, n)", "`getattr`"),

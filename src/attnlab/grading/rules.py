@@ -282,8 +282,8 @@ def breaches(cells: Iterable[tuple[str, str]], allowed_imports: Iterable[str] = 
         except (RecursionError, MemoryError):
             found.append(Breach(where or "the code", "", "nested too deeply to be checked against the rules"))
         except _Enough:
-            found.append(Breach(where or "the code", "...", f"more than {MAX_BREACHES} constructs the rules refuse; the rest of "
-                                              "the graded cells was not checked"))
+            found.append(Breach(where or "the code", "...", f"more than {MAX_BREACHES} constructs the rules refuse; "
+                                                             "the rest of the graded cells was not checked"))
             break
     return list(dict.fromkeys(found))
 
