@@ -2,7 +2,8 @@
 
 It is built from the student-facing fields of a grading result only: the total, each question's score and
 messages, the notebook-level errors and what a person will review (``result["review"]``). Nothing else of the
-result (paths, isolation report, grader internals) is written, so hidden test source can reach a student only if the grader put it in a message.
+result (paths, isolation report, grader internals) is written, so hidden test source can reach a student only if
+the grader put it in a message.
 Everything the submission controls (its file name, question messages, errors) is escaped (``safe_text``):
 the file name as inline text, messages inside fenced blocks (question names come from the hidden tests),
 so no heading, HTML or fake total can appear.
