@@ -62,12 +62,12 @@ def _pairs(subs: list[Submission], names: Names, template, threshold: float) -> 
     """Similar pairs of the submissions whose file can still be read (shown names in the pairs)."""
     sources, template_code = similarity.template_sources(template) if template else (set(), "")
     boilerplate = similarity.template_hashes(template_code)
-    prints = []
+    named = []
     for s in subs:
         code = similarity.graded_code(s.path, sources) if s.path and Path(s.path).is_file() else None
         if code is not None:
-            prints.append(similarity.fingerprint(names(s.key), code, boilerplate))
-    return similarity.similar_pairs(prints, threshold), len(prints)
+            named.append((names(s.key), code))
+    return similarity.similar_pairs(similarity.fingerprints(named, boilerplate), threshold), len(named)
 
 
 def build_report(target, *, html=None, lab: str | None = None, mutants=(), template=None,

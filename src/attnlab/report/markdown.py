@@ -10,7 +10,7 @@ from attnlab.grading.gradebook import format_score
 from attnlab.grading.safe_text import for_markdown, markdown_inline
 
 from .build import ClassReport
-from .page import VERDICT
+from .page import MAX_LISTED, VERDICT
 
 
 def _row(cells) -> str:
@@ -57,7 +57,9 @@ def render(r: ClassReport) -> str:
     lines += ["## Similarity", "", f"> {VERDICT}", "",
               f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}% (see the page for the "
               "side-by-side view).", ""]
-    lines += _table(["#", "submission", "submission", "score"],
-                    [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
-                     for i, p in enumerate(r.pairs, start=1)]) if r.pairs else ["No pair above the threshold.", ""]
+    listed = [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
+              for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
+    lines += _table(["#", "submission", "submission", "score"], listed) if listed else ["No pair above the threshold.", ""]
+    if len(r.pairs) > MAX_LISTED:
+        lines += [f"And {len(r.pairs) - MAX_LISTED} more pairs above the threshold.", ""]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from attnlab.grading.safe_text import escape_controls
 from .build import ClassReport
 from .similarity import NOISE, Pair
 
+MAX_LISTED = 200  # pairs in the table; the first similarity.MAX_PAIRS_SHOWN of them also side by side
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 VERDICT = ("Similarity is evidence to review, never a verdict: students who follow the same lecture write alike "
            "code, and a copied answer can look different. Read the code side by side before you conclude anything.")
@@ -117,7 +118,8 @@ def _pair_view(i: int, p: Pair) -> str:
 
 
 def _similarity(r: ClassReport) -> str:
-    rows = [[str(i), esc(p.a), esc(p.b), f"{100 * p.score:.0f}%"] for i, p in enumerate(r.pairs, start=1)]
+    rows = [[str(i), esc(p.a), esc(p.b), f"{100 * p.score:.0f}%"] for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
+    more = f"<p>and {len(r.pairs) - MAX_LISTED} more pairs above the threshold.</p>" if len(r.pairs) > MAX_LISTED else ""
     views = "".join(_pair_view(i, p) for i, p in enumerate(r.pairs, start=1) if p.code_a or p.code_b)
     return ("<section id='similarity'><h2>Similarity</h2>"
             f"<p class='note'>{esc(VERDICT)}</p>"
@@ -125,7 +127,7 @@ def _similarity(r: ClassReport) -> str:
             f"cells and given code left out). A pair is listed when at least {100 * r.threshold:.0f}% of each "
             f"side's fingerprints (matches of {NOISE} or more characters of code with names and strings "
             "normalised) are found in the other; highlighted: the matching regions.</p>"
-            + (_table(["#", "submission", "submission", "score"], rows, numeric=(0, 3)) + views if rows
+            + (_table(["#", "submission", "submission", "score"], rows, numeric=(0, 3)) + more + views if rows
                else "<p>No pair above the threshold.</p>")
             + "</section>")
 

@@ -22,6 +22,8 @@ take seconds; the highlighted regions are computed for the pairs shown only.
 from __future__ import annotations
 
 import io
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,12 +84,23 @@ def graded_code(path, template: set[str]) -> str | None:
     return "\n\n".join(c.source for c in cells if c.source.strip() not in template)
 
 
-def fingerprint(name: str, code: str, boilerplate: set | frozenset = frozenset()) -> Fingerprint:
-    """Fingerprint ``code`` (Python) without the ``boilerplate`` hashes (``template_hashes``)."""
+def _filter(code: str):
+    """copydetect's tokenising filter (names -> V/F/O, strings -> S): ``(filtered code, offsets)``."""
+    from copydetect.utils import filter_code
+
+    return filter_code(code, "graded.py", "python")
+
+
+def fingerprint(name: str, code: str, boilerplate: set | frozenset = frozenset(), filtered=None) -> Fingerprint:
+    """Fingerprint ``code`` (Python) without the ``boilerplate`` hashes (``template_hashes``); ``filtered``:
+    ``_filter(code)`` when already computed."""
     code_fingerprint, token_coverage = _copydetect()
     if not code.strip():
         return Fingerprint(name, code, None)
-    fp = code_fingerprint("graded.py", NOISE, WINDOW, language="python", fp=io.StringIO(code))
+    text, offsets = _filter(code) if filtered is None else filtered
+    # filter=False fingerprints the filtered text as it is; the offsets map matches back onto the raw code
+    fp = code_fingerprint("graded.py", NOISE, WINDOW, filter=False, fp=io.StringIO(text))
+    fp.raw_code, fp.offsets = code, offsets
     if boilerplate:
         # copydetect's own boilerplate removal assumes unique hashes (np.intersect1d(assume_unique=True)), which a
         # winnowed list is not; removing them from the hash set and index is exact.
@@ -95,6 +108,22 @@ def fingerprint(name: str, code: str, boilerplate: set | frozenset = frozenset()
         fp.hash_idx = {h: i for h, i in fp.hash_idx.items() if h not in boilerplate}
         fp.token_coverage = token_coverage(fp.hash_idx, NOISE, len(fp.filtered_code))
     return Fingerprint(name, code, fp if fp.hashes else None)
+
+
+PARALLEL_FROM = 64  # submissions: from this many on, the tokenising runs in worker processes
+
+
+def fingerprints(named: list[tuple[str, str]], boilerplate: set | frozenset = frozenset()) -> list[Fingerprint]:
+    """``fingerprint`` of each ``(name, code)``. Tokenising (Pygments, 9/10 of the time) runs once per distinct
+    code, in worker processes for large classes; the hashing stays here (Python's string hash differs between
+    processes)."""
+    distinct = sorted({code for _, code in named if code.strip()})
+    if len(distinct) >= PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+        with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+            filtered = dict(zip(distinct, pool.map(_filter, distinct, chunksize=16)))
+    else:
+        filtered = {code: _filter(code) for code in distinct}
+    return [fingerprint(name, code, boilerplate, filtered.get(code)) for name, code in named]
 
 
 def template_hashes(template_code: str) -> set:
