@@ -13,8 +13,8 @@ What it holds (``Batch.true_counts`` and the names below are what the tests chec
   change the code's tokens, not only its names: a mistake that only renames (``tril`` -> ``triu``) leaves a
   copy of its base that the similarity, which ignores names, rightly scores 1.0, and the near-copy would not be
   the one top pair;
-- a hostile notebook (named like an HTML tag) whose error message is an HTML and script payload, which imports
-  ``os`` (the course rules flag it) and ends the worker's process (a crash);
+- a hostile notebook (named like an HTML tag) whose error messages (a cell's, a function's) are an HTML and script
+  payload, which imports ``os`` (the course rules flag it) and ends the worker's process (a crash);
 - ``corrupt.ipynb``: not a notebook.
 """
 
@@ -105,6 +105,9 @@ def make_submissions(subs: Path) -> dict:
             nb.cells.append(nbformat.v4.new_code_cell(by_name[name].source.strip()))
             nbformat.write(nb, subs / f"mutant-{name}-{b}.ipynb")
     _write(template, HOSTILE, subs / HOSTILE_NAME)
+    hostile = nbformat.read(subs / HOSTILE_NAME, as_version=4)
+    hostile.cells.append(nbformat.v4.new_code_cell(f"raise ValueError({PAYLOAD!r})"))  # a notebook-level error
+    nbformat.write(hostile, subs / HOSTILE_NAME)
     (subs / "corrupt.ipynb").write_bytes(b'{"cells": [ not json')
     return {"template": template, "mutants": mutants}
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import html
 
-from attnlab.grading.gradebook import format_score
-from attnlab.grading.safe_text import escape_controls
+from attnlab.grading.gradebook import format_score, row_notes
+from attnlab.grading.safe_text import cap_messages, clip, escape_controls
 
 from .build import ClassReport
 from .similarity import NOISE, Pair
 
+NOTE_CHARS, MAX_NOTES = 400, 6  # a submission's notes in its row: each clipped, the rest counted
 MAX_LISTED = 200  # pairs in the table; the first similarity.MAX_PAIRS_SHOWN of them also side by side
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 VERDICT = ("Similarity is evidence to review, never a verdict: students who follow the same lecture write alike "
@@ -132,6 +133,17 @@ def _similarity(r: ClassReport) -> str:
             + "</section>")
 
 
+def _submissions(r: ClassReport) -> str:
+    """One row per submission: its score and what explains it (``gradebook.row_notes``: review items, errors)."""
+    rows = []
+    for s in sorted(r.submissions, key=lambda s: r.names(s.key)):
+        notes = cap_messages(row_notes({"review": s.review, "errors": s.errors}), MAX_NOTES)
+        rows.append([esc(r.names(s.key)), f"{format_score(s.score)} / {format_score(s.max_score)}",
+                     f"{s.elapsed_s:.1f}", "<br>".join(esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes)])
+    return ("<section id='submissions'><h2>Submissions</h2>"
+            + _table(["submission", "score", "seconds", "notes"], rows, numeric=(1, 2)) + "</section>")
+
+
 def render(r: ClassReport) -> str:
     """The whole page."""
     who = "anonymised (student-NNN)" if r.names.anonymise else "as in the gradebook (file names)"
@@ -142,5 +154,5 @@ def render(r: ClassReport) -> str:
             f"<p>{len(r.submissions)} submissions; names {who}; generated {esc(r.generated_at)} by "
             "<code>attnlab report</code>.</p>"
             "<nav><a href='#scores'>Scores</a> | <a href='#mistakes'>Mistakes</a> | <a href='#health'>Health</a> | "
-            "<a href='#similarity'>Similarity</a></nav>"
-            + _scores(r) + _mistakes(r) + _health(r) + _similarity(r) + "</body></html>\n")
+            "<a href='#similarity'>Similarity</a> | <a href='#submissions'>Submissions</a></nav>"
+            + _scores(r) + _mistakes(r) + _health(r) + _similarity(r) + _submissions(r) + "</body></html>\n")
