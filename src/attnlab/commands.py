@@ -192,6 +192,9 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     from .report.load import ReportInputError
     from .report.similarity import DEFAULT_THRESHOLD
 
+    if threshold is not None and not 0 < threshold <= 1:
+        raise UsageError(f"--threshold {threshold:g} is not a share: pass a number above 0 and at most 1 (0.8: "
+                         "80% of each side's fingerprints found in the other)")
     course = _course(root)
 
     def mutants(lab_id: str):

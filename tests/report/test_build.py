@@ -55,6 +55,8 @@ def test_the_cli_names_what_to_pass_for_a_missing_or_mixed_gradebook(tmp_path, c
     err = capsys.readouterr().err
     assert "several labs" in err and "--lab" in err
     assert main(["--root", str(ROOT), "report", str(out), "--lab", LAB]) == 0
+    assert main(["--root", str(ROOT), "report", str(out), "--lab", LAB, "--threshold", "80"]) == 2
+    assert "not a share" in capsys.readouterr().err
 
 
 def _class_of(n: int, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import itertools
 import os
+import re
 import shutil
 
 import pytest
@@ -87,7 +88,7 @@ def test_anonymised_names_leave_no_file_name_in_any_output(lab05_batch, tmp_path
         text = path.read_text()
         for stem in ("copy-renamed", "independent-1", "mutant-sdpa", "blank-2", "corrupt", "alert(1)"):
             assert stem not in text, (path.name, stem)
-        assert "student-001" in text, path.name
+        assert re.search(r"student\\?-\d{3}", text), path.name  # Markdown escapes the hyphen
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: apt-get install chromium, or set ATTNLAB_CHROMIUM")
