@@ -60,8 +60,12 @@ class Pair:
 
 
 def _copydetect():
-    from copydetect import CodeFingerprint
-    from copydetect.utils import get_token_coverage
+    try:
+        from copydetect import CodeFingerprint
+        from copydetect.utils import get_token_coverage
+    except ImportError as exc:
+        raise ImportError(f"attnlab report's similarity needs copydetect ({exc}): pip install 'attnlab[instructor]' "
+                          "(or pip install copydetect)") from exc
 
     return CodeFingerprint, get_token_coverage
 
@@ -88,6 +92,7 @@ def graded_code(path, template: set[str]) -> str | None:
 
 def _filter(code: str):
     """copydetect's tokenising filter (names -> V/F/O, strings -> S): ``(filtered code, offsets)``."""
+    _copydetect()
     from copydetect.utils import filter_code
 
     return filter_code(code, "graded.py", "python")
