@@ -37,6 +37,15 @@ def parser() -> argparse.ArgumentParser:
     gb.add_argument("--csv", required=True, help="the CSV file to write; - for standard output")
     gb.set_defaults(func=commands.gradebook)
 
+    rp = sub.add_parser("report", help="the class at a glance: an HTML page, a Markdown summary, score CSVs")
+    rp.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    rp.add_argument("--html", default=S, help="the page to write (default: report.html in the folder, or here)")
+    rp.add_argument("--lab", default=S, help="the lab to report on, when the gradebook holds several")
+    rp.add_argument("--anonymise", action="store_true", default=S, help="student-NNN instead of the file names")
+    rp.add_argument("--threshold", type=float, default=S,
+                    help="the similarity (0-1) from which a pair is listed (default: report.similarity.DEFAULT_THRESHOLD)")
+    rp.set_defaults(func=commands.report)
+
     c = sub.add_parser("catalogue", help="grade a lab's catalogue of buggy and correct alternative implementations")
     c.add_argument("lab")
     c.set_defaults(func=commands.catalogue)

@@ -182,6 +182,38 @@ def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
     return 0
 
 
+def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
+           threshold: float | None = None, root: str | None = None) -> int:
+    """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
+    (default: ``report.html`` in the folder, or here), the Markdown summary and the score CSVs beside it. The lab's
+    catalogue names the diagnosed mistakes and its student template is left out of the similarity."""
+    from .grading.mutants import load_catalogue
+    from .report import build_report
+    from .report.load import ReportInputError
+    from .report.similarity import DEFAULT_THRESHOLD
+
+    if threshold is not None and not 0 < threshold <= 1:
+        raise UsageError(f"--threshold {threshold:g} is not a share: pass a number above 0 and at most 1 (0.8: "
+                         "80% of each side's fingerprints found in the other)")
+    course = _course(root)
+
+    def mutants(lab_id: str):
+        path = _lab(course, lab_id).catalogue
+        return load_catalogue(path)[0] if path.exists() else []
+
+    try:
+        done = build_report(target, html=html, lab=lab, mutants=mutants, anonymise=anonymise,
+                            template=lambda lab_id: _lab(course, lab_id).student_notebook,
+                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+    except (FileNotFoundError, ReportInputError) as exc:
+        raise UsageError(str(exc)) from None
+    r = done.report
+    print(f"attnlab report: {r.lab}, {len(r.submissions)} submissions, {len(r.mistakes)} distinct mistakes, "
+          f"{len(r.pairs)} similar pairs (threshold {r.threshold:g}), in {done.seconds:.1f} s")
+    print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
+    return 0
+
+
 def catalogue(*, lab: str, root: str | None = None) -> int:
     """Grade the catalogue of mutants and variants of the lab's built bundle through the narrow interface; print a
     table. A bundle older than the instructor's files is refused: run ``attnlab build`` first."""

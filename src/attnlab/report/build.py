@@ -1,0 +1,100 @@
+"""``build_report``: a gradebook in, the report's files out (``attnlab report``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import plots, similarity, stats
+from .load import Names, Submission, load_submissions
+
+
+@dataclass
+class ClassReport:
+    """Everything the page, the summary and the exports show, computed once."""
+
+    lab: str
+    submissions: list[Submission]
+    names: Names
+    total: stats.Distribution
+    per_question: list[stats.Distribution]
+    mistakes: list[stats.Mistake]
+    failed_tests: list[tuple[str, str, int]]
+    not_written: list[tuple[str, int]]
+    health: stats.Health
+    pairs: list[similarity.Pair]
+    threshold: float
+    compared: int  # submissions whose graded code could be read and compared
+    generated_at: str = ""
+    figures: dict[str, str] = field(default_factory=dict)  # name -> PNG data URI
+
+
+@dataclass
+class ReportFiles:
+    html: Path
+    markdown: Path
+    csv: dict[str, Path]  # layout ("scores", "canvas", "moodle") -> file
+    report: ClassReport
+    seconds: float
+
+
+def compute(lab: str, subs: list[Submission], *, mutants=(), template=None, anonymise: bool = False,
+            threshold: float = similarity.DEFAULT_THRESHOLD, figures: bool = True) -> ClassReport:
+    """The report of ``subs``. ``mutants`` (the catalogue's ``Entry`` list) name the diagnosed mistakes;
+    ``template``: the lab's student notebook, whose cells and fingerprints are left out of the similarity."""
+    names = Names(subs, anonymise=anonymise)
+    total, per_q = stats.distributions(subs)
+    ranked = stats.mistakes(subs, names, mutants)
+    pairs, compared = _pairs(subs, names, template, threshold)
+    report = ClassReport(lab, subs, names, total, per_q, ranked, stats.failed_tests(subs), stats.not_written(subs),
+                         stats.health(subs), pairs, threshold, compared,
+                         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if figures:
+        report.figures = {"total": plots.total_plot(total), "questions": plots.question_plot(per_q),
+                          "mistakes": plots.mistakes_plot(ranked),
+                          "timing": plots.timing_plot([s.elapsed_s for s in subs])}
+    return report
+
+
+def _pairs(subs: list[Submission], names: Names, template, threshold: float) -> tuple[list[similarity.Pair], int]:
+    """Similar pairs of the submissions whose file can still be read (shown names in the pairs)."""
+    sources, template_code = similarity.template_sources(template) if template else (set(), "")
+    boilerplate = similarity.template_hashes(template_code)
+    named = []
+    for s in subs:
+        code = similarity.graded_code(s.path, sources) if s.path and Path(s.path).is_file() else None
+        if code is not None:
+            named.append((names(s.key), code))
+    return similarity.similar_pairs(similarity.fingerprints(named, boilerplate), threshold), len(named)
+
+
+def build_report(target, *, html=None, lab: str | None = None, mutants=(), template=None,
+                 anonymise: bool = False, threshold: float = similarity.DEFAULT_THRESHOLD) -> ReportFiles:
+    """Write the report of the gradebook at ``target`` (a grading output folder, a ``.db`` file or a
+    ``postgresql://`` URL): the page ``html`` (default: ``report.html`` in the output folder, or in the current
+    folder for a file or URL), and beside it ``<stem>.md`` (the summary) and ``<stem>-scores.csv``,
+    ``<stem>-canvas.csv``, ``<stem>-moodle.csv`` (per-question scores in three layouts). ``mutants`` and
+    ``template`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab."""
+    from . import exports, markdown, page
+
+    start = time.monotonic()
+    lab, subs = load_submissions(target, lab)
+    report = compute(lab, subs, mutants=mutants(lab) if callable(mutants) else mutants,
+                     template=template(lab) if callable(template) else template, anonymise=anonymise,
+                     threshold=threshold)
+    html = Path(html) if html else default_html(target)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(page.render(report), encoding="utf-8")
+    md = html.with_suffix(".md")
+    md.write_text(markdown.render(report), encoding="utf-8")
+    csvs = exports.write_all(report, html.with_name(html.stem))
+    return ReportFiles(html, md, csvs, report, time.monotonic() - start)
+
+
+def default_html(target) -> Path:
+    """``DIR/report.html`` for a grading output folder, else ``report.html`` here."""
+    if "://" not in str(target) and Path(target).is_dir():
+        return Path(target) / "report.html"
+    return Path("report.html")

@@ -1,0 +1,65 @@
+"""The report's Markdown summary: the page's tables without the figures and the side-by-side code.
+
+Names and messages are escaped (``safe_text.markdown_inline`` in table cells, fenced blocks for messages):
+no student text becomes a heading, a link or HTML.
+"""
+
+from __future__ import annotations
+
+from attnlab.grading.gradebook import format_score
+from attnlab.grading.safe_text import for_markdown, markdown_inline
+
+from .build import ClassReport
+from .page import MAX_LISTED, VERDICT
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return [_row(head), _row(["---"] * len(head)), *map(_row, rows), ""]
+
+
+def _health(r: ClassReport) -> list[str]:
+    h = r.health
+    lines = ["## Health", ""]
+    for title, items in (("Timed out", h.timed_out), ("Crashed the worker", h.crashed),
+                         ("Could not be read (or another lab's notebook)", h.unreadable),
+                         ("Grader errors", h.grader_errors), ("Flagged by the course rules", h.flagged)):
+        lines.append(f"- {title}: {len(items)}"
+                     + (" (" + ", ".join(markdown_inline(r.names(k)) for k, _ in items) + ")" if items else ""))
+    slow = ", ".join(f"{markdown_inline(r.names(k))} {s:.1f} s" for k, s in h.slowest)
+    return lines + [f"- Grading time per submission: median {h.median_s:.1f} s; slowest: {slow or '-'}", ""]
+
+
+def render(r: ClassReport) -> str:
+    """The summary as Markdown."""
+    lines = [f"# {markdown_inline(r.lab)}: the class at a glance", "",
+             f"{len(r.submissions)} submissions, generated {r.generated_at} by `attnlab report`.", "", "## Scores", ""]
+    lines += _table(["question", "points", "mean", "median", "at full marks"],
+                    [[f"`{d.name}`" if d is not r.total else "**total**", format_score(d.max_score), f"{d.mean:.2f}",
+                      format_score(d.median), f"{100 * d.full_share:.0f}%"] for d in [*r.per_question, r.total]])
+    lines += ["## Mistakes", ""]
+    for i, m in enumerate(r.mistakes, start=1):
+        entries = ", ".join(m.entries) or "no catalogue entry"
+        lines += [f"{i}. **{m.count}** x `{m.question}` ({markdown_inline(entries)}): {markdown_inline(m.hint)}", ""]
+        if m.example:
+            lines += [for_markdown(m.example), ""]
+    if not r.mistakes:
+        lines += ["No mistake was diagnosed.", ""]
+    lines += ["### Hidden tests failed most", ""]
+    lines += _table(["question", "hidden test", "submissions"], [[f"`{q}`", f"`{t}`", str(n)]
+                                                               for q, t, n in r.failed_tests[:20]])
+    lines += ["### Not written yet", ""]
+    lines += _table(["question", "submissions"], [[f"`{q}`", str(n)] for q, n in r.not_written])
+    lines += _health(r)
+    lines += ["## Similarity", "", f"> {VERDICT}", "",
+              f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}% (see the page for the "
+              "side-by-side view).", ""]
+    listed = [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
+              for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
+    lines += _table(["#", "submission", "submission", "score"], listed) if listed else ["No pair above the threshold.", ""]
+    if len(r.pairs) > MAX_LISTED:
+        lines += [f"And {len(r.pairs) - MAX_LISTED} more pairs above the threshold.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""The report as one self-contained HTML page: styles inline, figures as ``data:`` PNGs, no script, no server.
+
+Every string that a submission or a file name controls goes through ``esc`` (control characters made visible,
+then HTML-escaped, quotes included), so a message holding ``<script>`` shows as text. The page also carries a
+Content-Security-Policy that allows no script and no fetch at all (images from ``data:`` only): if escaping were
+ever missed, nothing would run.
+"""
+
+from __future__ import annotations
+
+import html
+
+from attnlab.grading.gradebook import format_score, row_notes
+from attnlab.grading.safe_text import cap_messages, clip, escape_controls
+
+from .build import ClassReport
+from .similarity import NOISE, Pair
+
+NOTE_CHARS, MAX_NOTES = 400, 6  # a submission's notes in its row: each clipped, the rest counted
+MAX_LISTED = 200  # pairs in the table; the first similarity.MAX_PAIRS_SHOWN of them also side by side
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+VERDICT = ("Similarity is evidence to review, never a verdict: students who follow the same lecture write alike "
+           "code, and a copied answer can look different. Read the code side by side before you conclude anything.")
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+pre { white-space: pre-wrap; word-break: break-word; background: #f6f6f6; padding: .5em; margin: 0; font-size: 12px; }
+mark { background: #ffd27a; }
+.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
+.note { background: #fff4d6; border-left: 4px solid #e0a800; padding: .5em 1em; }
+img { max-width: 100%; }
+"""
+
+
+def esc(text) -> str:
+    """Student-controlled text for HTML: controls as visible escapes, then ``& < > " '`` escaped."""
+    return html.escape(escape_controls(str(text)), quote=True)
+
+
+def _table(head: list[str], rows: list[list[str]], numeric=()) -> str:
+    """A table whose cells are already escaped HTML; columns in ``numeric`` align right."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(report: ClassReport, name: str, alt: str) -> str:
+    uri = report.figures.get(name)
+    return f'<p><img src="{uri}" alt="{esc(alt)}" data-figure="{name}"></p>' if uri else ""
+
+
+def _scores(r: ClassReport) -> str:
+    rows = [[esc(d.name), format_score(d.max_score), f"{d.mean:.2f}", format_score(d.median),
+             f"{100 * d.full_share:.0f}%"] for d in [*r.per_question, r.total]]
+    return ("<section id='scores'><h2>Scores</h2>"
+            + _table(["question", "points", "mean", "median", "at full marks"], rows, numeric=(1, 2, 3, 4))
+            + _figure(r, "total", "histogram of total scores") + _figure(r, "questions", "histograms per question")
+            + "</section>")
+
+
+def _mistakes(r: ClassReport) -> str:
+    rows = [[str(i), str(m.count), esc(m.question), esc(", ".join(m.entries) or "-"), esc(m.hint),
+             f"<pre>{esc(m.example)}</pre>"] for i, m in enumerate(r.mistakes, start=1)]
+    failed = [[esc(q), esc(t), str(n)] for q, t, n in r.failed_tests]
+    unwritten = [[esc(q), str(n)] for q, n in r.not_written]
+    return ("<section id='mistakes'><h2>Mistakes</h2><p>Diagnosed mistakes (the grader's <code>likely mistake</code>"
+            " lines), ranked by the number of submissions that made them; the example is one failed test's message,"
+            " anonymised.</p>"
+            + (_table(["#", "submissions", "question", "catalogue entry", "hint", "example message"], rows,
+                      numeric=(0, 1)) if rows else "<p>No mistake was diagnosed.</p>")
+            + _figure(r, "mistakes", "most frequent mistakes")
+            + "<h3>Hidden tests failed most</h3>"
+            + (_table(["question", "hidden test", "submissions failing it"], failed, numeric=(2,)) if failed
+               else "<p>No hidden test failed.</p>")
+            + "<h3>Not written yet</h3>"
+            + (_table(["question", "submissions"], unwritten, numeric=(1,)) if unwritten
+               else "<p>Every submission wrote every question.</p>")
+            + "</section>")
+
+
+def _listing(r: ClassReport, title: str, items: list[tuple[str, str]]) -> str:
+    if not items:
+        return f"<h3>{title}: none</h3>"
+    rows = [[esc(r.names(key)), f"<pre>{esc(r.names.scrub(key, why))}</pre>"] for key, why in items]
+    return f"<h3>{title}: {len(items)}</h3>" + _table(["submission", "why"], rows)
+
+
+def _health(r: ClassReport) -> str:
+    h = r.health
+    slow = ", ".join(f"{esc(r.names(k))} ({s:.1f} s)" for k, s in h.slowest)
+    return ("<section id='health'><h2>Health</h2>"
+            + _listing(r, "Timed out", h.timed_out) + _listing(r, "Crashed the worker", h.crashed)
+            + _listing(r, "Could not be read (or another lab's notebook)", h.unreadable)
+            + _listing(r, "Grader errors (graded again on the next run)", h.grader_errors)
+            + _listing(r, "Flagged by the course rules (a person reviews them)", h.flagged)
+            + f"<p>Grading time per submission: median {h.median_s:.1f} s; slowest: {slow or '-'}.</p>"
+            + _figure(r, "timing", "grading time per submission") + "</section>")
+
+
+def highlighted(code: str, regions: list[tuple[int, int]]) -> str:
+    """``code`` escaped, with each ``(start, end)`` region in ``<mark>``."""
+    out, at = [], 0
+    for start, end in regions:
+        out += [esc(code[at:start]), "<mark>", esc(code[start:end]), "</mark>"]
+        at = end
+    out.append(esc(code[at:]))
+    return "".join(out)
+
+
+def _pair_view(i: int, p: Pair) -> str:
+    return (f"<details id='pair-{i}'><summary>#{i} {esc(p.a)} and {esc(p.b)}: {100 * p.score:.0f}%</summary>"
+            f"<div class='pair'><div><h4>{esc(p.a)} ({100 * p.share_a:.0f}% of it found in the other)</h4>"
+            f"<pre>{highlighted(p.code_a, p.regions_a)}</pre></div>"
+            f"<div><h4>{esc(p.b)} ({100 * p.share_b:.0f}% of it found in the other)</h4>"
+            f"<pre>{highlighted(p.code_b, p.regions_b)}</pre></div></div></details>")
+
+
+def _similarity(r: ClassReport) -> str:
+    rows = [[str(i), esc(p.a), esc(p.b), f"{100 * p.score:.0f}%"] for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
+    more = f"<p>and {len(r.pairs) - MAX_LISTED} more pairs above the threshold.</p>" if len(r.pairs) > MAX_LISTED else ""
+    views = "".join(_pair_view(i, p) for i, p in enumerate(r.pairs, start=1) if p.code_a or p.code_b)
+    return ("<section id='similarity'><h2>Similarity</h2>"
+            f"<p class='note'>{esc(VERDICT)}</p>"
+            f"<p>{r.compared} submissions compared (copydetect's winnowing over the graded cells; the template's "
+            f"cells and given code left out). A pair is listed when at least {100 * r.threshold:.0f}% of each "
+            f"side's fingerprints (matches of {NOISE} or more characters of code with names and strings "
+            "normalised) are found in the other; highlighted: the matching regions.</p>"
+            + (_table(["#", "submission", "submission", "score"], rows, numeric=(0, 3)) + more + views if rows
+               else "<p>No pair above the threshold.</p>")
+            + "</section>")
+
+
+def _submissions(r: ClassReport) -> str:
+    """One row per submission: its score and what explains it (``gradebook.row_notes``: review items, errors)."""
+    rows = []
+    for s in sorted(r.submissions, key=lambda s: r.names(s.key)):
+        notes = cap_messages(row_notes({"review": s.review, "errors": s.errors}), MAX_NOTES)
+        rows.append([esc(r.names(s.key)), f"{format_score(s.score)} / {format_score(s.max_score)}",
+                     f"{s.elapsed_s:.1f}", "<br>".join(esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes)])
+    return ("<section id='submissions'><h2>Submissions</h2>"
+            + _table(["submission", "score", "seconds", "notes"], rows, numeric=(1, 2)) + "</section>")
+
+
+def render(r: ClassReport) -> str:
+    """The whole page."""
+    who = "anonymised (student-NNN)" if r.names.anonymise else "as in the gradebook (file names)"
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+            f"<title>{esc(r.lab)}: the class at a glance</title><style>{STYLE}</style></head><body>"
+            f"<h1>{esc(r.lab)}: the class at a glance</h1>"
+            f"<p>{len(r.submissions)} submissions; names {who}; generated {esc(r.generated_at)} by "
+            "<code>attnlab report</code>.</p>"
+            "<nav><a href='#scores'>Scores</a> | <a href='#mistakes'>Mistakes</a> | <a href='#health'>Health</a> | "
+            "<a href='#similarity'>Similarity</a> | <a href='#submissions'>Submissions</a></nav>"
+            + _scores(r) + _mistakes(r) + _health(r) + _similarity(r) + _submissions(r) + "</body></html>\n")
