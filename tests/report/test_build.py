@@ -93,5 +93,6 @@ def test_a_report_of_500_rows_takes_under_30_seconds(tmp_path):
     seconds = time.monotonic() - start
     print(f"report of 500 rows: {seconds:.1f} s (build_report, loaded machine), {len(done.report.pairs)} pairs")
     assert seconds < 30, seconds
+    assert done.html == out.parent / "report.html"  # beside the gradebook file, never in the current folder
     assert done.report.compared == 500 and len(done.report.submissions) == 500
     assert sum(m.count for m in done.report.mistakes) == 500

@@ -73,8 +73,8 @@ def _pairs(subs: list[Submission], names: Names, template, threshold: float) -> 
 def build_report(target, *, html=None, lab: str | None = None, mutants=(), template=None,
                  anonymise: bool = False, threshold: float = similarity.DEFAULT_THRESHOLD) -> ReportFiles:
     """Write the report of the gradebook at ``target`` (a grading output folder, a ``.db`` file or a
-    ``postgresql://`` URL): the page ``html`` (default: ``report.html`` in the output folder, or in the current
-    folder for a file or URL), and beside it ``<stem>.md`` (the summary) and ``<stem>-scores.csv``,
+    ``postgresql://`` URL): the page ``html`` (default: ``report.html`` in the output folder, beside a ``.db``
+    file, or in the current folder for a URL), and beside it ``<stem>.md`` (the summary) and ``<stem>-scores.csv``,
     ``<stem>-canvas.csv``, ``<stem>-moodle.csv`` (per-question scores in three layouts). ``mutants`` and
     ``template`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab."""
     from . import exports, markdown, page
@@ -94,7 +94,8 @@ def build_report(target, *, html=None, lab: str | None = None, mutants=(), templ
 
 
 def default_html(target) -> Path:
-    """``DIR/report.html`` for a grading output folder, else ``report.html`` here."""
-    if "://" not in str(target) and Path(target).is_dir():
-        return Path(target) / "report.html"
-    return Path("report.html")
+    """``DIR/report.html`` for a grading output folder, ``report.html`` beside a gradebook file, else here."""
+    if "://" in str(target):
+        return Path("report.html")
+    path = Path(target)
+    return (path if path.is_dir() else path.parent) / "report.html"
