@@ -191,10 +191,15 @@ class CheckResult:
 
 
 class Grader:
-    """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's."""
+    """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's.
 
-    def __init__(self, notebook):
+    While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: it raises when a public check
+    fails and, while nbgrader autogrades, runs the hidden tests of ``lab_id`` (``grading/nbgrader_bridge.py``).
+    """
+
+    def __init__(self, notebook, lab_id: str | None = None):
         self._notebook = notebook
+        self._lab_id = lab_id
 
     def __getattr__(self, name):
         return getattr(self._notebook, name)
@@ -206,5 +211,9 @@ class Grader:
         if global_env is None:
             frame = inspect.currentframe().f_back
             global_env = frame.f_globals
+        from .grading import nbgrader_bridge
+
+        if self._lab_id and nbgrader_bridge.under_nbgrader():
+            return nbgrader_bridge.grade_cell(self._notebook, self._lab_id, question, global_env)
         result = self._notebook.check(question, global_env)
         return CheckResult(question, result, show_source)
