@@ -8,6 +8,7 @@ notebook without it is refused with what to do instead of scoring 0."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from attnlab.buildchain.pipeline import build_lab
 from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
@@ -153,6 +155,11 @@ def test_labs_notebook_carries_nbgraders_metadata_and_grades_the_same(course, tm
     _write(course / "submitted" / "solution" / lab.id / name, json.loads(lab.solution_notebook.read_text()))
     _write(course / "submitted" / "blank" / lab.id / name, json.loads(lab.student_notebook.read_text()))
     _write(course / "submitted" / "no_metadata" / lab.id / name, without)
+    # the notebook `attnlab release --url` writes: the same, but for the set-up cell's install address
+    released = build_lab(dataclasses.replace(load_course(ROOT), install_spec="attnlab @ git+https://example.invalid/c"),
+                         lab)[lab.student_notebook]
+    assert b"example.invalid" in released
+    _write(course / "submitted" / "released_blank" / lab.id / name, json.loads(released))
     # a mistake the public checks miss: only the hidden tests, which nbgrader's autograde runs, catch it
     hidden_only = next(m for m in load_catalogue(lab.catalogue)[0] if m.name == "selfattention_scale_by_d_model")
     _write(course / "submitted" / "hidden_only" / lab.id / name,
@@ -164,4 +171,5 @@ def test_labs_notebook_carries_nbgraders_metadata_and_grades_the_same(course, tm
     scores = _scores(course, tmp_path / "grades.csv")
     full = scores["solution"][1]
     assert full > 0 and scores["solution"] == (full, full) and scores["blank"] == (0.0, full), scores
+    assert scores["released_blank"] == (0.0, full), scores
     assert 0 < scores["hidden_only"][0] < full, scores

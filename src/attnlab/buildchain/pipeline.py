@@ -13,7 +13,8 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> solution: remove_solution_markers -> normalize -> add_checksums
       -> nbgrader: nbgrader_source (nbgrader's solution markers) -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
-                     -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue)
+                     -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue; only with an
+                     install address: its setup.sh installs the kit from it)
       The autograder folder's files and names are grading/bundle.py's (``bundle_files``): the one owner.
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
@@ -89,9 +90,10 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         **{lab.autograder_dir / name: data for name, data in support.items()},
         lab.autograder_dir / otter_zip_name(lab.id): otter_zip(ag_tests, otter_support,
                                                                requirements=course.install_spec + "\n"),
-        lab.autograder_dir / gradescope_zip_name(lab.id): gradescope_zip(support, lab_id=lab.id,
-                                                                          install_spec=course.install_spec),
     }
+    if course.install_spec.strip():  # without an address its setup.sh could not install the kit: no zip
+        out[lab.autograder_dir / gradescope_zip_name(lab.id)] = gradescope_zip(support, lab_id=lab.id,
+                                                                               install_spec=course.install_spec)
     for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()
     return out

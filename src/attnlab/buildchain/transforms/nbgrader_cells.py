@@ -2,10 +2,12 @@
 
 ``nbgrader_cells`` runs on the common notebook (after replace_tests, drop_marker_cells and insert_setup_cell, before
 the student, solution and nbgrader branches split), so the three carry the same ``metadata.nbgrader`` on the same
-cells: prose and set-up locked, each cell holding a solution block a solution cell, each ``grader.check("name")``
+cells: prose locked, each cell holding a solution block a solution cell, each ``grader.check("name")``
 cell an autograded test cell (``test_<name>``) worth the question's points. nbgrader's autograde matches a
 submitted cell to its gradebook by ``grade_id``; a notebook without them scores 0 (``grading/nbgrader_setup.py``
-refuses such a notebook instead).
+refuses such a notebook instead). The set-up cell is left to Jupyter's lock (``lock_cells``): its install address
+differs between the notebooks ``attnlab release --url`` writes and the course's own, and a locked cell that differs
+from the gradebook's is "changed" for nbgrader (a warning, and its source replaced).
 
 ``add_checksums`` runs after normalize on the student and solution branches: each of those cells gets the
 ``checksum`` and ``cell_type`` nbgrader's ``generate_assignment`` writes into a released notebook, computed as
@@ -51,7 +53,7 @@ def nbgrader_cells(nb, *, lab_id: str, points: dict[str, float]):
                                                       points=float(points[question]))
         elif cell.cell_type == "code" and label.get("role") != "setup" and holds_solution(cell.source):
             cell.metadata["nbgrader"] = nbgrader_meta(f"{lab_id}-cell-{i:03d}", solution=True)
-        elif cell.cell_type == "markdown" or label.get("role") == "setup":
+        elif cell.cell_type == "markdown":
             cell.metadata["nbgrader"] = nbgrader_meta(f"{lab_id}-cell-{i:03d}", locked=True)
     return nb
 
