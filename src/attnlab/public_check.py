@@ -36,6 +36,7 @@ from .buildchain.transforms.strip_solutions import NOT_WRITTEN  # the ending of 
 PASS = "[pass]"  # plain ASCII: renders in every font (an emoji check mark is an empty box without an emoji font)
 FAIL = "[FAIL]"
 SHOW_SOURCE_VARIABLE = "ATTNLAB_SHOW_SOURCE"
+NBGRADER_EXECUTION = "NBGRADER_EXECUTION"  # nbgrader sets it ("validate", "autograde") while it runs the notebook
 
 
 def source_requested(show_source: bool | None = None) -> bool:
@@ -211,9 +212,9 @@ class Grader:
         if global_env is None:
             frame = inspect.currentframe().f_back
             global_env = frame.f_globals
-        from .grading import nbgrader_bridge
+        if self._lab_id and os.environ.get(NBGRADER_EXECUTION):
+            from .grading.nbgrader_bridge import grade_cell
 
-        if self._lab_id and nbgrader_bridge.under_nbgrader():
-            return nbgrader_bridge.grade_cell(self._notebook, self._lab_id, question, global_env)
+            return grade_cell(self._notebook, self._lab_id, question, global_env)
         result = self._notebook.check(question, global_env)
         return CheckResult(question, result, show_source)

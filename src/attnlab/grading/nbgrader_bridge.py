@@ -21,16 +21,11 @@ from pathlib import Path
 
 import torch
 
+from ..public_check import NBGRADER_EXECUTION, format_result
 from .api import LocalStudent, StudentError
 from .bundle import find_bundle, grading_seed, load_bundle
 from .hidden import test_seed
 from .notebook_code import SubmissionError, cells_from_notebook, joined_source
-
-NBGRADER_EXECUTION = "NBGRADER_EXECUTION"  # set by nbgrader while it validates or autogrades a notebook
-
-
-def under_nbgrader() -> bool:
-    return bool(os.environ.get(NBGRADER_EXECUTION))
 
 
 def grade_cell(notebook, lab: str, question: str, env: dict) -> None:
@@ -44,8 +39,6 @@ def grade_cell(notebook, lab: str, question: str, env: dict) -> None:
 def require_checks(notebook, question: str, env: dict) -> None:
     """Run Otter's ``notebook.check(question)`` on ``env``; raise ``AssertionError`` naming the question if any
     public check fails."""
-    from ..public_check import format_result
-
     result = notebook.check(question, env)
     failed = [r for r in result.test_case_results if not r.passed and not r.test_case.hidden]
     if failed:
