@@ -1,7 +1,19 @@
 """nbgrader's configuration for this course (written by `attnlab build`; edit instructor/course.yml instead).
 
-    cd nbgrader && nbgrader generate_assignment lab05_self_attention && nbgrader autograde lab05_self_attention
+Run nbgrader in this folder (README.md, "nbgrader", has the whole flow):
+
+    nbgrader generate_assignment lab05_self_attention     # once per lab: the gradebook's cells, and release/
+    nbgrader autograde lab05_self_attention --create      # submitted/<student>/lab05_self_attention/*.ipynb
 """
+
+import sys
+
+try:
+    from attnlab.grading.nbgrader_setup import SKIP_TAG, sanitize_preprocessors, tools_on_path
+except ImportError as missing:  # nbgrader would go on without this file: stop it instead
+    raise SystemExit(f"nbgrader_config.py: the Python running nbgrader ({sys.executable}) cannot import the "
+                     f"attnlab kit's nbgrader set-up: install or update the kit there (pip install -e "
+                     f"'.[instructor]' in the course repository), then run nbgrader again ({missing})") from missing
 
 c = get_config()  # noqa: F821 - nbgrader provides it
 c.CourseDirectory.course_id = 'attnlab'
@@ -9,3 +21,9 @@ c.CourseDirectory.course_id = 'attnlab'
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError(\"not written yet\")"}
 c.ExecutePreprocessor.timeout = 600
 c.Execute.timeout = 600
+# nbgrader runs `alembic` to create gradebook.db: found beside this Python, with or without an activated venv.
+tools_on_path()
+# Experiments and demos (tagged otter_ignore; Otter and attnlab's grader skip them too) are not re-run.
+c.Execute.skip_cells_with_tag = SKIP_TAG
+# autograde refuses, with what to do, a notebook without the course's test cells (nbgrader would score it 0).
+c.Autograde.sanitize_preprocessors = sanitize_preprocessors()

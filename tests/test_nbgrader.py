@@ -1,10 +1,14 @@
-"""nbgrader, for real: `attnlab build` writes an nbgrader course source, and the real nbgrader CLI releases it
-without solutions or hidden tests, autogrades the solution to full points, the blank notebook to 0 and a
-catalogued mistake to partial points, and its Validate fails a notebook whose public checks fail."""
+"""nbgrader, for real, with PATH as a fresh clone's `make test` leaves it (the venv's bin not on it): `attnlab
+build` writes an nbgrader course source, and the real nbgrader CLI releases it without solutions or hidden tests,
+autogrades the solution to full points, the blank notebook to 0 and a catalogued mistake to partial points, without
+a "has changed" warning, and its Validate fails a notebook whose public checks fail. The student notebook of
+labs/ (and the solution of solutions/) carry the same nbgrader metadata: they grade the same (lab05), and a
+notebook without it is refused with what to do instead of scoring 0."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -14,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from attnlab.buildchain.pipeline import build_lab
 from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
@@ -27,11 +32,20 @@ LABS = load_course(ROOT).labs
 
 
 def _nbgrader(course: Path, *args, check=True) -> str:
-    env = {**os.environ, "PATH": f"{NBGRADER.parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs alembic
+    """Run the nbgrader CLI in ``course`` with the venv's bin taken off PATH (nbgrader runs `alembic` from PATH:
+    the course's config puts it there)."""
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != NBGRADER.parent.resolve()]
+    env = {**os.environ, "PATH": os.pathsep.join(path)}
     proc = subprocess.run([str(NBGRADER), *args], cwd=course, capture_output=True, text=True, timeout=900, env=env)
     if check:
         assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout + proc.stderr
+
+
+def _scores(course: Path, out: Path) -> dict:
+    _nbgrader(course, "export", "--to", str(out))
+    with open(out) as f:
+        return {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in csv.DictReader(f)}
 
 
 def _cells(path: Path) -> list[dict]:
@@ -59,9 +73,10 @@ def _mutant(lab):
     return load_catalogue(lab.catalogue)[0][0]
 
 
-def _with_mistake(nb: dict, lab) -> dict:
-    """The answered notebook plus one cell, right after the question's answer, that redefines it as a mutant."""
-    mutant = _mutant(lab)
+def _with_mistake(nb: dict, lab, mutant=None) -> dict:
+    """The answered notebook plus one cell, right after the question's answer, that redefines it as a mutant
+    (by default the lab's first)."""
+    mutant = mutant or _mutant(lab)
     nb = json.loads(json.dumps(nb))
     at = next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("solution")
               and f"{mutant.question}" in _text(c).split("\n", 1)[0])
@@ -101,15 +116,60 @@ def test_nbgrader_round_trip(course, lab, tmp_path):
     _write(course / "submitted" / "solution" / lab.id / name, solved)
     _write(course / "submitted" / "blank" / lab.id / name, json.loads(release.read_text()))
     _write(course / "submitted" / "mistake" / lab.id / name, _with_mistake(solved, lab))
-    _nbgrader(course, "autograde", lab.id, "--create", "--force")
-    _nbgrader(course, "export", "--to", str(tmp_path / "grades.csv"))
-    with open(tmp_path / "grades.csv") as f:
-        scores = {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in csv.DictReader(f)}
+    said = _nbgrader(course, "autograde", lab.id, "--create", "--force")
+    assert "has changed" not in said, said[-3000:]  # untouched locked and test cells: nbgrader's checksums match
+    scores = _scores(course, tmp_path / "grades.csv")
     full = scores["solution"][1]
     assert full > 0 and scores["solution"] == (full, full), scores
     assert scores["blank"] == (0.0, full), scores
     assert 0 < scores["mistake"][0] < full, scores
 
     # Validate runs the cells as autograde does (the solution's full score shows they pass on a right answer).
-    said = _nbgrader(tmp_path, "validate", str(course / "submitted" / "mistake" / lab.id / name), check=False)
+    said = _nbgrader(course, "validate", str(course / "submitted" / "mistake" / lab.id / name), check=False)
     assert "VALIDATION FAILED" in said and f"check(s) of {_mutant(lab).question}" in said, said[-2000:]
+
+
+LAB05 = next(lab for lab in LABS if lab.id == "lab05_self_attention")
+
+
+def test_labs_notebook_carries_nbgraders_metadata_and_grades_the_same(course, tmp_path):
+    lab, name = LAB05, f"{LAB05.id}.ipynb"
+    _nbgrader(course, "generate_assignment", lab.id, "--force")
+    from nbformat import read
+    from nbgrader.utils import compute_checksum
+
+    release = {c.metadata["nbgrader"]["grade_id"]: c for c in read(course / "release" / lab.id / name, 4).cells
+               if "nbgrader" in c.metadata}
+    student = [c for c in read(lab.student_notebook, 4).cells if "nbgrader" in c.metadata]
+    assert sorted(c.metadata["nbgrader"]["grade_id"] for c in student) == sorted(release)
+    for cell in student:
+        ours, theirs = cell.metadata["nbgrader"], release[cell.metadata["nbgrader"]["grade_id"]].metadata["nbgrader"]
+        assert ours["checksum"] == compute_checksum(cell)
+        assert {k: v for k, v in ours.items() if k != "checksum"} == {k: v for k, v in theirs.items() if k != "checksum"}
+        if not ours["solution"]:  # the stubs differ (nbgrader writes its own); everything else is the same cell
+            assert ours["checksum"] == theirs["checksum"] and cell.source == release[ours["grade_id"]].source
+
+    without = json.loads(lab.solution_notebook.read_text())
+    for cell in without["cells"]:
+        cell["metadata"].pop("nbgrader", None)
+    _write(course / "submitted" / "solution" / lab.id / name, json.loads(lab.solution_notebook.read_text()))
+    _write(course / "submitted" / "blank" / lab.id / name, json.loads(lab.student_notebook.read_text()))
+    _write(course / "submitted" / "no_metadata" / lab.id / name, without)
+    # the notebook `attnlab release --url` writes: the same, but for the set-up cell's install address
+    released = build_lab(dataclasses.replace(load_course(ROOT), install_spec="attnlab @ git+https://example.invalid/c"),
+                         lab)[lab.student_notebook]
+    assert b"example.invalid" in released
+    _write(course / "submitted" / "released_blank" / lab.id / name, json.loads(released))
+    # a mistake the public checks miss: only the hidden tests, which nbgrader's autograde runs, catch it
+    hidden_only = next(m for m in load_catalogue(lab.catalogue)[0] if m.name == "selfattention_scale_by_d_model")
+    _write(course / "submitted" / "hidden_only" / lab.id / name,
+           _with_mistake(json.loads(lab.solution_notebook.read_text()), lab, hidden_only))
+    said = _nbgrader(course, "autograde", lab.id, "--create", "--force", check=False)
+    assert "has changed" not in said, said[-3000:]
+    assert ("no_metadata/lab05_self_attention/lab05_self_attention.ipynb: this notebook has none of the course's "
+            "autograded test cells") in said and "attnlab grade lab05_self_attention" in said, said[-3000:]
+    scores = _scores(course, tmp_path / "grades.csv")
+    full = scores["solution"][1]
+    assert full > 0 and scores["solution"] == (full, full) and scores["blank"] == (0.0, full), scores
+    assert scores["released_blank"] == (0.0, full), scores
+    assert 0 < scores["hidden_only"][0] < full, scores

@@ -33,9 +33,10 @@ def check_install_spec(spec: str) -> str | None:
             "publish with `attnlab release OUT --url URL`, which sets it to the released repository.")
     if not spec.strip():
         return (f"{COURSE_FILE} has no install_spec: the notebooks in labs/ run where attnlab is installed "
-                "(pip install -e .), but cannot install it on Colab, and the Gradescope zips in autograder/ cannot set "
-                "up (their setup.sh stops): do not upload them. `attnlab release OUT --url URL` writes notebooks "
-                "and Gradescope zips (in OUT-gradescope/) that both install from URL; or set install_spec.")
+                "(pip install -e .), but cannot install it on Colab, and the build writes no Gradescope zip (its "
+                "setup.sh could not install the kit). `attnlab release OUT --url URL` writes notebooks and "
+                "Gradescope zips (in OUT-gradescope/) that both install from URL; or set install_spec, and "
+                "`attnlab build` writes both with it.")
     return None
 
 

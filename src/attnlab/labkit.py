@@ -33,6 +33,6 @@ def start_lab(lab_id: str, seed: int = 0):
 
     seed_everything(seed)
     device = pick_device()
-    grader = Grader(otter.Notebook(tests_dir=str(public_tests_dir(lab_id))))
+    grader = Grader(otter.Notebook(tests_dir=str(public_tests_dir(lab_id))), lab_id)
     print(f"attnlab {lab_id}: {describe_device()}")
     return grader, device

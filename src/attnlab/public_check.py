@@ -36,6 +36,7 @@ from .buildchain.transforms.strip_solutions import NOT_WRITTEN  # the ending of 
 PASS = "[pass]"  # plain ASCII: renders in every font (an emoji check mark is an empty box without an emoji font)
 FAIL = "[FAIL]"
 SHOW_SOURCE_VARIABLE = "ATTNLAB_SHOW_SOURCE"
+NBGRADER_EXECUTION = "NBGRADER_EXECUTION"  # nbgrader sets it ("validate", "autograde") while it runs the notebook
 
 
 def source_requested(show_source: bool | None = None) -> bool:
@@ -191,10 +192,15 @@ class CheckResult:
 
 
 class Grader:
-    """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's."""
+    """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's.
 
-    def __init__(self, notebook):
+    While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: it raises when a public check
+    fails and, while nbgrader autogrades, runs the hidden tests of ``lab_id`` (``grading/nbgrader_bridge.py``).
+    """
+
+    def __init__(self, notebook, lab_id: str | None = None):
         self._notebook = notebook
+        self._lab_id = lab_id
 
     def __getattr__(self, name):
         return getattr(self._notebook, name)
@@ -206,5 +212,9 @@ class Grader:
         if global_env is None:
             frame = inspect.currentframe().f_back
             global_env = frame.f_globals
+        if self._lab_id and os.environ.get(NBGRADER_EXECUTION):
+            from .grading.nbgrader_bridge import grade_cell
+
+            return grade_cell(self._notebook, self._lab_id, question, global_env)
         result = self._notebook.check(question, global_env)
         return CheckResult(question, result, show_source)

@@ -1,6 +1,7 @@
 """The whole build on the fixture course: deterministic outputs, `build --check`, and what each output holds."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -210,3 +211,18 @@ def test_build_warns_about_a_missing_catalogue_readme_and_contract_section(tmp_p
         "names, signatures and attributes",
     ]
     assert check(root) == []  # --check reports stale files only
+
+
+def test_without_an_install_address_no_gradescope_zip_is_written(copy):
+    """One address for the notebooks and the Gradescope zip: without one, the build writes no zip that would fail
+    in Gradescope (and removes one written before), and its warning says how to get one."""
+    config = copy / "instructor" / "course.yml"
+    config.write_text(re.sub(r"install_spec:.*", 'install_spec: ""', config.read_text()))
+    course = load_course(copy)
+    report = build(course, list(course.labs))
+    zip_path = copy / "autograder" / LAB / f"{LAB}-gradescope.zip"
+    assert not zip_path.exists() and f"removed stale autograder/{LAB}/{LAB}-gradescope.zip" in report
+    warning = next(line for line in report if line.startswith("warning: "))
+    assert "writes no Gradescope zip" in warning and "attnlab release OUT --url URL" in warning
+    assert "KIT = ''" in (copy / "labs" / LAB / f"{LAB}.ipynb").read_text()
+    assert check(copy) == []

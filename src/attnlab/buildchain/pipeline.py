@@ -6,12 +6,15 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
-      -> student:  strip_solutions -> lock_cells -> normalize -> check_no_leak (against the master's solutions,
-                   the hidden tests and the catalogue; the public test files too)
-      -> solution: remove_solution_markers -> normalize
-      -> nbgrader: nbgrader_source (solution cells, locked cells, tests with the hidden tests' points) -> normalize
+      -> nbgrader_cells                       (nbgrader's metadata, the same on every branch: so before they split)
+      -> student:  strip_solutions -> lock_cells -> normalize -> add_checksums (on the final sources)
+                   -> check_no_leak (against the master's solutions, the hidden tests and the catalogue; the
+                   public test files too)
+      -> solution: remove_solution_markers -> normalize -> add_checksums
+      -> nbgrader: nbgrader_source (nbgrader's solution markers) -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
-                     -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue)
+                     -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue; only with an
+                     install address: its setup.sh installs the kit from it)
       The autograder folder's files and names are grading/bundle.py's (``bundle_files``): the one owner.
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
@@ -32,6 +35,7 @@ from .transforms.gradescope_zip import gradescope_zip
 from .transforms.include_given import include_given
 from .transforms.insert_setup_cell import insert_setup_cell
 from .transforms.lock_cells import lock_cells
+from .transforms.nbgrader_cells import add_checksums, nbgrader_cells
 from .transforms.nbgrader_source import nbgrader_config, nbgrader_source
 from .transforms.normalize import normalize, notebook_bytes
 from .transforms.otter_zip import otter_zip
@@ -52,16 +56,15 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     _check_questions(lab, [q.name for q in questions], list(suite.questions()))
     _check_points(lab, {q.name: q.points for q in questions}, suite.questions())
 
-    common = insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
-                               install_spec=course.install_spec)
-    student = normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student")
+    common = nbgrader_cells(insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
+                                              install_spec=course.install_spec), lab_id=lab.id, points=suite.questions())
+    student = add_checksums(normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student"))
     public_files = public_test_files(questions)
     entries = [e for group in load_catalogue(lab.catalogue) for e in group] if lab.catalogue.exists() else []
     check_no_leak(labelled, student, catalogue=entries, hidden_tests=lab.hidden_tests.read_text(),
                   public_files=public_files)
-    solution = normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution")
-    nbgrader = normalize(nbgrader_source(common, lab_id=lab.id, points=suite.questions()), lab_id=lab.id,
-                         kind="nbgrader")
+    solution = add_checksums(normalize(remove_solution_markers(common), lab_id=lab.id, kind="solution"))
+    nbgrader = normalize(nbgrader_source(common), lab_id=lab.id, kind="nbgrader")
 
     ref = reference_code(solution, lab_id=lab.id).encode()
     manifest = {
@@ -87,9 +90,10 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         **{lab.autograder_dir / name: data for name, data in support.items()},
         lab.autograder_dir / otter_zip_name(lab.id): otter_zip(ag_tests, otter_support,
                                                                requirements=course.install_spec + "\n"),
-        lab.autograder_dir / gradescope_zip_name(lab.id): gradescope_zip(support, lab_id=lab.id,
-                                                                          install_spec=course.install_spec),
     }
+    if course.install_spec.strip():  # without an address its setup.sh could not install the kit: no zip
+        out[lab.autograder_dir / gradescope_zip_name(lab.id)] = gradescope_zip(support, lab_id=lab.id,
+                                                                               install_spec=course.install_spec)
     for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()
     return out

@@ -1,14 +1,16 @@
-"""What the autograded cells of the nbgrader version of a lab call, in the student's kernel (nbgrader's isolation).
+"""What ``grader.check("name")`` does while nbgrader runs the notebook, in the student's kernel (nbgrader's isolation).
 
-- ``require_checks(grader, question, env)``: the question's public checks, shown as usual; raises when one fails,
-  so that nbgrader's Validate and autograde see the failure (a bare ``grader.check`` only prints it).
-- ``register_experiment_magic()``: the ``%%experiment`` cell magic of experiment and demo cells, which runs the
-  cell for the student and skips it while nbgrader validates or autogrades (``NBGRADER_EXECUTION`` is set).
-- ``run_hidden_tests(env, lab, question)``: the question's hidden tests through the narrow interface
-  (``LocalStudent`` over the notebook's globals), as plain Otter does. nbgrader keeps the cell that calls it out
-  of the student's copy (``### BEGIN HIDDEN TESTS``) and puts it back when it autogrades. The bundle (hidden tests,
+The ``grader.check`` cells are nbgrader's autograded test cells (``buildchain/transforms/nbgrader_cells.py``). While
+nbgrader executes the notebook (it sets ``NBGRADER_EXECUTION`` to ``validate`` or ``autograde``), ``grader.check``
+calls ``grade_cell`` instead of only showing the result:
+
+- ``require_checks(notebook, question, env)``: the question's public checks; raises when one fails, so that
+  nbgrader's Validate and autograde see the failure (a plain ``grader.check`` only shows it);
+- ``run_hidden_tests(env, lab, question)``, while nbgrader autogrades only: the question's hidden tests through the
+  narrow interface (``LocalStudent`` over the notebook's globals), as plain Otter does. The bundle (hidden tests,
   reference, manifest) is ``autograder/<lab>/`` of the course repository, found from the working folder upwards,
-  or ``$ATTNLAB_BUNDLE`` (``bundle.find_bundle``).
+  or ``$ATTNLAB_BUNDLE`` (``bundle.find_bundle``). The notebook never holds them, so the cell's source is the
+  same in every copy and nbgrader's checksums match on an untouched notebook.
 """
 
 from __future__ import annotations
@@ -19,41 +21,31 @@ from pathlib import Path
 
 import torch
 
+from ..public_check import NBGRADER_EXECUTION, format_result
 from .api import LocalStudent, StudentError
 from .bundle import find_bundle, grading_seed, load_bundle
 from .hidden import test_seed
 from .notebook_code import SubmissionError, cells_from_notebook, joined_source
 
 
-def require_checks(grader, question: str, env: dict) -> None:
-    """Run ``grader.check(question)`` on ``env``; raise ``AssertionError`` naming the question if any check fails."""
-    result = grader.check(question, env)
-    failed = [str(r.message).strip() for r in result.test_case_results if not r.passed and not r.test_case.hidden]
+def grade_cell(notebook, lab: str, question: str, env: dict) -> None:
+    """What ``grader.check(question)`` does under nbgrader: the public checks must pass, then (autograde) the
+    hidden tests. Returns None: nbgrader reads a test cell's result value as partial credit."""
+    require_checks(notebook, question, env)
+    if os.environ.get(NBGRADER_EXECUTION) == "autograde":
+        run_hidden_tests(env, lab, question)
+
+
+def require_checks(notebook, question: str, env: dict) -> None:
+    """Run Otter's ``notebook.check(question)`` on ``env``; raise ``AssertionError`` naming the question if any
+    public check fails."""
+    result = notebook.check(question, env)
+    failed = [r for r in result.test_case_results if not r.passed and not r.test_case.hidden]
     if failed:
-        raise AssertionError(f"{len(failed)} check(s) of {question} do not pass yet:\n" + "\n".join(failed))
-    # Printed, not returned: nbgrader reads a test cell's result value as partial credit.
+        raise AssertionError(f"{len(failed)} check(s) of {question} do not pass yet:\n"
+                             + format_result(question, result, show_source=False))
+    # Printed to stdout (nbgrader's Validate counts anything on stderr as a failure), not returned.
     print(f"{question}: all {len(result.test_case_results)} checks pass")
-
-
-def register_experiment_magic() -> None:
-    """Register ``%%experiment`` in the running IPython kernel (nothing happens outside IPython)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None:
-        return
-
-    def experiment(line: str, cell: str) -> None:
-        if os.environ.get("NBGRADER_EXECUTION"):
-            print(f"Experiment skipped while nbgrader {os.environ['NBGRADER_EXECUTION']}s this notebook.")
-            return
-        result = shell.run_cell(cell)  # as IPython's own %%capture runs its cell
-        if not result.success:  # its traceback is shown above; stop "Run All" here as a plain cell would
-            raise RuntimeError("the experiment in this cell failed (see the error above)")
-
-    shell.register_magic_function(experiment, magic_kind="cell", magic_name="experiment")
 
 
 def _is_test_cell(cell: dict) -> bool:

@@ -3,7 +3,8 @@
 Gradescope runs ``setup.sh`` once when it builds the image and ``run_autograder`` per submission (as
 root; the grader drops the student's worker to an unprivileged user inside bubblewrap). The hidden
 tests, reference and manifest travel in ``bundle/``; the grader hides that folder from the worker.
-Needs reference_code and the manifest first (it packs the same support files as otter_zip).
+Needs reference_code and the manifest first (it packs the same support files as otter_zip). Built only with an
+install address (``install_spec``, or ``attnlab release --url``): the build writes none without one.
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ python3 -m venv /opt/attnlab
 /opt/attnlab/bin/pip install -q --upgrade pip
 /opt/attnlab/bin/pip install -q torch --index-url {torch_index}
 kit={spec}
-if [ -z "$kit" ]; then
-  echo "attnlab: this autograder was built without install_spec in instructor/course.yml; set it and rebuild" >&2
-  exit 1
-fi
 /opt/attnlab/bin/pip install -q "$kit"
 """
 
@@ -44,7 +41,17 @@ exec "$python" -m attnlab.grading.gradescope_run --lab {lab!r} \\
 """
 
 
+class NoInstallAddress(ValueError):
+    """A Gradescope zip without the address its setup.sh installs the kit from could not set up in Gradescope."""
+
+
 def gradescope_zip(support_files: dict[str, bytes], *, lab_id: str, install_spec: str) -> bytes:
+    """Refuses (``NoInstallAddress``) to build a zip whose ``setup.sh`` could not install the kit: that fails
+    here, at build time, not in Gradescope's image build."""
+    if not install_spec.strip():
+        raise NoInstallAddress(f"{lab_id}: a Gradescope zip needs the address its setup.sh installs the kit from: "
+                               "set install_spec in instructor/course.yml, or write the zips with "
+                               "`attnlab release OUT --url URL`")
     files = {f"bundle/{name}": data for name, data in support_files.items()}
     files["setup.sh"] = SETUP_SH.format(spec=shlex.quote(install_spec), torch_index=TORCH_CPU_INDEX).encode()
     files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id).encode()

@@ -1,37 +1,38 @@
 """nbgrader branch: the lab as an nbgrader source notebook, and the course's nbgrader_config.py.
 
-Runs on the common notebook (after replace_tests, drop_marker_cells and insert_setup_cell, before the student and
-solution branches split). Solution blocks become nbgrader's ``### BEGIN SOLUTION`` regions in solution cells; each
-``grader.check`` cell becomes an autograded test cell worth the question's points that requires the public checks
-to pass and, inside ``### BEGIN HIDDEN TESTS``, runs the hidden tests; prose, set-up and given code are locked.
-Experiment and demo cells (tagged ``otter_ignore``, which Otter and attnlab's grader skip) start with the cell
-magic ``%%experiment``: they run for the student, and nbgrader's Validate and autograde skip them (nbgrader sets
-``NBGRADER_EXECUTION`` then), so grading never re-runs training.
+Runs on the common notebook after ``nbgrader_cells`` (which gives every branch the same nbgrader metadata): the
+solution blocks of its solution cells become nbgrader's ``### BEGIN SOLUTION`` regions, and nothing else changes,
+so the notebook nbgrader releases from it and the student notebook in ``labs/`` have the same cells, metadata and
+(but for the stubs) sources. The test cells are the ``grader.check("name")`` cells themselves: under nbgrader,
+``grader.check`` raises when a public check fails and, while nbgrader autogrades, runs the question's hidden tests
+(``grading/nbgrader_bridge.py``). Experiments (tagged ``otter_ignore``) are skipped by the config's
+``c.Execute.skip_cells_with_tag``, so grading never re-runs training (``grading/nbgrader_setup.py``).
 """
 
 from __future__ import annotations
 
 import copy
 
-from .markers import BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
+from .markers import BEGIN_SOLUTION, END_SOLUTION, SOLUTION_SUFFIX
 from .strip_solutions import NOT_WRITTEN
-
-TEST_CELL = '''\
-# Checks of `{question}`: they must pass (nbgrader's Validate runs them).
-from attnlab.grading.nbgrader_bridge import require_checks
-
-require_checks(grader, "{question}", globals())
-### BEGIN HIDDEN TESTS
-from attnlab.grading.nbgrader_bridge import run_hidden_tests
-
-run_hidden_tests(globals(), "{lab}", "{question}")
-### END HIDDEN TESTS'''
 
 CONFIG = '''\
 """nbgrader's configuration for this course (written by `attnlab build`; edit instructor/course.yml instead).
 
-    cd nbgrader && nbgrader generate_assignment lab05_self_attention && nbgrader autograde lab05_self_attention
+Run nbgrader in this folder (README.md, "nbgrader", has the whole flow):
+
+    nbgrader generate_assignment lab05_self_attention     # once per lab: the gradebook's cells, and release/
+    nbgrader autograde lab05_self_attention --create      # submitted/<student>/lab05_self_attention/*.ipynb
 """
+
+import sys
+
+try:
+    from attnlab.grading.nbgrader_setup import SKIP_TAG, sanitize_preprocessors, tools_on_path
+except ImportError as missing:  # nbgrader would go on without this file: stop it instead
+    raise SystemExit(f"nbgrader_config.py: the Python running nbgrader ({{sys.executable}}) cannot import the "
+                     f"attnlab kit's nbgrader set-up: install or update the kit there (pip install -e "
+                     f"'.[instructor]' in the course repository), then run nbgrader again ({{missing}})") from missing
 
 c = get_config()  # noqa: F821 - nbgrader provides it
 c.CourseDirectory.course_id = {course!r}
@@ -39,24 +40,13 @@ c.CourseDirectory.course_id = {course!r}
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError(\\"{not_written}\\")"}}
 c.ExecutePreprocessor.timeout = 600
 c.Execute.timeout = 600
+# nbgrader runs `alembic` to create gradebook.db: found beside this Python, with or without an activated venv.
+tools_on_path()
+# Experiments and demos (tagged otter_ignore; Otter and attnlab's grader skip them too) are not re-run.
+c.Execute.skip_cells_with_tag = SKIP_TAG
+# autograde refuses, with what to do, a notebook without the course's test cells (nbgrader would score it 0).
+c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
 '''
-
-
-SETUP_SUFFIX = '''
-
-# nbgrader: cells that start with %%experiment run here, and are skipped while nbgrader validates or grades.
-from attnlab.grading.nbgrader_bridge import register_experiment_magic
-
-register_experiment_magic()'''
-EXPERIMENT_MAGIC = "%%experiment\n"
-
-
-def _nbgrader_meta(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution,
-            "task": False}
-    if grade:
-        meta["points"] = points
-    return meta
 
 
 def _solution_source(source: str) -> str | None:
@@ -79,28 +69,12 @@ def _solution_source(source: str) -> str | None:
     return "\n".join(lines) if found else None
 
 
-def nbgrader_source(nb, *, lab_id: str, points: dict[str, float]):
-    """``points``: question -> points (the hidden tests' total), given to the question's test cell."""
+def nbgrader_source(nb):
+    """Run on a notebook labelled by ``nbgrader_cells``: its solution cells get nbgrader's markers."""
     nb = copy.deepcopy(nb)
-    for i, cell in enumerate(nb.cells):
-        label = cell.metadata.get(META, {})
-        cell_id = f"{lab_id}-cell-{i:03d}"
-        if label.get("role") == "check":
-            question = label["question"]
-            cell.source = TEST_CELL.format(question=question, lab=lab_id)
-            cell.metadata["nbgrader"] = _nbgrader_meta(f"test_{question}", grade=True, locked=True,
-                                                       points=float(points[question]))
-            continue
-        if label.get("role") == "setup":
-            cell.source += SETUP_SUFFIX
-        elif cell.cell_type == "code" and "otter_ignore" in cell.metadata.get("tags", []):
-            cell.source = EXPERIMENT_MAGIC + cell.source
-        solution = _solution_source(cell.source) if cell.cell_type == "code" else None
-        if solution is not None:
-            cell.source = solution
-            cell.metadata["nbgrader"] = _nbgrader_meta(cell_id, solution=True)
-        elif cell.cell_type == "markdown" or label.get("role") == "setup":
-            cell.metadata["nbgrader"] = _nbgrader_meta(cell_id, locked=True)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = _solution_source(cell.source)
     return nb
 
 

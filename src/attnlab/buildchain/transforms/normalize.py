@@ -1,4 +1,4 @@
-"""Last transform of both notebook branches: deterministic, output-free notebooks.
+"""Last transform of every notebook branch (but add_checksums, which needs the final sources): output-free notebooks.
 
 Clears outputs and execution counts, keeps only the cell metadata Jupyter and the grader use,
 numbers cell ids from the lab id, and writes fixed notebook metadata. Removes the build's internal
