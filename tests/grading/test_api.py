@@ -49,6 +49,21 @@ class Scale(torch.nn.Module):
 
 def run_model(model, x):
     return model(x) + 1
+
+
+def fill(model, value):
+    with torch.no_grad():
+        model.weight.fill_(value)
+    return model
+
+
+class Wrapper(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x) - 1
 '''
 
 
@@ -191,7 +206,7 @@ def test_remote_calls_after_megabytes_of_printing(remote):
 
 def test_remote_errors(remote):
     with pytest.raises(StudentError, match=r"`boom` raised RuntimeError: shape '\[5, 7\]' is invalid.*"
-                                           r"\(in the cell defining `double`, `boom`, `bump` and 5 more, line \d+: "
+                                           r"\(in the cell defining `double`, `boom`, `bump` and 7 more, line \d+: "
                                            r"return x.reshape\(5, 7\)\)"):
         remote.call("boom", torch.ones(3))
     with pytest.raises(StudentError, match="`triple` is not defined in your notebook"):
@@ -480,3 +495,16 @@ def test_remote_student_is_reexported_from_api_whichever_module_is_imported_firs
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("which", ["local", "remote"])
+def test_an_object_can_be_created_around_another_and_a_call_returning_its_argument_gives_its_handle(which, request):
+    """lab10: SequenceClassifier(encoder, C) is created around an encoder built by create, and
+    load_gpt2_weights(model, sd) returns the model it was given (its handle comes back, not an error)."""
+    student = request.getfixturevalue(which)
+    model = student.create("Scale", 3)
+    res = student.call("fill", model, 2.0)
+    assert res.output == model.handle
+    wrapper = student.create("Wrapper", model)
+    assert torch.equal(wrapper.call(torch.ones(1, 3)).output, torch.ones(1, 3))
+    assert student.call("run_model", model, torch.ones(1, 3)).output.tolist() == [[3.0, 3.0, 3.0]]

@@ -117,7 +117,10 @@ class StudentAPI:
         return value.handle
 
     def create(self, name: str, *args, **kwargs) -> "ObjectRef":
-        return ObjectRef(self, self._op("create", name=name, args=list(args), kwargs=kwargs), name)
+        """``name(*args, **kwargs)`` kept in the student's process; an argument may be a ``ObjectRef`` of this API
+        (``create("SequenceClassifier", encoder, 2)``: the object itself is passed)."""
+        args, kwargs = [self._handle(a) for a in args], {k: self._handle(v) for k, v in kwargs.items()}
+        return ObjectRef(self, self._op("create", name=name, args=args, kwargs=kwargs), name)
 
 
 class ObjectRef:

@@ -104,8 +104,10 @@ class Executor:
         cls = self._lookup(name)
         if not callable(cls):
             raise StudentError(f"`{name}` is a {type(cls).__name__}, not a class")
+        args = [self._obj(a) if isinstance(a, ObjectHandle) else a for a in args]  # objects built by create
+        kwargs = {k: self._obj(v) if isinstance(v, ObjectHandle) else v for k, v in (kwargs or {}).items()}
         try:
-            obj = cls(*args, **(kwargs or {}))
+            obj = cls(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - student code
             raise _student_error(exc, f"`{name}(...)`") from None
         hid = next(self._ids)
@@ -169,6 +171,7 @@ class Executor:
     def _invoke(self, fn, what, args, kwargs, grad, grad_outputs, params):
         """Call ``fn``; the reply carries the tensor arguments as they are after the call (``inputs_after``),
         so that the grader, not this process, decides whether the call modified them in place."""
+        handles = {id(self._obj(a)): a for a in [*args, *kwargs.values()] if isinstance(a, ObjectHandle)}
         args = [self._obj(a) if isinstance(a, ObjectHandle) else a for a in args]  # objects built by create
         kwargs = {k: self._obj(v) if isinstance(v, ObjectHandle) else v for k, v in kwargs.items()}
         wrt: dict[Any, torch.Tensor] = {}
@@ -188,7 +191,9 @@ class Executor:
             raise _student_error(exc, what) from None
         after = {str(i): a.detach() for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
         after.update({k: v.detach() for k, v in kwargs.items() if isinstance(v, torch.Tensor)})
-        result = {"output": _detach(out), "grads": {}, "param_grads": {}, "inputs_after": after}
+        # a function that returns an object it was given (a loader returning its model) answers with its handle
+        output = handles[id(out)] if id(out) in handles else _detach(out)
+        result = {"output": output, "grads": {}, "param_grads": {}, "inputs_after": after}
         if grad:
             result["grads"], result["param_grads"] = self._backward(out, grad_outputs, wrt, params or {})
         return result
