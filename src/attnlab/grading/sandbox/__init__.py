@@ -31,6 +31,7 @@ face: import from here.
 
 from __future__ import annotations
 
+from .forked import ENV_START, Forked, ZygoteUnavailable, prestart, shutdown
 from .isolation import ENV_MECHANISM, IsolationReport, available, probe
 from .launch import run_once, spawn
 from .limits import Limits
@@ -39,6 +40,7 @@ from .mounts import private_paths, python_paths
 from .sandboxed import Sandboxed
 from .uids import ENV_UIDS
 
-__all__ = ["BWRAP", "ENV_MECHANISM", "ENV_UIDS", "MECHANISMS", "NONE", "SETPRIV", "UNSHARE", "Bubblewrap",
-           "IsolationReport", "Limits", "Mechanism", "NoIsolation", "Sandboxed", "SetprivOnly", "Unshare", "available",
-           "private_paths", "probe", "python_paths", "run_once", "spawn"]
+__all__ = ["BWRAP", "ENV_MECHANISM", "ENV_START", "ENV_UIDS", "MECHANISMS", "NONE", "SETPRIV", "UNSHARE", "Bubblewrap",
+           "Forked", "IsolationReport", "Limits", "Mechanism", "NoIsolation", "Sandboxed", "SetprivOnly", "Unshare",
+           "ZygoteUnavailable", "available", "prestart", "private_paths", "probe", "python_paths", "run_once",
+           "shutdown", "spawn"]
