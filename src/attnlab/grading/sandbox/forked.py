@@ -240,7 +240,8 @@ class Forked:
         threading.Thread(target=self._read_status, daemon=True).start()
         if not self._ready.wait(_READY_TIMEOUT_S) or self._error:
             why = self._error or f"no answer from the sandbox's set-up within {_READY_TIMEOUT_S:g} s"
-            self.kill_tree()
+            self._lock_fd = None  # the uid stays claimed for the cold start that follows
+            self.__exit__()
             raise ZygoteUnavailable(why)
 
     def _read_status(self) -> None:
