@@ -58,6 +58,10 @@ def _preload() -> str:
         except Exception as exc:  # noqa: BLE001 - a missing optional module is not the zygote's failure
             if name.startswith(("torch", "attnlab.grading")):
                 return f"import {name} failed: {type(exc).__name__}: {exc}"
+    try:
+        _warm_up()
+    except Exception as exc:  # noqa: BLE001 - a colder start, not a failure
+        print(f"warm-up skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
     import threading
 
     for thread in threading.enumerate():  # a timer an import started and cancelled (matplotlib's font cache)
@@ -65,6 +69,41 @@ def _preload() -> str:
             thread.join(5)
     threads = _threads()
     return "" if threads == 1 else f"{threads} threads after the imports: forking would copy a half-held lock"
+
+
+def _warm_up() -> None:
+    """Run, once, what every worker's first calls would otherwise pay for (torch's lazily built kernels and
+    autograd paths, the wire's encoders): the layers the labs use, forward and backward in both float types."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    from .. import wire
+
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        layers = torch.nn.ModuleDict({"emb": torch.nn.Embedding(11, 8), "lin": torch.nn.Linear(8, 8),
+                                      "norm": torch.nn.LayerNorm(8), "conv": torch.nn.Conv1d(8, 8, 3, padding=1),
+                                      "gru": torch.nn.GRU(8, 8, batch_first=True),
+                                      "lstm": torch.nn.LSTM(8, 8, batch_first=True),
+                                      "mha": torch.nn.MultiheadAttention(8, 2, batch_first=True)}).to(dtype)
+        ids = torch.randint(0, 11, (2, 5))
+        x = layers["emb"](ids)
+        scores = layers["lin"](x) @ x.transpose(-2, -1) / math.sqrt(8)
+        causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+        y = layers["norm"](scores.masked_fill(causal, float("-inf")).softmax(-1) @ x)
+        y = F.dropout(F.gelu(y) + F.relu(y) + torch.tanh(y) + torch.sigmoid(y), 0.1, training=True)
+        z = layers["conv"](y.transpose(1, 2)).transpose(1, 2) + layers["gru"](y)[0] + layers["lstm"](y)[0]
+        z = z + layers["mha"](y, y, y, key_padding_mask=ids == 0)[0]
+        loss = F.cross_entropy(z.reshape(-1, 8), ids.reshape(-1) % 8) + F.mse_loss(z, y) + F.log_softmax(z, -1).mean()
+        loss = loss + F.binary_cross_entropy_with_logits(z, torch.rand_like(z))
+        torch.autograd.grad(loss, [x, *layers.parameters()], retain_graph=True, allow_unused=True)
+        loss.backward()
+        probs = scores[0, 0].detach().softmax(-1)
+        torch.multinomial(probs, 3, replacement=True, generator=torch.Generator().manual_seed(0))
+        torch.topk(z.detach(), 2), torch.argmax(z.detach(), -1), z.detach().clone().allclose(z.detach())
+        wire.roundtrip({"t": z.detach(), "s": layers.state_dict(), "i": ids})
 
 
 def main(argv: list[str]) -> int:
