@@ -91,6 +91,7 @@ class _Zygote:
     """One zygote process and the socket to it; ``request`` is thread-safe."""
 
     def __init__(self, env: dict[str, str]):
+        env = _minimal_env("/", "/tmp", env)
         self.config_dir = _config_dir()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock, self.lock = ours, threading.Lock()
@@ -150,9 +151,11 @@ _ZYGOTES: dict[tuple, _Zygote | ZygoteUnavailable] = {}
 _ZYGOTES_LOCK = threading.Lock()
 
 
-def zygote_for(env: dict[str, str]) -> _Zygote:
-    """The zygote for this Python and worker environment (started on first use, restarted when it died).
-    Raises ``ZygoteUnavailable`` when it cannot serve (remembered: the process then starts workers cold)."""
+def zygote_for(env: dict[str, str] | None) -> _Zygote:
+    """The zygote for this Python and the variables ``env`` adds to the worker's minimal environment (``spawn``'s
+    ``env``), started on first use and restarted when it died. Raises ``ZygoteUnavailable`` when it cannot serve
+    (remembered: the process then starts workers cold)."""
+    env = dict(env or {})
     key = (sys.executable, tuple(sorted(env.items())))
     with _ZYGOTES_LOCK:
         zygote = _ZYGOTES.get(key)
@@ -173,8 +176,9 @@ def zygote_for(env: dict[str, str]) -> _Zygote:
     return zygote
 
 
-def prestart(env: dict[str, str]) -> None:
-    """Start the zygote for ``env`` in the background (it imports torch while the grader loads its bundle)."""
+def prestart(env: dict[str, str] | None) -> None:
+    """Start the zygote for ``env`` (as ``spawn`` gets it) in the background: it imports torch while the grader
+    loads its bundle."""
     if start_mode() != "cold" and os.geteuid() == 0 and sys.platform.startswith("linux"):
         threading.Thread(target=lambda: _quietly(zygote_for, env), daemon=True, name="attnlab-zygote").start()
 
@@ -196,9 +200,9 @@ def shutdown() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ one worker
-def start_forked(job: _Job, zygote_env: dict[str, str]) -> Forked:
-    """``job``'s worker, forked from the zygote for ``zygote_env`` into the sandbox ``job`` describes."""
-    zygote = zygote_for(zygote_env)
+def start_forked(job: _Job) -> Forked:
+    """``job``'s worker, forked from the zygote for its environment into the sandbox ``job`` describes."""
+    zygote = zygote_for(job.env)
     mounts = _with_parents(_plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=True))
     newroot = tempfile.mkdtemp(prefix="attnlab-sandbox-root-")  # empty: mounted on only inside
     spec = {"argv": job.argv, "workdir": job.workdir, "env": _minimal_env(job.workdir, "/tmp", job.env),

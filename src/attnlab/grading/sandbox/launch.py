@@ -10,7 +10,7 @@ import threading
 from .forked import ZygoteUnavailable, fork_unusable, start_forked, start_mode
 from .isolation import _choose, _report
 from .limits import Limits
-from .mechanisms import _Job, _minimal_env
+from .mechanisms import _Job
 from .sandboxed import Sandboxed
 from .uids import _claim_uid
 
@@ -50,7 +50,7 @@ def _forked_or_cold(kind, job: _Job):
     if not why:
         try:
             job.report.start = "by fork from a warm zygote (its own unshare, mounts, pivot_root, uid and limits)"
-            return start_forked(job, _minimal_env("/", "/tmp", job.env))
+            return start_forked(job)
         except ZygoteUnavailable as exc:
             why = str(exc)
     if mode == "fork":
