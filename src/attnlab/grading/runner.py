@@ -32,17 +32,30 @@ DEFAULT_SUBMISSION_TIMEOUT = 600.0
 def _start_worker(workdir: Path, hide: list[Path]):
     """Start ``python -m attnlab.grading.worker`` in the sandbox (``ATTNLAB_SANDBOX=off`` is its ``none``
     mechanism); the worker imports this grader's own ``attnlab``."""
-    import attnlab
-
     from . import sandbox
 
     argv = [sys.executable, "-m", "attnlab.grading.worker"]
-    # One thread per worker: grading calls are small, and parallel jobs must not oversubscribe the cores
-    # (threads also count against the sandbox's process limit).
-    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": str(Path(attnlab.__file__).resolve().parent.parent)}
-    proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide), env=env)
+    proc = sandbox.spawn(argv, workdir=workdir, hide=tuple(hide), env=_worker_env())
     return proc, proc.report.summary()
+
+
+def _worker_env() -> dict[str, str]:
+    """What the worker's environment adds to the sandbox's minimal one. One thread per worker: grading calls are
+    small, and parallel jobs must not oversubscribe the cores (threads also count against the process limit)."""
+    import attnlab
+
+    return {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "PYTHONPATH": str(Path(attnlab.__file__).resolve().parent.parent)}
+
+
+def _one_thread() -> None:
+    """Grading runs torch on one thread in this process too (for good: the setting is the process's). The
+    reference's tensors are small, and on a busy machine intra-op threads wait on each other: measured on a
+    loaded 2-core machine, lab05's solution graded in 8.2 s with torch's default 2 threads, 3.2 s with one."""
+    import torch
+
+    if torch.get_num_threads() > 1:
+        torch.set_num_threads(1)
 
 
 def ungraded(submission, questions: dict[str, float], message: str, *, lab: str = "", isolation: str = "",
@@ -65,6 +78,10 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
     anything the submission does. ``timeout`` bounds the whole submission (load, restarts, tests).
     Returns the result dict described in docs/ARCHITECTURE.md."""
     start = time.monotonic()
+    from .sandbox import prestart
+
+    prestart(_worker_env())  # the zygote imports torch while the bundle loads (sandbox/forked.py)
+    _one_thread()
     bundle = load_bundle(lab_dir)
     path = Path(path)
     try:

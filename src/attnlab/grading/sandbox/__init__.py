@@ -22,15 +22,23 @@ The workdir: in the namespace mechanisms the worker's workdir is a tmpfs of ``di
 holding a copy of the host folder at spawn time; what the worker writes there is not copied back (exchange data over
 the pipes). In ``setpriv-only`` and ``none`` the worker works in the host folder itself.
 
+Worker start: where the mechanism is ``bubblewrap`` or ``unshare``, the grader is root and the command is
+``python -c``/``-m`` of this Python, ``spawn`` forks the worker from a warm zygote that imported torch once
+(``zygote``: the same namespaces, mount plan, uid and limits, built by system calls in ``newroot`` and
+``syscalls``; ``forked``: the grader's side), else it starts the mechanism's command cold
+(``ATTNLAB_WORKER_START=auto|fork|cold``). ``IsolationReport.start`` says which, and why not forked.
+
 One job per module: ``limits`` (:class:`Limits` and how they are applied), ``host`` (what this machine offers),
 ``mounts`` (what the worker may see), ``mechanisms`` (one class per mechanism), ``isolation`` (which mechanism is
 used and what it enforces: ``available``, ``probe``), ``uids`` (dedicated uids), ``proctable`` (reading /proc),
-``sandboxed`` (the running worker, ``kill_tree``) and ``launch`` (``spawn``, ``run_once``). This module is the public
+``sandboxed`` (the running worker, ``kill_tree``), ``zygote``, ``forked``, ``newroot`` and ``syscalls`` (the
+fork path) and ``launch`` (``spawn``, ``run_once``). This module is the public
 face: import from here.
 """
 
 from __future__ import annotations
 
+from .forked import ENV_START, Forked, ZygoteUnavailable, prestart, shutdown
 from .isolation import ENV_MECHANISM, IsolationReport, available, probe
 from .launch import run_once, spawn
 from .limits import Limits
@@ -39,6 +47,7 @@ from .mounts import private_paths, python_paths
 from .sandboxed import Sandboxed
 from .uids import ENV_UIDS
 
-__all__ = ["BWRAP", "ENV_MECHANISM", "ENV_UIDS", "MECHANISMS", "NONE", "SETPRIV", "UNSHARE", "Bubblewrap",
-           "IsolationReport", "Limits", "Mechanism", "NoIsolation", "Sandboxed", "SetprivOnly", "Unshare", "available",
-           "private_paths", "probe", "python_paths", "run_once", "spawn"]
+__all__ = ["BWRAP", "ENV_MECHANISM", "ENV_START", "ENV_UIDS", "MECHANISMS", "NONE", "SETPRIV", "UNSHARE", "Bubblewrap",
+           "Forked", "IsolationReport", "Limits", "Mechanism", "NoIsolation", "Sandboxed", "SetprivOnly", "Unshare",
+           "ZygoteUnavailable", "available", "prestart", "private_paths", "probe", "python_paths", "run_once",
+           "shutdown", "spawn"]

@@ -27,6 +27,7 @@ class IsolationReport:
     pid_namespace: bool  # the whole process tree dies with the sandbox
     limits: dict  # Limits field name -> True when enforced
     notes: list[str] = field(default_factory=list)  # what failed or is weak, and why
+    start: str = ""  # how the worker started: "fork from a warm zygote" or "cold (why not forked)"
 
     def summary(self) -> str:
         held = [name for name, ok in self.limits.items() if ok]
@@ -40,6 +41,8 @@ class IsolationReport:
         ]
         if lost:
             parts.append("not enforced " + ", ".join(lost))
+        if self.start:
+            parts.append(f"started {self.start}")
         return "; ".join(parts)
 
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import threading
 
+from .forked import ZygoteUnavailable, fork_unusable, start_forked, start_mode
 from .isolation import _choose, _report
 from .limits import Limits
 from .mechanisms import _Job
@@ -34,11 +35,29 @@ def spawn(argv, *, workdir, limits: Limits | None = None, env=None, hide=(), rea
     report = _report(kind, limits, uid=uid if uid is not None else os.getuid(), notes=notes)
     job = _Job(argv, workdir, limits, env, tuple(hide), tuple(readable), uid, lock_fd, report)
     try:
-        return kind.start(job)
+        return _forked_or_cold(kind, job)
     except BaseException:
         if lock_fd is not None:
             os.close(lock_fd)
         raise
+
+
+def _forked_or_cold(kind, job: _Job):
+    """The worker forked from a warm zygote where that works (``forked.py``; ``ATTNLAB_WORKER_START``), else the
+    mechanism's own cold start; the report says which, and why not forked."""
+    mode = start_mode()
+    why = "ATTNLAB_WORKER_START=cold" if mode == "cold" else fork_unusable(kind, job)
+    if not why:
+        try:
+            job.report.start = "by fork from a warm zygote (its own unshare, mounts, pivot_root, uid and limits)"
+            return start_forked(job)
+        except ZygoteUnavailable as exc:
+            why = str(exc)
+    if mode == "fork":
+        raise RuntimeError(f"ATTNLAB_WORKER_START=fork, but this worker cannot be forked: {why}. Unset it (or set "
+                           "it to auto) to start workers cold where forking is not possible.")
+    job.report.start = f"cold ({why})"
+    return kind.start(job)
 
 
 def _read_bounded(pipe, out: bytearray, limit: int) -> None:

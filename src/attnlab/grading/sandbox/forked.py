@@ -1,0 +1,341 @@
+"""Starting a worker by fork from a warm zygote (``zygote.py``), the grader's side: when the fork path applies
+(``fork_unusable``), the zygote for this Python and environment (one per grader process, started once, restarted
+when it died), and :class:`Forked`, the running worker with the same interface as :class:`Sandboxed`.
+
+``ATTNLAB_WORKER_START``: ``auto`` (default: fork where possible, else a cold start, and the report says why),
+``fork`` (fork or fail) or ``cold`` (always the mechanism's own command, as before the zygote).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .mechanisms import BWRAP, UNSHARE, _minimal_env
+from .mounts import _plan, _with_parents
+from .sandboxed import _TAIL_BYTES
+
+if TYPE_CHECKING:
+    from .mechanisms import Mechanism, _Job
+
+ENV_START = "ATTNLAB_WORKER_START"
+_STARTS = ("auto", "fork", "cold")
+_READY_TIMEOUT_S = 30.0  # the sandbox's set-up in the child (mounts, a copy of the workdir)
+_ZYGOTE_START_TIMEOUT_S = 120.0  # importing torch on a loaded machine
+_KILL_DEADLINE_S = 10.0
+_RLIMITS = (("RLIMIT_AS", "memory_bytes"), ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_NPROC", "max_processes"),
+            ("RLIMIT_FSIZE", "file_size_bytes"), ("RLIMIT_NOFILE", "open_files"))
+
+
+class ZygoteUnavailable(RuntimeError):
+    """The fork path cannot start this worker; the message says why (the cold path is used instead)."""
+
+
+def start_mode() -> str:
+    mode = os.environ.get(ENV_START, "").strip().lower() or "auto"
+    if mode not in _STARTS:
+        raise ValueError(f"{ENV_START}={mode!r}: expected one of {', '.join(_STARTS)}")
+    return mode
+
+
+def fork_unusable(kind: Mechanism, job: _Job) -> str:
+    """'' when ``job`` can start by fork from a zygote, else why not."""
+    if kind.name not in (BWRAP, UNSHARE):
+        return f"the {kind.name} mechanism starts its own command (the zygote builds namespaces)"
+    if job.uid is None:
+        return "not root: the zygote needs root to build namespaces and switch uid"
+    argv = job.argv
+    if len(argv) < 3 or argv[0] != sys.executable or argv[1] not in ("-c", "-m"):
+        return "the command is not `python -c` or `python -m` of this Python"
+    from . import syscalls
+
+    return syscalls.supported()
+
+
+# ------------------------------------------------------------------------------------------------ the zygote
+# The zygote imports this attnlab (its folder first on sys.path while it preloads, then removed).
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[2]); from attnlab.grading.sandbox.zygote import main; "
+         "sys.exit(main(sys.argv))")
+
+
+def _package_root() -> str:
+    import attnlab
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(attnlab.__file__)))
+
+
+def _config_dir() -> str:
+    """The zygote's HOME and matplotlib's cache (its font list, built once per machine): a folder of this user's
+    own in the temp folder, or a new one when that name is taken by anything else."""
+    path = os.path.join(tempfile.gettempdir(), f"attnlab-zygote-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+        return path
+    return tempfile.mkdtemp(prefix="attnlab-zygote-")
+
+
+class _Zygote:
+    """One zygote process and the socket to it; ``request`` is thread-safe."""
+
+    def __init__(self, env: dict[str, str]):
+        env = _minimal_env("/", "/tmp", env)
+        self.config_dir = _config_dir()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock, self.lock = ours, threading.Lock()
+        # one thread: OpenBLAS would otherwise start its pool when numpy is imported (forked workers share the
+        # zygote's libraries as loaded, so they compute single-threaded, as the grader's worker asks anyway)
+        zygote_env = {**env, "MPLBACKEND": "Agg", "MPLCONFIGDIR": self.config_dir, "HOME": self.config_dir,
+                      **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"), "1")}
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read when the zygote fails to start
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(theirs.fileno()), _package_root()],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr, cwd="/",
+                env=zygote_env, pass_fds=[theirs.fileno()], start_new_session=True)
+        finally:
+            theirs.close()
+        self.ready = self._receive(_ZYGOTE_START_TIMEOUT_S)
+
+    def _receive(self, timeout: float) -> dict:
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(1 << 16)
+        except OSError as exc:
+            data, why = b"", str(exc)
+        else:
+            why = "it exited"
+        if not data:
+            self.stderr.seek(0)
+            tail = self.stderr.read().decode(errors="replace").strip().splitlines()[-1:]
+            raise ZygoteUnavailable(f"the zygote did not answer ({why}{': ' + tail[0] if tail else ''})")
+        return json.loads(data)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def request(self, spec: dict, fds: list[int]) -> int:
+        """Ask for one sandboxed worker; the monitor's pid."""
+        with self.lock:
+            try:
+                socket.send_fds(self.sock, [json.dumps(spec).encode()], fds)
+                reply = self._receive(_READY_TIMEOUT_S)
+            except (OSError, ValueError) as exc:
+                raise ZygoteUnavailable(f"the zygote failed: {exc}") from exc
+        if not reply.get("ok"):
+            raise ZygoteUnavailable(f"the zygote could not fork: {reply.get('error')}")
+        return int(reply["pid"])
+
+    def close(self) -> None:
+        self.sock.close()  # the zygote exits on EOF
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.stderr.close()
+
+
+_ZYGOTES: dict[tuple, _Zygote | ZygoteUnavailable] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def zygote_for(env: dict[str, str] | None) -> _Zygote:
+    """The zygote for this Python and the variables ``env`` adds to the worker's minimal environment (``spawn``'s
+    ``env``), started on first use and restarted when it died. Raises ``ZygoteUnavailable`` when it cannot serve
+    (remembered: the process then starts workers cold)."""
+    env = dict(env or {})
+    key = (sys.executable, tuple(sorted(env.items())))
+    with _ZYGOTES_LOCK:
+        zygote = _ZYGOTES.get(key)
+        if isinstance(zygote, _Zygote) and not zygote.alive():
+            zygote.close()
+            zygote = None
+        if zygote is None:
+            try:
+                zygote = _Zygote(env)
+                if not zygote.ready.get("ok"):
+                    zygote.close()
+                    zygote = ZygoteUnavailable(f"the zygote cannot serve: {zygote.ready.get('error')}")
+            except ZygoteUnavailable as exc:
+                zygote = exc
+            _ZYGOTES[key] = zygote
+    if isinstance(zygote, ZygoteUnavailable):
+        raise zygote
+    return zygote
+
+
+def prestart(env: dict[str, str] | None) -> None:
+    """Start the zygote for ``env`` (as ``spawn`` gets it) in the background: it imports torch while the grader
+    loads its bundle."""
+    if start_mode() != "cold" and os.geteuid() == 0 and sys.platform.startswith("linux"):
+        threading.Thread(target=lambda: _quietly(zygote_for, env), daemon=True, name="attnlab-zygote").start()
+
+
+def _quietly(fn, *args) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - remembered by zygote_for; spawn reports it
+        pass
+
+
+def shutdown() -> None:
+    """Stop every zygote of this process (tests; the zygotes also exit when this process does)."""
+    with _ZYGOTES_LOCK:
+        for zygote in _ZYGOTES.values():
+            if isinstance(zygote, _Zygote):
+                zygote.close()
+        _ZYGOTES.clear()
+
+
+# ------------------------------------------------------------------------------------------------ one worker
+def start_forked(job: _Job) -> Forked:
+    """``job``'s worker, forked from the zygote for its environment into the sandbox ``job`` describes."""
+    zygote = zygote_for(job.env)
+    mounts = _with_parents(_plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=True))
+    newroot = tempfile.mkdtemp(prefix="attnlab-sandbox-root-")  # empty: mounted on only inside
+    spec = {"argv": job.argv, "workdir": job.workdir, "env": _minimal_env(job.workdir, "/tmp", job.env),
+            "mounts": [[m.dest, m.kind, m.source, m.mode] for m in mounts], "newroot": newroot, "uid": job.uid,
+            "disk_bytes": job.limits.disk_bytes, "network": job.limits.network,
+            "rlimits": [[name, getattr(job.limits, field)] for name, field in _RLIMITS] + [["RLIMIT_CORE", 0]]}
+    pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, status
+    theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+    try:
+        zygote.request(spec, theirs)
+    except BaseException:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+        os.rmdir(newroot)
+        raise
+    for fd in theirs:
+        os.close(fd)
+    return Forked(job, stdin=pipes[0][1], stdout=pipes[1][0], stderr=pipes[2][0], status=pipes[3][0],
+                  newroot=newroot)
+
+
+class Forked:
+    """A worker forked from the zygote into its sandbox; the interface of :class:`Sandboxed` (``pid`` is the pid
+    1 of its namespace, as seen from here). The status pipe says ``pid``, ``ready`` (or ``error``) and ``exit``."""
+
+    def __init__(self, job: _Job, *, stdin: int, stdout: int, stderr: int, status: int, newroot: str):
+        self.report, self.mechanism, self.uid = job.report, job.report.mechanism, job.uid
+        self._lock_fd, self._newroot = job.lock_fd, newroot
+        self.stdin, self.stdout = os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb")
+        self._stderr = os.fdopen(stderr, "rb")
+        self._status = os.fdopen(status, "rb")
+        self.pid, self._pidfd, self._code, self._error = None, None, None, ""
+        self._ready, self._exited = threading.Event(), threading.Event()
+        self._killed, self._kill_lock = False, threading.Lock()
+        self._stderr_tail = bytearray()
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+        threading.Thread(target=self._read_status, daemon=True).start()
+        if not self._ready.wait(_READY_TIMEOUT_S) or self._error:
+            why = self._error or f"no answer from the sandbox's set-up within {_READY_TIMEOUT_S:g} s"
+            self._lock_fd = None  # the uid stays claimed for the cold start that follows
+            self.__exit__()
+            raise ZygoteUnavailable(why)
+
+    def _read_status(self) -> None:
+        for raw in iter(self._status.readline, b""):
+            word, _, rest = raw.decode(errors="replace").strip().partition(" ")
+            if word == "pid" and self.pid is None:
+                self.pid = int(rest)
+                try:
+                    self._pidfd = os.pidfd_open(self.pid)
+                except OSError:
+                    pass
+            elif word == "ready":
+                self._ready.set()
+            elif word == "error":
+                self._error = rest or "the sandbox's set-up failed"
+                self._ready.set()
+            elif word == "exit":
+                self._code = int(rest)
+        if self._code is None:
+            self._code = -signal.SIGKILL  # the monitor was killed (the zygote died)
+        self._ready.set()
+        self._exited.set()
+
+    def _drain_stderr(self) -> None:
+        try:
+            for chunk in iter(lambda: self._stderr.read1(65536), b""):
+                self._stderr_tail += chunk
+                del self._stderr_tail[:-_TAIL_BYTES]
+        except (OSError, ValueError):
+            pass
+
+    def stderr_tail(self) -> bytes:
+        return bytes(self._stderr_tail)
+
+    @staticmethod
+    def _mapped(code: int | None) -> int | None:
+        # pid 1 of the namespace reports a worker killed by signal N as 128 + N, as bwrap does
+        return -(code - 128) if code is not None and 128 < code < 128 + signal.NSIG else code
+
+    @property
+    def returncode(self) -> int | None:
+        return self._mapped(self._code) if self._exited.is_set() else None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired("attnlab worker", timeout)
+        return self._mapped(self._code)
+
+    def kill_tree(self) -> None:
+        """Kill pid 1 of the namespace: the kernel kills everything in it. Idempotent."""
+        with self._kill_lock:
+            if self._killed:
+                return
+            deadline = time.monotonic() + _KILL_DEADLINE_S
+            while not self._exited.is_set() and time.monotonic() < deadline:
+                if self._pidfd is not None:
+                    try:
+                        signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                    except OSError:
+                        pass
+                self._exited.wait(0.05)
+            self._killed = True
+            self._release()
+
+    def _release(self) -> None:
+        for f in (self.stdin,):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        try:
+            os.rmdir(self._newroot)
+        except OSError:
+            pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill_tree()
+        self._stderr_thread.join(1)
+        for pipe in (self.stdout, self._stderr, self._status):
+            if not pipe.closed:
+                pipe.close()
