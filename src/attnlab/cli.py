@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="the class at a glance: an HTML page, a Markdown summary, score CSVs")
     rp.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
-    rp.add_argument("--html", default=S, help="the page to write (default: report.html in the folder or beside the .db file)")
+    rp.add_argument("--html", default=S, help="the page to write (default: report.html beside the gradebook)")
     rp.add_argument("--lab", default=S, help="the lab to report on, when the gradebook holds several")
     rp.add_argument("--anonymise", action="store_true", default=S, help="student-NNN instead of the file names")
     rp.add_argument("--threshold", type=float, default=S,

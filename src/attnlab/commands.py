@@ -185,8 +185,8 @@ def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
            threshold: float | None = None, root: str | None = None) -> int:
     """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
-    (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs beside it. The lab's
-    catalogue names the diagnosed mistakes and its student template is left out of the similarity."""
+    (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
+    beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity."""
     from .grading.mutants import load_catalogue
     from .report import build_report
     from .report.load import ReportInputError
