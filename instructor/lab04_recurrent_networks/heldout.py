@@ -4,7 +4,6 @@ Never used by the matching: ``benchmarks/diagnosis_coverage.py`` measures the di
 
 from attnlab.grading.mutants import HeldOut
 
-
 HELDOUT = [
     HeldOut("rnn_cell_linear", "rnn_cell", '''
 def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):

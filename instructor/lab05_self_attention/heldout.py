@@ -4,7 +4,6 @@ Never used by the matching: ``benchmarks/diagnosis_coverage.py`` measures the di
 
 from attnlab.grading.mutants import HeldOut
 
-
 HELDOUT = [
     HeldOut("simple_divides_by_sqrt", "simple_self_attention", '''
 import torch

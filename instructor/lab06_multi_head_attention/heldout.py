@@ -58,7 +58,7 @@ def merge_heads(t):
         att = att.softmax(-1)
         out = self.out_proj(self.drop(att) @ v)
         return out, att.unsqueeze(1).expand(-1, self.h, -1, -1)
-'''), None, why="one head of width d_model (num_heads only copies the weights)"),
+'''), "mha_single_head", why="one head of width d_model (num_heads only copies the weights)"),
     HeldOut("mha_inline_split_no_transpose", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         b, nq, d = query.shape
@@ -71,7 +71,7 @@ def merge_heads(t):
             weights = self.drop(weights)
             heads = weights @ v
         return self.out_proj(heads.transpose(1, 2).reshape(b, nq, d)), weights
-'''), None, why="splits the heads inline with .view and no transpose"),
+'''), "mha_split_without_transpose", why="splits the heads inline with .view and no transpose"),
     HeldOut("mha_scale_full_width", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.h)
@@ -139,4 +139,15 @@ import torch
 def repeat_kv(x, n_rep):
     return torch.cat([x] * n_rep, dim=1)
 ''', "repeat_kv_tiles", why="tiles the heads"),
+    HeldOut("mha_keys_values_swapped", "MultiHeadAttention", _mha('''
+    def forward(self, query, key, value, mask=None):
+        q = split_heads(self.q_proj(query), self.h)
+        k = split_heads(self.k_proj(value), self.h)
+        v = split_heads(self.v_proj(key), self.h)
+        ctx, w = scaled_dot_product_attention(q, k, v, mask=mask)
+        if self.training:
+            w = self.drop(w)
+            ctx = w @ v
+        return self.out_proj(merge_heads(ctx)), w
+'''), None, why="key and value inputs swapped"),
 ]
