@@ -93,4 +93,17 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
         idx = torch.cat([idx, nxt[:, None]], 1)
     return idx
 ''', "generate_first_position", why="samples from the first position's logits"),
+    HeldOut("tok_decode_with_spaces", "CharTokenizer", '''
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.vocab_size = len(self.chars)
+        self.index = {c: i for i, c in enumerate(self.chars)}
+
+    def encode(self, s):
+        return [self.index[c] for c in s]
+
+    def decode(self, ids):
+        return " ".join(self.chars[int(i)] for i in ids)
+''', None, why="decode joins the characters with spaces"),
 ]
