@@ -68,7 +68,7 @@ def tokenize(text):
 def tokenize(text):
     return [t for t in re.split(r"[^\\w']+", text.lower()) if t]
 ''', "re.split on non-word characters: punctuation is thrown away",
-        hint="your tokenizer drops punctuation; keep every non-space, non-word character as its own token"),
+        hint="your tokens leave out punctuation; '!' and ',' are tokens too (one character each)"),
 
     # build_vocab
     Entry("vocab_most_common_ties", "build_vocab", '''

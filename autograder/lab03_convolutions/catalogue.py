@@ -136,13 +136,15 @@ def causal_conv1d(x, weight, bias=None, dilation=1):
 def causal_conv1d(x, weight, bias=None, dilation=1):
     return conv1d(F.pad(x, (0, dilation * (weight.shape[-1] - 1))), weight, bias, dilation=dilation)
 ''', "pads on the right: output t sees the future",
-          hint="your output t depends on later inputs: all the padding of a causal convolution goes on the left"),
+          hint=("your output t depends on later inputs: all the padding of a causal convolution goes on the left "
+                "(after symmetric padding, keep the first L outputs, not the last)")),
     Entry("causal_symmetric_keep_last", "causal_conv1d", '''
 def causal_conv1d(x, weight, bias=None, dilation=1):
     left = dilation * (weight.shape[-1] - 1)
     return conv1d(x, weight, bias, padding=left, dilation=dilation)[..., -x.shape[-1]:]
 ''', "symmetric padding, then keeps the last L outputs: sees the future",
-          hint="your outputs see later inputs: after symmetric padding keep the FIRST L outputs, not the last"),
+          hint=("your output t depends on later inputs: all the padding of a causal convolution goes on the left "
+                "(after symmetric padding, keep the first L outputs, not the last)")),
     Entry("causal_pad_both_sides", "causal_conv1d", '''
 def causal_conv1d(x, weight, bias=None, dilation=1):
     left = dilation * (weight.shape[-1] - 1)

@@ -35,6 +35,9 @@ def _mha(forward: str) -> str:
     return _INIT + "\n" + forward
 
 
+_SPLIT_INLINE_HINT = ("your heads seem split with a reshape to (B, h, n, d_h) without the transpose, which mixes "
+                      "positions into the heads: reshape to (B, n, h, d_h), then swap the n and h axes (split_heads)")
+
 MUTANTS = [
     # ---------------------------------------------------------------------------------------- split_heads
     Entry("split_heads_view_without_transpose", "split_heads", '''
@@ -142,6 +145,42 @@ def merge_heads(x):
 '''), "projects the query for the keys: works for self-attention only",
       hint=("your keys and values seem to come from the query instead of the key and value inputs: project key "
             "with k_proj and value with v_proj")),
+    Entry("mha_single_head", "MultiHeadAttention", _mha('''
+    def forward(self, query, key, value, mask=None):
+        q = self.q_proj(query)[:, None]  # (B, 1, n_q, d): one head as wide as the model
+        k = self.k_proj(key)[:, None]
+        v = self.v_proj(value)[:, None]
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # scaled by sqrt(d_model)
+        if self.training:
+            weights = self.dropout(weights)
+            heads = weights @ v
+        weights = weights.expand(-1, self.num_heads, -1, -1)  # the same weights copied to fill the shape
+        return self.out_proj(heads[:, 0]), weights
+'''), "attends with one head of width d_model (num_heads only used to copy the weights)",
+      hint=("your attention seems to use one head of width d_model: split q, k and v into num_heads heads of width "
+            "d_model / num_heads (split_heads), attend in each, then merge them")),
+    Entry("mha_split_without_transpose", "MultiHeadAttention", _mha('''
+    def forward(self, query, key, value, mask=None):
+        B, n_q, d = query.shape
+        n_k = key.shape[1]
+        q = self.q_proj(query).view(B, self.num_heads, n_q, self.d_head)  # the shape, not the layout
+        k = self.k_proj(key).view(B, self.num_heads, n_k, self.d_head)
+        v = self.v_proj(value).view(B, self.num_heads, n_k, self.d_head)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        return self.out_proj(merge_heads(heads)), weights
+'''), "splits the heads inline with .view(B, h, n, d_h), without the transpose",
+      hint=_SPLIT_INLINE_HINT),
+    Entry("mha_split_merge_without_transpose", "MultiHeadAttention", _mha('''
+    def forward(self, query, key, value, mask=None):
+        B, n_q, d = query.shape
+        n_k = key.shape[1]
+        q = self.q_proj(query).reshape(B, self.num_heads, n_q, self.d_head)
+        k = self.k_proj(key).reshape(B, self.num_heads, n_k, self.d_head)
+        v = self.v_proj(value).reshape(B, self.num_heads, n_k, self.d_head)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        return self.out_proj(heads.reshape(B, n_q, d)), weights  # undone the same way: still mixed
+'''), "splits and merges the heads inline with reshapes, no transpose either way",
+      hint=_SPLIT_INLINE_HINT),
     Entry("mha_weights_averaged", "MultiHeadAttention", _mha('''
     def forward(self, query, key, value, mask=None):
         q = split_heads(self.q_proj(query), self.num_heads)

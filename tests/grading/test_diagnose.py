@@ -248,3 +248,22 @@ def test_overlapping_quiet_blocks_restore_the_filters_once_the_last_one_leaves()
     assert warnings.filters[0][0] == "ignore"  # the outer replay still runs quietly
     outer.__exit__(None, None, None)
     assert warnings.filters == before
+
+
+def test_a_failure_another_questions_mistake_reproduces_is_left_to_that_root_cause():
+    import time
+
+    from attnlab.grading.diagnose import _explained_elsewhere
+
+    cause, effect = Entry("last_state_bug", "last_valid_state", ""), Entry("classifier_bug", "RNNClassifier", "")
+    cause_x, effect_x = [Exchange("call", {}, True, 1)], [Exchange("module_call", {}, True, 2)]
+    named = {"last_valid_state": ([cause], cause_x), "RNNClassifier": ([effect], effect_x)}
+    hints = {"last_valid_state": "cause hint", "RNNClassifier": "effect hint"}
+    later = time.monotonic() + 60
+    # the classifier calls last_valid_state: the cause's mutant reproduces both failures, the effect's only its own
+    assert _explained_elsewhere(hints, named, lambda e, x: e is cause or x is effect_x, later) == {
+        "last_valid_state": "cause hint"}
+    # each reproduces the other's failure: nothing says which is the cause, both names stay
+    assert _explained_elsewhere(hints, named, lambda e, x: True, later) == hints
+    # neither reproduces the other's: two separate mistakes, both named
+    assert _explained_elsewhere(hints, named, lambda e, x: x is named[e.question][1], later) == hints

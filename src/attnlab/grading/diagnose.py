@@ -195,9 +195,23 @@ def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: flo
             continue
         if x.op == "create":
             handles[getattr(x.value, "id", None)] = value
-        elif not _same(x.op, x.value, value):
+        elif not _same(x.op, x.value, value) and not _random_reply(candidate, x.op, payload, value):
             return False
     return True
+
+
+def _random_reply(candidate: StudentAPI, op: str, payload: dict, value: Any) -> bool:
+    """Whether a training-mode call's reply is random (dropout draws from torch's global generator, whose state
+    in the submission's process the replay cannot know): the candidate, asked again, replies otherwise. Such a
+    reply is no evidence either way; a correct variant then matches as well, and the diagnosis names nothing
+    unless other requests tell the mistakes apart."""
+    if op != "module_call" or not payload.get("train"):
+        return False
+    try:
+        again = candidate._op(op, **payload)
+    except Exception:  # noqa: BLE001 - raising now but not before: random too
+        return True
+    return not _same(op, value, again)
 
 
 def _failed_tests(suite, questions: dict) -> dict[str, list[str]]:
@@ -215,9 +229,12 @@ def _failed_tests(suite, questions: dict) -> dict[str, list[str]]:
 
 def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *,
              budget_s: float = DEFAULT_BUDGET_S) -> dict[str, str]:
-    """Question -> the hint of the mistake the submission behaves like (questions without one are left out)."""
+    """Question -> the hint of the mistake the submission behaves like (questions without one are left out).
+    A question whose failure a mistake named on another question explains as well (a wrong ``last_valid_state``
+    breaks the classifier that calls it) keeps only that root cause: ``_explained_elsewhere``."""
     deadline = time.monotonic() + budget_s
     hints: dict[str, str] = {}
+    named: dict[str, tuple[list[Entry], list[Exchange]]] = {}  # question -> its matching mutants, its exchanges
 
     def matches(entry: Entry, exchanges: list[Exchange]) -> bool:
         # a broken entry raises CatalogueError naming it: an instructor's bug, reported by name_mistakes
@@ -230,7 +247,7 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
         matching = []
         for entry in catalogue.mutants:
             if time.monotonic() > deadline:
-                return hints
+                return _explained_elsewhere(hints, named, matches, deadline)
             if entry.question == question and entry.hint and matches(entry, exchanges):
                 matching.append(entry)
         distinct = {m.hint for m in matching}
@@ -240,7 +257,25 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
             continue
         if time.monotonic() <= deadline:
             hints[question] = distinct.pop()
-    return hints
+            named[question] = (matching, exchanges)
+    return _explained_elsewhere(hints, named, matches, deadline)
+
+
+def _explained_elsewhere(hints: dict[str, str], named: dict, matches, deadline: float) -> dict[str, str]:
+    """``hints`` without the questions whose failure a mistake named on another question reproduces, where that
+    question's own mistake does not reproduce the other's failure: the root cause is named once, where it is."""
+    out = dict(hints)
+    for question, (_, exchanges) in named.items():
+        for other, (entries, other_exchanges) in named.items():
+            if other == question or time.monotonic() > deadline:
+                continue
+            if any(matches(e, exchanges) for e in entries) and not any(
+                    matches(e, other_exchanges) for e in named[question][0]):
+                out.pop(question, None)
+                break
+    if time.monotonic() > deadline:  # unfinished: name nothing rather than a consequence as a cause
+        return {q: h for q, h in out.items() if len(named) == 1}
+    return out
 
 
 _quiet = {"lock": threading.Lock(), "depth": 0, "saved": None}

@@ -28,6 +28,20 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class HeldOut:
+    """A held-out mistake (``instructor/<lab>/heldout.py``, ``HELDOUT``): written apart from the catalogue (other
+    names, other correct code around the bug, sometimes an unrelated correct difference too) and never used by the
+    matching; it measures the diagnosis (``benchmarks/diagnosis_coverage.py``). ``expect`` is the name of the
+    catalogue mutant whose hint the grader should show, or None for a mistake the catalogue lacks: no name at all."""
+
+    name: str
+    question: str
+    source: str
+    expect: str | None
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """A lab's mutants and variants with the reference code they are run after."""
 
@@ -70,3 +84,16 @@ def load_catalogue(path: str | Path) -> tuple[list[Entry], list[Entry]]:
                 raise CatalogueError(f"{path}: {group}[{i}] is {entry!r}, not an Entry; write it as "
                                      "Entry(name, question, source, why=..., hint=...)")
     return groups
+
+
+def load_heldout(path: str | Path) -> list[HeldOut]:
+    """Import ``heldout.py`` and return its ``HELDOUT``; ``CatalogueError`` names an entry that is not a
+    ``HeldOut``."""
+    path = Path(path)
+    module = import_file(path, f"_attnlab_heldout_{path.parent.name}", what="")
+    entries = list(getattr(module, "HELDOUT", []))
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, HeldOut):
+            raise CatalogueError(f"{path}: HELDOUT[{i}] is {entry!r}, not a HeldOut; write it as "
+                                 "HeldOut(name, question, source, expect=<mutant name or None>, why=...)")
+    return entries

@@ -1,0 +1,157 @@
+"""Diagnosis coverage: how often the grader names the right mistake, on mistakes the catalogues were not built from.
+
+    python benchmarks/diagnosis_coverage.py [--labs lab06 lab07] [--seeds 3] [--budget 3.0] [--entries a b]
+
+Each lab's ``instructor/<lab>/heldout.py`` lists held-out mistakes (``mutants.HeldOut``): written apart from the
+catalogue, each labelled with the catalogue mutant it should be diagnosed as, or None for a mistake the catalogue
+lacks. The matching never sees them. Each entry is graded in process (the reference code with the entry's
+definitions run after it, as a catalogue entry is) through the grader's own diagnosis path: ``Recorder`` around
+the student, ``run_suite`` at the grading seed, then ``diagnose.name_mistakes`` with the bundle built in
+``autograder/<lab>/`` (so run ``attnlab build`` after changing a catalogue), capped at ``--budget`` seconds per
+submission (the grader's cap is ``diagnose.DEFAULT_BUDGET_S``). Each (entry, seed) pair counts once:
+
+- right: the hint of the labelled mutant, on the entry's question, and no other question named;
+- wrong: any other name (a labelled-None entry named, another mutant's hint, a name on another question);
+- recall = right / pairs labelled with a mutant; precision = right / pairs named.
+
+A held-out entry that keeps full marks on its question is not a mistake: it is reported ("survived") and counts
+as unnamed. Prints one row per lab, then every wrong name and every miss; the last line is the JSON of the
+table. Exit status 1 on a wrong name or a broken entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Grading-sized seeds, fixed, spread (the grader's seed is a 62-bit digest of the secret and the submission).
+SEEDS = random.Random(19).sample(range(1 << 62), 8)
+
+
+@dataclass
+class LabCoverage:
+    lab: str
+    labelled: int = 0  # (entry, seed) pairs labelled with a mutant
+    unlabelled: int = 0  # pairs labelled None
+    right: int = 0
+    named: int = 0
+    wrong: list = field(default_factory=list)  # (entry, seed, question, hint)
+    missed: list = field(default_factory=list)  # (entry, seed): labelled, no name
+    survived: list = field(default_factory=list)  # (entry, seed): full marks on its question
+    seconds: float = 0.0
+
+    def row(self) -> dict:
+        return {"lab": self.lab, "labelled": self.labelled, "unlabelled": self.unlabelled, "right": self.right,
+                "named": self.named, "wrong": len(self.wrong),
+                "recall": round(self.right / self.labelled, 3) if self.labelled else None,
+                "precision": round(self.right / self.named, 3) if self.named else None,
+                "seconds": round(self.seconds, 1)}
+
+
+def diagnosed(bundle, entry, seed: int, budget_s: float) -> tuple[dict, dict[str, str]]:
+    """``(results, question -> hint)`` of one held-out entry graded at ``seed`` the way the grader does it."""
+    from attnlab.grading.diagnose import HINT_PREFIX, Recorder, name_mistakes
+    from attnlab.grading.hidden import run_suite
+    from attnlab.grading.mutants import Entry, student_with
+
+    catalogue = bundle.catalogue()
+    student = student_with(catalogue.reference_code, Entry(entry.name, entry.question, entry.source))
+    recorder = Recorder(student)
+    results = run_suite(bundle.suite, recorder, bundle.reference, seed=seed, on_result=recorder.on_result)
+    name_mistakes(bundle, recorder, results, budget_s=budget_s)
+    hints = {q: m[len(HINT_PREFIX):] for q, v in results.items() for m in v["messages"] if m.startswith(HINT_PREFIX)}
+    return results, hints
+
+
+def lab_coverage(lab_id: str, seeds: list[int], budget_s: float, only: set[str] | None = None) -> LabCoverage:
+    """Grade every held-out entry of ``lab_id`` (or those named in ``only``) at each seed and count."""
+    from attnlab.course import load_course
+    from attnlab.grading.bundle import load_bundle
+    from attnlab.grading.mutants import load_heldout
+
+    lab = load_course(ROOT).lab(lab_id)
+    bundle = load_bundle(lab.autograder_dir)
+    mutants = {m.name: m for m in bundle.catalogue().mutants}
+    out = LabCoverage(lab.id)
+    start = time.perf_counter()
+    for entry in load_heldout(lab.catalogue.with_name("heldout.py")):
+        if only is not None and entry.name not in only:
+            continue
+        if entry.expect is not None and entry.expect not in mutants:
+            raise SystemExit(f"{lab.id}: held-out {entry.name} expects {entry.expect!r}, not a mutant of the catalogue")
+        expected = mutants[entry.expect] if entry.expect else None
+        if expected is not None and expected.question != entry.question:
+            raise SystemExit(f"{lab.id}: held-out {entry.name} ({entry.question}) expects {entry.expect}, a "
+                             f"mutant of {expected.question}")
+        for seed in seeds:
+            results, hints = diagnosed(bundle, entry, seed, budget_s)
+            _count(out, entry, expected, seed, results, hints)
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def _count(out: LabCoverage, entry, expected, seed: int, results: dict, hints: dict[str, str]) -> None:
+    q = results[entry.question]
+    if expected is None:
+        out.unlabelled += 1
+    else:
+        out.labelled += 1
+    if q["score"] >= q["max_score"]:
+        out.survived.append((entry.name, seed))
+    out.named += bool(hints)
+    if expected is not None and hints == {entry.question: expected.hint}:
+        out.right += 1
+    elif hints:
+        out.wrong.extend((entry.name, seed, question, hint) for question, hint in hints.items())
+    elif expected is not None:
+        out.missed.append((entry.name, seed))
+
+
+def _lab_ids(labs: list[str] | None) -> list[str]:
+    from attnlab.course import load_course
+
+    course = load_course(ROOT)
+    chosen = [course.lab(x) for x in labs] if labs else course.labs
+    return [lab.id for lab in chosen if (lab.catalogue.with_name("heldout.py")).exists()]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--labs", nargs="*", help="lab ids or short forms (default: every lab with a heldout.py)")
+    parser.add_argument("--seeds", type=int, default=3, help="how many of the fixed grading seeds")
+    parser.add_argument("--budget", type=float, default=3.0, help="diagnosis time cap per submission, seconds")
+    parser.add_argument("--entries", nargs="*", help="only these held-out entries (by name)")
+    args = parser.parse_args(argv)
+    only = set(args.entries) if args.entries else None
+    rows = []
+    print(f"{'lab':30} {'labelled':>8} {'None':>5} {'right':>5} {'named':>5} {'wrong':>5} {'recall':>7} "
+          f"{'precision':>9} {'s':>6}")
+    for lab_id in _lab_ids(args.labs):
+        cov = lab_coverage(lab_id, SEEDS[:args.seeds], args.budget, only)
+        row = cov.row()
+        rows.append((cov, row))
+        fmt = lambda v: "-" if v is None else f"{v:.0%}"  # noqa: E731
+        print(f"{cov.lab:30} {cov.labelled:8} {cov.unlabelled:5} {cov.right:5} {cov.named:5} {len(cov.wrong):5} "
+              f"{fmt(row['recall']):>7} {fmt(row['precision']):>9} {cov.seconds:6.1f}", flush=True)
+    for cov, _ in rows:
+        for name, seed, question, hint in cov.wrong:
+            print(f"WRONG {cov.lab} {name} seed {seed}: {question}: {hint}")
+        for name, seed in cov.missed:
+            print(f"missed {cov.lab} {name} seed {seed}")
+        for name, seed in cov.survived:
+            print(f"survived {cov.lab} {name} seed {seed} (keeps full marks: not a mistake)")
+    table = {"seeds": args.seeds, "budget_s": args.budget, "labs": [row for _, row in rows]}
+    print(json.dumps(table))
+    return table
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    table = main()
+    sys.exit(1 if any(row["wrong"] for row in table["labs"]) else 0)

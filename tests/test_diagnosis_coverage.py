@@ -1,0 +1,39 @@
+"""The diagnosis on held-out mistakes (instructor/<lab>/heldout.py, never used by the matching), a small fixed subset
+run through benchmarks/diagnosis_coverage.py at one grading seed: no entry gets a wrong name (a mistake the catalogue
+lacks gets none), and each labelled entry of the subset gets its mutant's hint. The full table comes from the
+benchmark (every entry, several seeds)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _coverage():
+    spec = importlib.util.spec_from_file_location("diagnosis_coverage", ROOT / "benchmarks" / "diagnosis_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["diagnosis_coverage"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+# Cheap labs; labelled entries and entries labelled None (precision), one of them a cross-question cascade.
+SUBSET = {
+    "lab01": ["tokenize_no_punct_unicode", "mec_divides_by_max_len_sum", "encode_pad_in_front"],
+    "lab02": ["noise_unnormalised", "similar_query_kept"],
+    "lab06": ["split_reshape_no_transpose", "mha_single_head", "mha_keys_values_swapped"],
+}
+
+
+@pytest.mark.parametrize("lab", sorted(SUBSET))
+def test_held_out_mistakes_get_no_wrong_name(lab):
+    coverage = _coverage()
+    cov = coverage.lab_coverage(lab, coverage.SEEDS[:1], budget_s=60.0, only=set(SUBSET[lab]))
+    assert cov.labelled + cov.unlabelled == len(SUBSET[lab]), f"{lab}: held-out entries missing: {SUBSET[lab]}"
+    assert not cov.wrong, f"{lab}: wrong names (a false diagnosis is worse than none): {cov.wrong}"
+    assert not cov.survived, f"{lab}: held-out entries that keep full marks are no mistakes: {cov.survived}"
+    assert cov.right == cov.labelled, f"{lab}: labelled held-out mistakes left unnamed: {cov.missed}"
