@@ -66,7 +66,6 @@ def bpe_merge(ids, pair, new_id):
 
 # GPT-2's pre-split pattern (minbpe's GPT2_SPLIT_PATTERN): contractions, letters, digits, other symbols, white space
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-print(regex.findall(GPT2_SPLIT_PATTERN, "Hello world, it's 2024!!  🙂"))
 
 
 class BPETokenizer:

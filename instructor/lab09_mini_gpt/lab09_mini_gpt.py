@@ -380,6 +380,9 @@ plt.show()
 # %%
 # GPT-2's pre-split pattern (minbpe's GPT2_SPLIT_PATTERN): contractions, letters, digits, other symbols, white space
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+# %% tags=["otter_ignore"]
+# Demo (not graded): the chunks of a sentence
 print(regex.findall(GPT2_SPLIT_PATTERN, "Hello world, it's 2024!!  🙂"))
 
 # %% [raw]
