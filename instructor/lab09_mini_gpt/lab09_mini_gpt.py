@@ -1228,7 +1228,7 @@ idx = torch.randint(11, (3, 2))
 plain = model.generate(idx, 12, generator=torch.Generator().manual_seed(3))
 cached = model.generate(idx, 12, generator=torch.Generator().manual_seed(3), use_cache=True)
 assert torch.equal(cached, plain), f"use_cache=True gave other tokens:\n{cached}\ninstead of\n{plain}"
-assert model.cache_length() == 0, "generate should leave the cache empty (model.reset_cache() at the end)"
+assert model.cache_length() == 0, "generate should leave the cache empty: empty it with the given reset_cache at the end"
 
 # %% [raw]
 # # END TESTS
