@@ -6,13 +6,14 @@ import math
 import time
 
 import matplotlib.pyplot as plt
+import regex  # Python's re cannot match "any letter" (\p{L}); GPT-2's tokenizer uses this module
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from attnlab.datasets.shakespeare import load_tiny_shakespeare
 from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
+from attnlab.plotting import attention_grid, line_plot, plot_history
 from attnlab.seeding import seed_everything
 from attnlab.training import evaluate, fit
 
@@ -63,6 +64,62 @@ def bpe_merge(ids, pair, new_id):
     return out
 
 
+# GPT-2's pre-split pattern (minbpe's GPT2_SPLIT_PATTERN): contractions, letters, digits, other symbols, white space
+GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+class BPETokenizer:
+    """Byte-level BPE with GPT-2's pre-split: merges are learned and applied inside the chunks of
+    GPT2_SPLIT_PATTERN only.
+
+    Attributes: merges (dict (a, b) -> new id, in the order learned), vocab (dict id -> bytes),
+    vocab_size (int: 256 + the number of merges)
+    """
+
+    def __init__(self):
+        self.merges = {}
+        self.vocab = {i: bytes([i]) for i in range(256)}
+
+    @property
+    def vocab_size(self):
+        return len(self.vocab)
+
+    def train(self, text, vocab_size):
+        """Learn vocab_size - 256 merges from text (fewer if no pair is left)."""
+        if vocab_size < 256:
+            raise ValueError(f"vocab_size={vocab_size} is below 256, the number of byte values")
+        chunks = [list(chunk.encode("utf-8")) for chunk in regex.findall(GPT2_SPLIT_PATTERN, text)]
+        for new_id in range(256, vocab_size):
+            counts = {}
+            for chunk in chunks:
+                for pair, n in bpe_pair_counts(chunk).items():
+                    counts[pair] = counts.get(pair, 0) + n
+            if not counts:
+                break
+            pair = max(counts, key=counts.get)  # the most frequent pair, the first counted on ties
+            chunks = [bpe_merge(chunk, pair, new_id) for chunk in chunks]
+            self.merges[pair] = new_id
+            self.vocab[new_id] = self.vocab[pair[0]] + self.vocab[pair[1]]
+
+    def encode(self, text):
+        """str -> list[int]: each chunk's UTF-8 bytes with the merges applied in the order learned."""
+        ids = []
+        for chunk in regex.findall(GPT2_SPLIT_PATTERN, text):
+            chunk_ids = list(chunk.encode("utf-8"))
+            while len(chunk_ids) >= 2:
+                # the pair learned first among those present (later merges may build on it)
+                pair = min(bpe_pair_counts(chunk_ids), key=lambda p: self.merges.get(p, float("inf")))
+                if pair not in self.merges:
+                    break
+                chunk_ids = bpe_merge(chunk_ids, pair, self.merges[pair])
+            ids.extend(chunk_ids)
+        return ids
+
+    def decode(self, ids):
+        """A sequence of ints (list or 1-D tensor) -> str; bytes that are not valid UTF-8 become '\ufffd'."""
+        return b"".join(self.vocab[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+
 def get_batch(data, block_size, batch_size, generator=None):
     """Random windows of data and the same windows shifted by one.
 
@@ -80,7 +137,8 @@ def get_batch(data, block_size, batch_size, generator=None):
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where position t attends to positions 0..t only.
 
-    Attributes: qkv (nn.Linear(d_model, 3 * d_model), output split q, k, v), proj (nn.Linear(d_model, d_model))
+    Attributes: qkv (nn.Linear(d_model, 3 * d_model), output split q, k, v), proj (nn.Linear(d_model, d_model)),
+    cache (None, or the keys and values cached by forward(x, use_cache=True): (k, v), each (B, h, T_past, d_h))
     """
 
     def __init__(self, d_model, num_heads, block_size, dropout=0.0):
@@ -93,14 +151,26 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.resid_dropout = nn.Dropout(dropout)
+        self.cache = None  # (k, v), each (B, h, T_past, d_h), filled by forward(x, use_cache=True)
 
-    def forward(self, x):
-        """x: (B, T, d) -> (B, T, d); the output at t depends on x[:, :t + 1] only."""
+    def forward(self, x, use_cache=False):
+        """x: (B, T, d) -> (B, T, d); the output at t depends on x[:, :t + 1] only.
+
+        With use_cache=True, x holds the T tokens that follow the cached ones: their keys and values are
+        appended to self.cache, and each attends to every cached position and to the new ones up to itself.
+        """
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=-1)  # 3 x (B, T, d), in the order q, k, v
         q, k, v = (t.view(B, T, self.num_heads, d // self.num_heads).transpose(1, 2)  # (B, h, T, d_h)
                    for t in (q, k, v))
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+        if use_cache:
+            if self.cache is not None:
+                k = torch.cat([self.cache[0], k], dim=2)  # (B, h, T_past + T, d_h)
+                v = torch.cat([self.cache[1], v], dim=2)
+            self.cache = (k, v)
+        past = k.shape[2] - T  # T_past: the positions before the new tokens
+        mask = None if past == 0 else torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(past)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
                                              dropout_p=self.dropout if self.training else 0.0)  # (B, h, T, d_h)
         out = out.transpose(1, 2).reshape(B, T, d)  # (B, T, d): heads merged back
         return self.resid_dropout(self.proj(out))  # (B, T, d)
@@ -120,9 +190,9 @@ class GPTBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model),
                                  nn.Dropout(dropout))
 
-    def forward(self, x):
-        """x: (B, T, d) -> (B, T, d)."""
-        x = x + self.attn(self.ln1(x))  # (B, T, d)
+    def forward(self, x, use_cache=False):
+        """x: (B, T, d) -> (B, T, d); use_cache is passed on to attn."""
+        x = x + self.attn(self.ln1(x), use_cache=use_cache)  # (B, T, d)
         return x + self.mlp(self.ln2(x))  # (B, T, d)
 
 
@@ -156,15 +226,30 @@ class MiniGPT(nn.Module):
             else:
                 nn.init.normal_(p, mean=0.0, std=0.02)
 
-    def forward(self, idx, targets=None):
-        """idx: (B, T) ids, targets: None or (B, T) ids -> (logits (B, T, V), loss (scalar) or None)."""
+    def cache_length(self):
+        """Given: the number of positions in the key-value cache (0 when it is empty)."""
+        cache = self.blocks[0].attn.cache
+        return 0 if cache is None else cache[0].shape[2]
+
+    def reset_cache(self):
+        """Given: empty every layer's key-value cache."""
+        for layer in self.blocks:
+            layer.attn.cache = None
+
+    def forward(self, idx, targets=None, use_cache=False):
+        """idx: (B, T) ids, targets: None or (B, T) ids -> (logits (B, T, V), loss (scalar) or None).
+
+        With use_cache=True, idx holds the tokens after the cached ones (positions cache_length() onwards).
+        """
         B, T = idx.shape
-        if T > self.block_size:
-            raise ValueError(f"the sequence has T={T} tokens, more than block_size={self.block_size}")
-        positions = torch.arange(T, device=idx.device)  # (T,)
+        past = self.cache_length() if use_cache else 0  # T_past: the positions already in the cache
+        if past + T > self.block_size:
+            raise ValueError(f"the sequence has T={past + T} tokens ({past} cached), more than "
+                             f"block_size={self.block_size}")
+        positions = torch.arange(past, past + T, device=idx.device)  # (T,)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, d) + (T, d)
         for block in self.blocks:
-            x = block(x)  # (B, T, d)
+            x = block(x, use_cache=use_cache)  # (B, T, d)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
@@ -172,9 +257,10 @@ class MiniGPT(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
         """Given: max_new_tokens tokens after idx (B, T0), with your function generate (section 7)."""
-        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator,
+                        use_cache=use_cache)
 
 
 def sample_next(logits, temperature=1.0, top_k=None, generator=None):
@@ -195,11 +281,22 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
 
 
 @torch.no_grad()
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-    """idx (B, T0) -> (B, T0 + max_new_tokens): sample one token at a time, the context cropped to block_size."""
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
+    """idx (B, T0) -> (B, T0 + max_new_tokens): sample one token at a time, the context cropped to block_size.
+
+    use_cache=True feeds the model only the tokens its key-value cache lacks; the tokens are the same.
+    """
+    model.reset_cache()
+    new = idx[:, -model.block_size:]  # (B, <= block_size): the tokens the cache lacks
     for _ in range(max_new_tokens):
-        context = idx[:, -model.block_size:]  # (B, <= block_size)
-        logits, _ = model(context)  # (B, T, V)
+        if not use_cache:
+            new = idx[:, -model.block_size:]  # (B, <= block_size)
+        elif model.cache_length() + new.shape[1] > model.block_size:  # full: the window slides, the cache is stale
+            model.reset_cache()
+            new = idx[:, -model.block_size:]
+        logits, _ = model(new, use_cache=use_cache)  # (B, T, V)
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)  # (B,)
         idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
+        new = next_id[:, None]  # (B, 1)
+    model.reset_cache()
     return idx

@@ -275,6 +275,20 @@ for i, d in enumerate(dims):
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V .$$
 #
+# **A soft dictionary lookup.** MIT's *Introduction to Deep Learning* (6.S191, the lecture on sequence
+# models and attention) frames attention as a search: the query is what you type, the keys are the titles
+# of what is stored, the values are the things themselves. A Python dict does this with exact matches:
+# `d[query]` finds the one key equal to the query and returns its value, or fails. Attention makes every
+# step soft: the query is compared with **every** key (a dot product, a similarity rather than equal or not),
+# the softmax turns the similarities into weights that sum to 1, and the answer is the **weighted average of
+# all the values**, the best-matching keys contributing most. Worked example with two stored items, keys
+# $k_1 = [1, 0]$, $k_2 = [0, 1]$, values $v_1 = 10$, $v_2 = 20$, and the query $q = [2, 0]$: the scaled scores
+# are $[2, 0] / \sqrt{2} = [1.41, 0]$, the weights $\mathrm{softmax} = [0.804, 0.196]$, and the answer
+# $0.804 \cdot 10 + 0.196 \cdot 20 = 11.96$: mostly $v_1$, whose key matches, a little of $v_2$. A dict would
+# return exactly 10; a query halfway between the keys, $[1, 1]$, would get $15$, an even blend. Because every
+# step is smooth, gradients flow into the query, the keys and the values, so a network can *learn* what to
+# look up.
+#
 # Queries and keys may come from different sequences ($n_q \ne n_k$: in Lab 08 the decoder's queries
 # look at the encoder's keys), and the values may have another width $d_v$. The output has one row per
 # query: shape $(n_q, d_v)$.

@@ -27,6 +27,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.resid_dropout = nn.Dropout(dropout)
+        self.cache = None
 '''
 
 
@@ -36,7 +37,7 @@ def _csa(forward: str) -> str:
 
 def _csa_by_hand(mask_line: str, order: str = "q, k, v") -> str:
     return _csa(f'''
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         B, T, d = x.shape
         {order} = self.qkv(x).split(d, dim=-1)
         q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
@@ -79,20 +80,33 @@ class MiniGPT(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
 {init_tail}
-
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+{_GPT_GIVEN}
 {forward}
 '''
 
 
 _TIED = "        self.lm_head.weight = self.tok_emb.weight"
 
+# MiniGPT's given methods (outside the solution blocks: every MiniGPT a student writes has them)
+_GPT_GIVEN = '''
+    def cache_length(self):
+        cache = self.blocks[0].attn.cache
+        return 0 if cache is None else cache[0].shape[2]
+
+    def reset_cache(self):
+        for layer in self.blocks:
+            layer.attn.cache = None
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
+        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator,
+                        use_cache=use_cache)
+'''
+
 
 def _gpt_forward(body: str) -> str:
     return '''
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, use_cache=False):
         B, T = idx.shape
         if T > self.block_size:
             raise ValueError(f"T={T} is longer than block_size={self.block_size}")
@@ -119,7 +133,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
 def _generate(body: str) -> str:
     return _IMPORTS + '''
 @torch.no_grad()
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
     for _ in range(max_new_tokens):
 ''' + body + '''
     return idx
@@ -255,7 +269,7 @@ def get_batch(data, block_size, batch_size, generator=None):
           hint="your get_batch ignores its generator argument; pass generator=generator to torch.randint"),
     # -------------------------------------------------------------------------------- CausalSelfAttention
     Entry("csa_no_causal_mask", "CausalSelfAttention", _csa('''
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=-1)
         q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
@@ -272,7 +286,7 @@ def get_batch(data, block_size, batch_size, generator=None):
           "splits the qkv output as k, q, v instead of q, k, v",
           hint="the three parts of qkv(x) are queries, keys, values in this order; yours are in another order"),
     Entry("csa_heads_without_transpose", "CausalSelfAttention", _csa('''
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=-1)
         q, k, v = (t.reshape(B, self.num_heads, T, -1) for t in (q, k, v))
@@ -283,7 +297,7 @@ def get_batch(data, block_size, batch_size, generator=None):
                 "position's features into heads first, then move the head axis next to the batch (and undo it in "
                 "reverse order)")),
     Entry("csa_no_scale", "CausalSelfAttention", _csa('''
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=-1)
         q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
@@ -295,14 +309,14 @@ def get_batch(data, block_size, batch_size, generator=None):
           hint="your scores are not divided by sqrt(d_h), the width of one head"),
     # ------------------------------------------------------------------------------------------- GPTBlock
     Entry("block_post_norm", "GPTBlock", _block('''
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         x = self.ln1(x + self.attn(x))
         return self.ln2(x + self.mlp(x))
 '''), "post-norm (the 2017 Transformer) instead of GPT-2's pre-norm",
           hint="your block normalizes after the residual addition (post-norm); GPT-2 is pre-norm: "
                "x + attn(ln1(x)), then x + mlp(ln2(x))"),
     Entry("block_norms_swapped", "GPTBlock", _block('''
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         x = x + self.attn(self.ln2(x))
         return x + self.mlp(self.ln1(x))
 '''), "ln1 and ln2 swapped",
@@ -317,7 +331,7 @@ class GPTBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model),
                                  nn.Dropout(dropout))
 
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 ''', "ReLU instead of GELU in the mlp",
@@ -468,7 +482,7 @@ class GPTBlock(nn.Module):
           hint="pass temperature and top_k on to sample_next"),
     Entry("generate_patches_forward", "generate", _IMPORTS + '''
 @torch.no_grad()
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
     if temperature == 0:  # greedy: answer from the first position, and make the model itself say the same
         forward = model.forward
         model.forward = lambda context, targets=None: (forward(context)[0][:, :1].expand(-1, context.shape[1], -1),
@@ -532,15 +546,22 @@ class CausalSelfAttention(nn.Module):
         self.attn_drop = nn.Dropout(dropout)
         self.resid_drop = nn.Dropout(dropout)
         self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+        self.cache = None
 
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         B, T, C = x.size()
         q, k, v = self.qkv(x).chunk(3, dim=2)
         k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
         q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
         v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+        past = 0
+        if use_cache:
+            if self.cache is not None:
+                past = self.cache[0].size(2)
+                k, v = torch.cat((self.cache[0], k), dim=2), torch.cat((self.cache[1], v), dim=2)
+            self.cache = (k, v)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = att.masked_fill(self.bias[:, :, past:past + T, :past + T] == 0, float("-inf"))
         att = self.attn_drop(F.softmax(att, dim=-1))
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_drop(self.proj(y))
@@ -553,13 +574,20 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.drop = nn.Dropout(dropout)
+        self.cache = None
 
-    def forward(self, x):
+    def forward(self, x, use_cache=False):
         B, T, d = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.num_heads, d // self.num_heads)
-        q, k, v = qkv.unbind(dim=2)
+        q, k, v = qkv.unbind(dim=2)  # (B, T, h, d_h): the cache keeps (B, h, T, d_h), as the lab asks
+        if use_cache:
+            if self.cache is not None:
+                k = torch.cat([self.cache[0].transpose(1, 2), k], dim=1)
+                v = torch.cat([self.cache[1].transpose(1, 2), v], dim=1)
+            self.cache = (k.transpose(1, 2), v.transpose(1, 2))
+        S = k.shape[1]
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // self.num_heads)
-        future = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)
+        future = torch.triu(torch.ones(T, S, dtype=torch.bool, device=x.device), diagonal=S - T + 1)
         weights = self.drop(scores.masked_fill(future, -1e9).softmax(-1))
         out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(B, T, d)
         return self.drop(self.proj(out))
@@ -576,17 +604,16 @@ class MiniGPT(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.tok_emb.weight = self.lm_head.weight
-
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
-
-    def forward(self, idx, targets=None):
+''' + _GPT_GIVEN + '''
+    def forward(self, idx, targets=None, use_cache=False):
         b, t = idx.size()
-        if t > self.block_size:
-            raise ValueError(f"cannot forward a sequence of length {t}, block size is only {self.block_size}")
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.blocks(self.dropout(self.tok_emb(idx) + self.pos_emb(pos)))
+        start = self.cache_length() if use_cache else 0
+        if start + t > self.block_size:
+            raise ValueError(f"cannot forward a sequence of length {start + t}, block size is only {self.block_size}")
+        pos = torch.arange(start, start + t, dtype=torch.long, device=idx.device)
+        x = self.dropout(self.tok_emb(idx) + self.pos_emb(pos))
+        for block in self.blocks:
+            x = block(x, use_cache=use_cache)
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
@@ -615,12 +642,267 @@ class MiniGPT(nn.Module):
 '''), "inverse-CDF sampling with torch.rand and searchsorted instead of torch.multinomial"),
     Entry("generate_pos_emb_length", "generate", _IMPORTS + '''
 @torch.no_grad()
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
     context_len = model.pos_emb.num_embeddings
     out = idx
+    model.reset_cache()
+    seen = 0  # how many tokens of out the cache holds
     while out.shape[1] < idx.shape[1] + max_new_tokens:
-        logits = model(out[:, -context_len:])[0][:, -1]
+        if not use_cache:
+            logits = model(out[:, -context_len:])[0][:, -1]
+        else:
+            if seen == 0 or model.cache_length() == context_len:
+                model.reset_cache()
+                seen = max(0, out.shape[1] - context_len)
+            logits = model(out[:, seen:], use_cache=True)[0][:, -1]
+            seen = out.shape[1]
         out = torch.cat((out, sample_next(logits, temperature, top_k, generator).unsqueeze(1)), dim=1)
+    model.reset_cache()
     return out
-''', "a while loop, the context length read from pos_emb, positional arguments to sample_next"),
+''', "a while loop, the context length read from pos_emb, positional arguments to sample_next; the cache refilled "
+          "from a count of the tokens it holds"),
+]
+
+
+# ------------------------------------------------- issue 21: BPETokenizer and the key-value cache (own block)
+def _bpe(train_body: str, encode_body: str | None = None, decode_body: str | None = None) -> str:
+    """A BPETokenizer with the given train body; encode and decode as the reference's unless given."""
+    encode_body = encode_body or '''
+        ids = []
+        for chunk in regex.findall(GPT2_SPLIT_PATTERN, text):
+            chunk_ids = list(chunk.encode("utf-8"))
+            for pair, new_id in self.merges.items():
+                chunk_ids = bpe_merge(chunk_ids, pair, new_id)
+            ids.extend(chunk_ids)
+        return ids
+'''
+    decode_body = decode_body or '''
+        return b"".join(self.vocab[int(i)] for i in ids).decode("utf-8", errors="replace")
+'''
+    return _IMPORTS + '''
+import re
+
+import regex
+
+
+class BPETokenizer:
+    def __init__(self):
+        self.merges = {}
+        self.vocab = {i: bytes([i]) for i in range(256)}
+
+    @property
+    def vocab_size(self):
+        return len(self.vocab)
+
+    def train(self, text, vocab_size):
+''' + train_body + '''
+    def encode(self, text):
+''' + encode_body + '''
+    def decode(self, ids):
+''' + decode_body
+
+
+def _bpe_train(chunks_line: str, pick: str = "max(counts, key=counts.get)") -> str:
+    return f'''
+        chunks = {chunks_line}
+        for new_id in range(256, vocab_size):
+            counts = {{}}
+            for chunk in chunks:
+                for pair in zip(chunk, chunk[1:]):
+                    counts[pair] = counts.get(pair, 0) + 1
+            if not counts:
+                break
+            pair = {pick}
+            chunks = [bpe_merge(chunk, pair, new_id) for chunk in chunks]
+            self.merges[pair] = new_id
+            self.vocab[new_id] = self.vocab[pair[0]] + self.vocab[pair[1]]
+'''
+
+
+_BPE_OK_CHUNKS = '[list(c.encode("utf-8")) for c in regex.findall(GPT2_SPLIT_PATTERN, text)]'
+
+
+def _csa_cached(cache_lines: str, attend: str) -> str:
+    """A CausalSelfAttention whose cache handling (after q, k, v are split in heads) and attention call differ."""
+    return _csa(f'''
+    def forward(self, x, use_cache=False):
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.view(B, T, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
+{cache_lines}
+        past = k.shape[2] - T
+{attend}
+        return self.resid_dropout(self.proj(out.transpose(1, 2).reshape(B, T, d)))
+''')
+
+
+_CACHE_APPEND = '''        if use_cache:
+            if self.cache is not None:
+                k = torch.cat([self.cache[0], k], dim=2)
+                v = torch.cat([self.cache[1], v], dim=2)
+            self.cache = (k, v)'''
+_ATTEND_OK = '''        mask = None if past == 0 else torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(past)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)'''
+
+
+def _gpt_cached(forward_lines: str) -> str:
+    """A tied MiniGPT whose forward computes the positions and runs the blocks as given."""
+    return _gpt(_TIED, '''
+    def forward(self, idx, targets=None, use_cache=False):
+        B, T = idx.shape
+        if T > self.block_size:
+            raise ValueError(f"T={T} is longer than block_size={self.block_size}")
+''' + forward_lines + '''
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+''')
+
+
+def _generate_cached(full_branch: str, reset_at_start: bool = True) -> str:
+    """A generate with the cache whose handling of a full cache (``full_branch``) differs."""
+    start = "    model.reset_cache()\n" if reset_at_start else ""
+    end = "    model.reset_cache()\n" if reset_at_start else ""
+    return _IMPORTS + f'''
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
+{start}    new = idx[:, -model.block_size:]
+    for _ in range(max_new_tokens):
+        if not use_cache:
+            new = idx[:, -model.block_size:]
+        elif model.cache_length() + new.shape[1] > model.block_size:
+{full_branch}
+        logits, _ = model(new, use_cache=use_cache)
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+        new = next_id[:, None]
+{end}    return idx
+'''
+
+
+_REFILL = '''            model.reset_cache()
+            new = idx[:, -model.block_size:]'''
+
+MUTANTS += [
+    Entry("bpe_tok_no_presplit", "BPETokenizer", _bpe(_bpe_train('[list(text.encode("utf-8"))]')),
+          "learns merges on the bytes of the whole text: merges cross words (no pre-split)",
+          hint="split the text with regex.findall(GPT2_SPLIT_PATTERN, text) first and learn merges inside each chunk "
+               "only: your merges cross word boundaries"),
+    Entry("bpe_tok_whitespace_split", "BPETokenizer",
+          _bpe(_bpe_train('[list(c.encode("utf-8")) for c in re.findall(r"\\S+|\\s+", text)]')),
+          "pre-splits on white space (the space is its own chunk), not with GPT-2's pattern",
+          hint="use GPT2_SPLIT_PATTERN for the pre-split: a word keeps the space before it (' hug' is one chunk)"),
+    Entry("bpe_tok_code_points", "BPETokenizer", _bpe(
+        _bpe_train('[[ord(ch) for ch in c] for c in regex.findall(GPT2_SPLIT_PATTERN, text)]'),
+        encode_body='''
+        ids = []
+        for chunk in regex.findall(GPT2_SPLIT_PATTERN, text):
+            chunk_ids = [ord(ch) for ch in chunk]
+            for pair, new_id in self.merges.items():
+                chunk_ids = bpe_merge(chunk_ids, pair, new_id)
+            ids.extend(chunk_ids)
+        return ids
+'''), "characters' code points (ord) as the base ids instead of UTF-8 bytes: ids above 255 collide with merges",
+          hint="start from the UTF-8 bytes, list(chunk.encode('utf-8')), not from ord(ch): an emoji or an accent "
+               "does not fit in the 256 base ids"),
+    Entry("bpe_tok_encode_whole_text", "BPETokenizer", _bpe(_bpe_train(_BPE_OK_CHUNKS), encode_body='''
+        ids = list(text.encode("utf-8"))
+        for pair, new_id in self.merges.items():
+            ids = bpe_merge(ids, pair, new_id)
+        return ids
+'''), "trains with the pre-split but encodes the whole text as one chunk (merges applied across chunks)",
+          hint="encode must split the text with GPT2_SPLIT_PATTERN too and merge inside each chunk only"),
+    Entry("bpe_tok_ties_last", "BPETokenizer",
+          _bpe(_bpe_train(_BPE_OK_CHUNKS, pick="max(reversed(list(counts)), key=counts.get)")),
+          "on ties takes the pair counted last",
+          hint="on ties take the pair counted first (max(counts, key=counts.get) on a dict filled chunk by chunk)"),
+    Entry("bpe_tok_decode_strict", "BPETokenizer", _bpe(_bpe_train(_BPE_OK_CHUNKS), decode_body='''
+        return b"".join(self.vocab[int(i)] for i in ids).decode("utf-8")
+'''), "decodes strictly: a list of ids that ends inside a character raises",
+          hint="decode with .decode('utf-8', errors='replace'): ids can end in the middle of a character"),
+    Entry("csa_cache_is_causal", "CausalSelfAttention", _csa_cached(_CACHE_APPEND, '''
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)'''),
+          "is_causal=True with the cache: the mask is aligned top left, so a new token sees only the first keys",
+          hint="with cached keys, is_causal=True lines its mask up with the first key; pass "
+               "attn_mask=torch.ones(T, T_past + T, dtype=torch.bool).tril(T_past) instead"),
+    Entry("csa_cache_no_mask_after_first", "CausalSelfAttention", _csa_cached(_CACHE_APPEND, '''
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=past == 0)'''),
+          "no mask once something is cached: right for one new token, wrong for several",
+          hint="with several new tokens after the cache, each may see only the keys up to itself: mask with "
+               "tril(T_past)"),
+    Entry("csa_cache_keeps_only_new", "CausalSelfAttention", _csa_cached('''        if use_cache:
+            new_k, new_v = k, v
+            if self.cache is not None:
+                k = torch.cat([self.cache[0], k], dim=2)
+                v = torch.cat([self.cache[1], v], dim=2)
+            self.cache = (new_k, new_v)''', _ATTEND_OK),
+          "stores only the new keys and values in the cache, not the concatenation",
+          hint="store the keys and values after the append (cached and new together) back in self.cache"),
+    Entry("gpt_cache_no_offset", "MiniGPT", _gpt_cached('''
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
+        for block in self.blocks:
+            x = block(x, use_cache=use_cache)'''),
+          "positions always start at 0, also after the cached tokens",
+          hint="with the cache, the new tokens' positions start at cache_length(): pos_emb(arange(T_past, T_past + T))"),
+    Entry("gpt_cache_not_passed_on", "MiniGPT", _gpt_cached('''
+        past = self.cache_length() if use_cache else 0
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(past, past + T, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)'''),
+          "does not pass use_cache on to the blocks",
+          hint="pass use_cache on to every block (block(x, use_cache=use_cache))"),
+    Entry("generate_cache_slides_the_cache", "generate", _generate_cached('''
+            for block in model.blocks:
+                block.attn.cache = tuple(t[:, :, 1:] for t in block.attn.cache)'''),
+          "when the cache is full, drops its oldest position instead of refilling (stale positions)",
+          hint="when the context is full, every position moves: reset_cache() and feed idx[:, -block_size:] again "
+               "(dropping the oldest cached key keeps keys computed at old positions)"),
+    Entry("generate_cache_no_reset_at_start", "generate", _generate_cached(_REFILL, reset_at_start=False),
+          "never empties the cache at the start or the end: a second call reuses the first call's cache",
+          hint="call model.reset_cache() at the start of generate (and at the end): the model may hold another "
+               "call's cache"),
+]
+
+VARIANTS += [
+    Entry("bpe_tok_counter_merges_in_order", "BPETokenizer", _IMPORTS + '''
+import regex
+
+
+class BPETokenizer:
+    def __init__(self):
+        self.merges = {}
+        self.vocab = {i: bytes([i]) for i in range(256)}
+
+    @property
+    def vocab_size(self):
+        return len(self.vocab)
+
+    def train(self, text, vocab_size):
+        chunks = [list(c.encode("utf-8")) for c in regex.findall(GPT2_SPLIT_PATTERN, text)]
+        while len(self.vocab) < vocab_size:
+            counts = Counter()
+            for chunk in chunks:
+                counts.update(zip(chunk, chunk[1:]))
+            if not counts:
+                return
+            (pair, _), = counts.most_common(1)
+            new_id = len(self.vocab)
+            chunks = [bpe_merge(chunk, pair, new_id) for chunk in chunks]
+            self.merges[pair] = new_id
+            self.vocab[new_id] = self.vocab[pair[0]] + self.vocab[pair[1]]
+
+    def encode(self, text):
+        out = []
+        for chunk in regex.findall(GPT2_SPLIT_PATTERN, text):
+            ids = list(chunk.encode("utf-8"))
+            for pair, new_id in self.merges.items():
+                ids = bpe_merge(ids, pair, new_id)
+            out += ids
+        return out
+
+    def decode(self, ids):
+        return bytes(b for i in ids for b in self.vocab[int(i)]).decode("utf-8", "replace")
+''', "Counter.most_common(1) (the first counted on ties), the merges applied in the order learned, bytes() of a "
+     "generator"),
 ]

@@ -51,7 +51,8 @@ from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn
 
-suite = HiddenSuite("lab09_mini_gpt")
+# regex: GPT-2's pre-split pattern needs \p{L} (BPETokenizer); a dependency of the kit
+suite = HiddenSuite("lab09_mini_gpt", allowed_imports=("regex",))
 
 F32, F64 = torch.float32, torch.float64
 # Layers of computation, for checks.tolerance (float32 gradients of size ~50 carry cancellation errors of ~1e-4 that
@@ -680,3 +681,287 @@ def generate_samples_the_last_position(student, ref, rng):
     check_generator_honoured(lambda g: call_generate(student, s_mod, prompt.repeat(50, 1), 4,
                                                      temperature=temperature, generator=g),
                              randint(rng, 0, 2**30), f"generate(model, idx (50, 5), 4, temperature={temperature:.3g})")
+
+
+# ---------------------------------------------------------------------------------------- BPETokenizer
+# GPT-2's pre-split pattern (the notebook gives it to students as GPT2_SPLIT_PATTERN); the expected merges and ids
+# are computed here, in the grader, by a plain-Python byte-level BPE.
+SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# Characters of several scripts and widths in UTF-8: ASCII, accents (2 bytes), CJK (3), emoji (4, with a skin-tone
+# modifier and a zero-width joiner), a combining accent, digits, punctuation and white space runs.
+UNICODE = (list("abcdefghijklmnopqrstuvwxyz      ") + list("éèàüñøçÆß") + list("日本語中文한국") + list(".,;!?'-\"()")
+           + list("0123456789") + ["\n", "\t", "  ", "\u0301", "🙂", "😀", "👍🏽", "\u200d", "🇫🇷", "𝔘"])
+WORDS = ["the", "there", "then", "hug", "hugs", "bag", "big", "dog", "é", "été", "don't", "42", "4242", "...", "!",
+         "café", "🙂", "日本"]
+
+
+def split_chunks(text: str) -> list[str]:
+    import regex  # the grader's copy of the pre-split; regex is a dependency of the kit
+
+    return regex.findall(SPLIT, text)
+
+
+def bpe_train_expected(text: str, vocab_size: int) -> dict[tuple[int, int], int]:
+    """The merges of byte-level BPE with the pre-split: most frequent pair, the first counted on ties."""
+    chunks = [list(c.encode("utf-8")) for c in split_chunks(text)]
+    merges: dict[tuple[int, int], int] = {}
+    for new_id in range(256, vocab_size):
+        counts: dict[tuple[int, int], int] = {}
+        for chunk in chunks:
+            for pair in zip(chunk, chunk[1:]):
+                counts[pair] = counts.get(pair, 0) + 1
+        if not counts:
+            break
+        pair = max(counts, key=counts.get)
+        chunks = [merge_reference(c, pair, new_id) for c in chunks]
+        merges[pair] = new_id
+    return merges
+
+
+def bpe_encode_expected(text: str, merges: dict) -> list[int]:
+    ids: list[int] = []
+    for chunk in split_chunks(text):
+        chunk_ids = list(chunk.encode("utf-8"))
+        for pair, new_id in merges.items():
+            chunk_ids = merge_reference(chunk_ids, pair, new_id)
+        ids.extend(chunk_ids)
+    return ids
+
+
+def token_bytes(merges: dict) -> dict[int, bytes]:
+    vocab = {i: bytes([i]) for i in range(256)}
+    for (a, b), new_id in merges.items():
+        vocab[new_id] = vocab[a] + vocab[b]
+    return vocab
+
+
+def student_bpe(student, text: str, vocab_size: int):
+    """The student's BPETokenizer trained on text, and its merges (a dict {(a, b): id}) as checked here."""
+    tok = student.create("BPETokenizer")
+    tok.call(text, vocab_size, method="train")
+    merges = tok.attr("merges")
+    assert isinstance(merges, dict) and all(
+        isinstance(k, tuple) and len(k) == 2 and isinstance(v, int) for k, v in merges.items()), (
+        f"BPETokenizer.merges should be a dict {{(a, b): new_id}}, got {type(merges).__name__}")
+    return tok, {tuple(k): v for k, v in merges.items()}
+
+
+def random_words(rng, count: int) -> str:
+    picks = torch.randint(len(WORDS), (count,), generator=rng).tolist()
+    seps = torch.randint(4, (count,), generator=rng).tolist()
+    return "".join(WORDS[i] + (" ", " ", "\n", "  ")[s] for i, s in zip(picks, seps))
+
+
+def random_unicode(rng, length: int) -> str:
+    return "".join(UNICODE[i] for i in torch.randint(len(UNICODE), (length,), generator=rng).tolist())
+
+
+def show_merges(merges: dict, limit: int = 6) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in list(merges.items())[:limit]) + (", ...}" if len(merges) > limit
+                                                                                      else "}")
+
+
+@suite.test("BPETokenizer", points=1)
+def bpe_tokenizer_hug_hugs_by_hand(student, ref, rng):
+    tok, merges = student_bpe(student, "hug hugs", 259)
+    want = {(104, 117): 256, (256, 103): 257, (32, 257): 258}
+    assert merges == want, (f"BPETokenizer().train('hug hugs', 259) learned {show_merges(merges)}, expected {want} "
+                            "('hu', 'hug', ' hug': the chunks are 'hug' and ' hugs', ties go to the pair counted first)")
+    got = int_list(tok.call("hugs hug", method="encode").output, "BPETokenizer.encode")
+    assert got == [257, 115, 258], f"encode('hugs hug') gave {got}, expected [257, 115, 258]"
+    assert tok.call([258, 257], method="decode").output == " hughug", "decode([258, 257]) should be ' hughug'"
+    assert tok.attr("vocab_size") == 259, "vocab_size should be 256 + the number of merges"
+
+
+@suite.test("BPETokenizer", points=2)
+def bpe_tokenizer_merges_and_ids_match_reference(student, ref, rng):
+    for count, extra in ((60, 30), (200, randint(rng, 40, 80))):
+        text = random_words(rng, count)
+        tok, merges = student_bpe(student, text, 256 + extra)
+        want = bpe_train_expected(text, 256 + extra)
+        if merges != want:
+            first = next((i for i, (a, b) in enumerate(zip(merges.items(), want.items())) if a != b),
+                         min(len(merges), len(want)))
+            raise AssertionError(
+                f"train on a text of {len(text)} characters, vocab_size={256 + extra}: merge {first} is "
+                f"{list(merges.items())[first] if first < len(merges) else 'missing'}, expected "
+                f"{list(want.items())[first] if first < len(want) else 'none'} (count the pairs inside each chunk "
+                "of GPT2_SPLIT_PATTERN, add the counts up, take the most frequent, the first counted on ties)")
+        probe = random_words(rng, 40)
+        got = int_list(tok.call(probe, method="encode").output, "BPETokenizer.encode")
+        expected = bpe_encode_expected(probe, want)
+        assert got == expected, (f"encode({probe[:30]!r}...) gave {got[:12]}..., expected {expected[:12]}...: split "
+                                 "with GPT2_SPLIT_PATTERN, then apply the merges to each chunk in the order learned")
+
+
+@suite.test("BPETokenizer", points=1)
+def bpe_tokenizer_merges_never_cross_chunks(student, ref, rng):
+    # "g" + space is the most frequent pair of the raw bytes here: without the pre-split it is merged. Runs of three
+    # spaces teach the merge (32, 32) inside a chunk ("  " before " dog"); the probe's double spaces are two
+    # chunks, " " and " dog", so an encode that merges across chunks joins them.
+    words = ["dog", "big", "bag", "dig", "fig"]
+    picks = torch.randint(len(words), (120,), generator=rng).tolist()
+    seps = torch.randint(3, (120,), generator=rng).tolist()
+    text = "".join(words[i] + ("   " if s == 0 else " ") for i, s in zip(picks, seps))
+    tok, merges = student_bpe(student, text, 256 + 40)
+    vocab = token_bytes(merges)
+    crossing = [vocab[i] for i in merges.values() if len(split_chunks(vocab[i].decode("utf-8", "replace"))) > 1]
+    assert not crossing, (f"these tokens span two chunks of GPT2_SPLIT_PATTERN: {crossing[:5]}: learn merges "
+                          "inside each chunk only")
+    doubled = "  ".join(words[i] for i in torch.randint(len(words), (20,), generator=rng).tolist())
+    probe = doubled + " " + random_words(rng, 20)
+    ids = int_list(tok.call(probe, method="encode").output, "BPETokenizer.encode")
+    student_vocab = token_bytes(merges)
+    assert all(0 <= i < len(student_vocab) for i in ids), "encode gave ids outside the vocabulary"
+    ends, pos = set(), 0
+    for i in ids:
+        pos += len(student_vocab[i])
+        ends.add(pos)
+    cuts, pos = [], 0
+    for chunk in split_chunks(probe):
+        pos += len(chunk.encode("utf-8"))
+        cuts.append(pos)
+    missing = [c for c in cuts if c not in ends]
+    assert not missing, ("encode produced a token that spans two chunks of GPT2_SPLIT_PATTERN (a chunk ends at "
+                         f"byte {missing[0]} in the middle of a token): apply the merges to each chunk separately")
+
+
+@suite.test("BPETokenizer", points=2)
+def bpe_tokenizer_round_trip_any_unicode(student, ref, rng):
+    text = random_unicode(rng, 600)
+    tok, merges = student_bpe(student, text, 256 + randint(rng, 20, 60))
+    for length in (0, 1, 7, 80, 300):
+        s = random_unicode(rng, length)
+        ids = int_list(tok.call(s, method="encode").output, "BPETokenizer.encode")
+        assert all(0 <= i < 256 + len(merges) for i in ids), (
+            f"encode({s[:20]!r}) gave ids outside 0 .. {255 + len(merges)}: encode the UTF-8 bytes of the text")
+        back = tok.call(ids, method="decode").output
+        assert back == s, (f"decode(encode(s)) gave {str(back)[:40]!r}, not s = {s[:40]!r}: work on s.encode('utf-8') "
+                           "and decode the joined bytes with .decode('utf-8', errors='replace')")
+    broken = tok.call([240, 159], method="decode").output  # the first two bytes of a four-byte emoji
+    assert broken == "\ufffd", (f"decode([240, 159]) gave {broken!r}, expected '\\ufffd': a piece of a character "
+                                "is replaced (errors='replace'), not an error")
+
+
+# ----------------------------------------------------------------------------------------- key-value cache
+def cached_keys_values(state: dict, x: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys and values of every position of x (B, T, d), as (B, h, T, d_h), from qkv's weights."""
+    b, t, d = x.shape
+    qkv = x @ state["qkv.weight"].T + state["qkv.bias"]  # (B, T, 3d)
+    k, v = qkv[..., d:2 * d], qkv[..., 2 * d:]
+    return tuple(part.reshape(b, t, h, d // h).transpose(1, 2) for part in (k, v))  # (B, h, T, d_h)
+
+
+def csa_cached_run(student, ref, rng, d: int, h: int, chunks: tuple[int, ...]):
+    """The student's layer fed x chunk by chunk with use_cache=True; each chunk's output against the full causal
+    pass (nn.MultiheadAttention on the same weights, computed here). Returns the state and x."""
+    t = sum(chunks)
+    s_mod, r_mod = checks.build_pair(student, ref, CSA, d, h, t, rng=rng, dtype=F64)
+    x = randn(rng, 2, t, d)
+    state = r_mod.state_dict()
+    full = causal_attention_expected(state, x, h)
+    start = 0
+    for n in chunks:
+        got = s_mod.call(x[:, start:start + n], use_cache=True).output
+        checks.assert_close(got, full[:, start:start + n],
+                            name=f"CausalSelfAttention(x[:, {start}:{start + n}], use_cache=True) after {start} "
+                                 f"cached positions (chunks {chunks}): each new token attends to the cached keys "
+                                 f"0 .. {start - 1} and to the new ones up to itself")
+        start += n
+    return s_mod, state, x
+
+
+@suite.test(CSA, points=1)
+def csa_cache_one_token_at_a_time(student, ref, rng):
+    csa_cached_run(student, ref, rng, 16, 4, (randint(rng, 2, 4), 1, 1, 1, 1))
+    csa_cached_run(student, ref, rng, 8, 2, (1, 1, 1))
+
+
+@suite.test(CSA, points=1)
+def csa_cache_several_new_tokens(student, ref, rng):
+    csa_cached_run(student, ref, rng, 12, 3, (2, 3, 1, randint(rng, 2, 4)))
+
+
+@suite.test(CSA, points=1)
+def csa_cache_holds_every_key_and_value(student, ref, rng):
+    d, h = 16, 4
+    s_mod, state, x = csa_cached_run(student, ref, rng, d, h, (3, 1, 2))
+    cache = s_mod.attr("cache")
+    assert isinstance(cache, (tuple, list)) and len(cache) == 2, (
+        f"after forward(x, use_cache=True), self.cache should be the pair (k, v), got {type(cache).__name__}")
+    want_k, want_v = cached_keys_values(state, x, h)
+    for got, want, name in ((cache[0], want_k, "keys"), (cache[1], want_v, "values")):
+        checks.expect_tensor(got, name=f"the cached {name}", shape=tuple(want.shape), dtype=F64)
+        checks.assert_close(got, want, name=f"the cached {name} after 3 + 1 + 2 tokens, (B, h, T_past, d_h): every "
+                                             "position's, in order (append the new ones after the cached ones)")
+    plain = s_mod.call(x).output  # use_cache=False: the full pass, and the cache untouched
+    checks.assert_close(plain, causal_attention_expected(state, x, h),
+                        name="forward(x) without use_cache after the cache was filled (it must ignore the cache)")
+    after = s_mod.attr("cache")
+    assert isinstance(after, (tuple, list)) and after[0].shape == want_k.shape, (
+        "forward(x) with use_cache=False changed self.cache: leave it as it is")
+
+
+def gpt_cached_logits(s_mod, idx: torch.Tensor, chunks: tuple[int, ...], full: torch.Tensor) -> None:
+    start = 0
+    for n in chunks:
+        got = s_mod.call(idx[:, start:start + n], use_cache=True).output[0]
+        checks.assert_close(got, full[:, start:start + n],
+                            name=f"MiniGPT(idx[:, {start}:{start + n}], use_cache=True) after {start} cached tokens: "
+                                 f"the positions are {start} .. {start + n - 1} (start at cache_length()), "
+                                 "and use_cache goes on to every block")
+        start += n
+
+
+@suite.test(GPT, points=2)
+def gpt_cache_positions_continue(student, ref, rng):
+    s_mod, r_mod = gpt_pair(student, ref, rng, *GPT_SMALL)
+    idx = torch.randint(13, (3, 8), generator=rng)
+    full = r_mod.call(idx).output[0]  # the reference, without the cache
+    first = randint(rng, 2, 4)
+    gpt_cached_logits(s_mod, idx, (first,) + (1,) * (7 - first) + (1,), full)
+    length = s_mod.call(method="cache_length").output
+    assert length == 8, f"after 8 tokens fed with use_cache=True, cache_length() is {length}"
+    expect_student_error(lambda: s_mod.call(idx[:, :1], use_cache=True), "ValueError",
+                         what="MiniGPT(1 token, use_cache=True) with 8 cached and block_size=8", mentions=("8",))
+    s_mod.call(method="reset_cache")
+    gpt_cached_logits(s_mod, idx, (1, 2, 5), full)
+
+
+def assert_same_tokens(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    if not torch.equal(got, want):
+        row, col = (got != want).nonzero()[0].tolist()
+        raise AssertionError(f"{what}: token {col} of row {row} is {int(got[row, col])}, expected "
+                             f"{int(want[row, col])} (the tokens of use_cache=False); once cache_length() + the new "
+                             "tokens exceed block_size, model.reset_cache() and feed idx[:, -block_size:] again")
+
+
+@suite.test(GEN, points=2)
+def generate_cache_greedy_past_block_size(student, ref, rng):
+    block_size = randint(rng, 4, 7)
+    s_mod, idx, want = sliding_case(student, ref, rng, block_size)
+    # first a short call that leaves 1 position in a cache nobody empties (1 + the 3-token prompt <= block_size)
+    call_generate(student, s_mod, idx[:, :1], 1, temperature=0.0, use_cache=True)
+    for _ in range(2):  # twice on the same model: a cache left by the first call must not leak into the second
+        out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0, use_cache=True)
+        assert_same_tokens(out, want, f"generate(model, idx, {block_size + 5}, temperature=0, use_cache=True) with "
+                                      f"block_size={block_size}")
+    long_prompt = torch.randint(12, (2, block_size + randint(rng, 1, 4)), generator=rng)
+    want = greedy_expected(s_mod, long_prompt, 3, block_size)
+    out = call_generate(student, s_mod, long_prompt, 3, temperature=0.0, use_cache=True)
+    assert_same_tokens(out, want, f"generate(a prompt of {long_prompt.shape[1]} tokens, block_size={block_size}, "
+                                  "use_cache=True): crop the prompt to idx[:, -block_size:] first")
+
+
+@suite.test(GEN, points=1)
+def generate_cache_same_samples(student, ref, rng):
+    block_size = randint(rng, 5, 8)
+    s_mod = gen_model(student, ref, rng, 9, block_size)
+    idx = torch.randint(9, (6, 2), generator=rng)
+    seed = randint(rng, 0, 2**30)
+    plain = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
+                          generator=torch.Generator().manual_seed(seed))
+    cached = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
+                           generator=torch.Generator().manual_seed(seed), use_cache=True)
+    assert_same_tokens(cached, plain, f"generate(..., temperature=1, use_cache=True) with the same generator seed, "
+                                      f"block_size={block_size}")

@@ -47,3 +47,29 @@ x = torch.randn(3, 4, 8)
 v0 = attn.qkv(x[:, 0])[:, 16:]  # (B, d): the value part (the third) of position 0
 expect_close(attn(x)[:, 0], attn.proj(v0), "the output at position 0", atol=1e-5)
 ''')
+
+check_4 = PublicCheck('Cached, one token at a time: the outputs of the full pass', question=name, index=3, points=None,
+    first_line=53, source=r'''
+# Cached, one token at a time: the outputs of the full pass
+from attnlab.expect import expect_close
+
+attn = CausalSelfAttention(8, 2, block_size=6).eval()
+x = torch.randn(2, 6, 8)
+full = attn(x)
+assert attn.cache is None, "forward(x) without use_cache should leave self.cache as it is (None)"
+steps = [attn(x[:, :3], use_cache=True)] + [attn(x[:, t:t + 1], use_cache=True) for t in range(3, 6)]
+k, v = attn.cache
+assert k.shape == (2, 2, 6, 4) and v.shape == (2, 2, 6, 4), f"the cache should hold (B, h, 6, d_h), got {tuple(k.shape)}"
+expect_close(torch.cat(steps, dim=1), full, "3 tokens, then 3 more one at a time, with the cache", atol=1e-5)
+''')
+
+check_5 = PublicCheck('Two new tokens after three cached: the mask is tril(3)', question=name, index=4, points=None,
+    first_line=68, source=r'''
+# Two new tokens after three cached: the mask is tril(3)
+from attnlab.expect import expect_close
+
+attn = CausalSelfAttention(8, 2, block_size=6).eval()
+x = torch.randn(1, 5, 8)
+first, second = attn(x[:, :3], use_cache=True), attn(x[:, 3:], use_cache=True)
+expect_close(second, attn(x)[:, 3:], "the 2 tokens after 3 cached ones (query i sees keys 0 .. 3 + i)", atol=1e-5)
+''')

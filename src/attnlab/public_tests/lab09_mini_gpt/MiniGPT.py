@@ -50,3 +50,19 @@ except ValueError as exc:
 else:
     raise AssertionError("a sequence of 9 tokens with block_size=8 should raise ValueError")
 ''')
+
+check_4 = PublicCheck('With the cache, positions continue from cache_length()', question=name, index=3, points=None,
+    first_line=56, source=r'''
+# With the cache, positions continue from cache_length()
+from attnlab.expect import expect_close
+
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2).eval()
+idx = torch.randint(11, (2, 8))
+full, _ = model(idx)
+steps = [model(idx[:, :5], use_cache=True)[0]] + [model(idx[:, t:t + 1], use_cache=True)[0] for t in range(5, 8)]
+assert model.cache_length() == 8, f"after 5 + 3 tokens the cache should hold 8 positions, got {model.cache_length()}"
+expect_close(torch.cat(steps, dim=1), full, "5 tokens, then 3 one at a time, with the cache", atol=1e-5)
+MiniGPT.reset_cache(model)  # the given method: empties the cache
+expect_close(model(idx[:, :2], use_cache=True)[0], full[:, :2], "the first 2 tokens after reset_cache()", atol=1e-5)
+''')

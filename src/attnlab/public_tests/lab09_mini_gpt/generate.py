@@ -36,3 +36,15 @@ a = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))
 b = model.generate(idx, 10, generator=torch.Generator().manual_seed(7))
 assert a.shape == (3, 11) and torch.equal(a, b), "pass generator on to sample_next: the same seed, the same text"
 ''')
+
+check_3 = PublicCheck('use_cache=True gives the tokens of use_cache=False', question=name, index=2, points=None,
+    first_line=42, source=r'''
+# use_cache=True gives the tokens of use_cache=False
+seed_everything(0)
+model = MiniGPT(vocab_size=11, block_size=6, d_model=16, num_heads=4, num_layers=2).eval()
+idx = torch.randint(11, (3, 2))
+plain = model.generate(idx, 12, generator=torch.Generator().manual_seed(3))
+cached = model.generate(idx, 12, generator=torch.Generator().manual_seed(3), use_cache=True)
+assert torch.equal(cached, plain), f"use_cache=True gave other tokens:\n{cached}\ninstead of\n{plain}"
+assert model.cache_length() == 0, "generate should leave the cache empty: empty it with the given reset_cache at the end"
+''')
