@@ -98,3 +98,35 @@ def test_seed_sweep_reports_a_failing_entry_by_name_test_and_seed(monkeypatch):
     assert all(f[:3] == (SWEEP_LAB, "variant", mutant.name) for f in outcome.failures)
     table = sweep.table({SWEEP_LAB: outcome}, 2)
     assert f"{SWEEP_LAB} variant {mutant.name} seed=5 {outcome.failures[0][4]}" in table
+
+
+def test_seed_sweep_replays_the_reference_without_changing_a_verdict(monkeypatch):
+    """A mistake posing as a variant, after the reference has run at the same seeds: the replayed reference's
+    answers give exactly the failures that run_suite with the real reference gives, and most of them are replayed."""
+    from attnlab.grading.hidden import run_suite
+    from attnlab.grading.mutants import load_catalogue, student_with
+
+    sweep = load("seed_sweep")
+    mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
+    bundle, ref_code = sweep._lab(SWEEP_LAB)[0], (ROOT / "autograder" / SWEEP_LAB / "reference.py").read_text()
+    student = student_with(ref_code, mutant)
+    assert sweep.run_task((SWEEP_LAB, "reference", sweep.REFERENCE, (5, 6))).failures == []
+    computed = sweep._replay(SWEEP_LAB).computed
+    monkeypatch.setattr(sweep, "_student", lambda lab, kind, name: (student, mutant))
+    got = sweep.run_task((SWEEP_LAB, "variant", mutant.name, (5, 6))).failures
+    expected = [(SWEEP_LAB, "variant", mutant.name, seed, *m[len("failed: "):].partition(": ")[::2])
+                for seed in (5, 6) for v in run_suite(bundle.suite, student, bundle.reference, seed=seed).values()
+                for m in v["messages"] if m.startswith("failed: ")]
+    assert got and got == [f[:5] + (f[5][:300],) for f in expected]
+    replay = sweep._replay(SWEEP_LAB)
+    assert replay.replayed > replay.computed - computed  # the variant's run mostly replayed the recordings
+
+
+def test_seed_sweep_runs_a_mutant_up_to_the_first_test_it_fails():
+    from attnlab.grading.mutants import load_catalogue
+
+    sweep = load("seed_sweep")
+    mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
+    tests = [t for t in sweep._lab(SWEEP_LAB)[0].suite.tests if t.question == mutant.question]
+    outcome = sweep.run_task((SWEEP_LAB, "mutant", mutant.name, (5, 6)))
+    assert outcome.failures == [] and 2 <= outcome.tests_run < 2 * len(tests)

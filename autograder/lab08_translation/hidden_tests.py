@@ -262,7 +262,10 @@ def decoder_io_worked_example(student, ref, rng):
 # ----------------------------------------------------------------------------------------- Seq2SeqTransformer
 def model_setup(student, ref, rng, dtype=F64, pad_id=0, **overrides):
     num_heads = [1, 2, 4][randint(rng, 0, 2)]
-    config = dict(d_model=num_heads * 2 * randint(rng, 1, 2), num_heads=num_heads,  # even: sin/cos pairs
+    # d_model even (sin/cos pairs) and >= 4: with d_model = 2 each post-norm LayerNorm outputs +-1 (then the affine
+    # map), so the logits hardly move whatever the model attends to and a masking mistake can pass (lab08's
+    # model_pad_id_hardcoded kept full marks at seeds 100000 and 100005 that way)
+    config = dict(d_model=max(4, num_heads * 2 * randint(rng, 1, 2)), num_heads=num_heads,
                   num_encoder_layers=randint(rng, 1, 2), num_decoder_layers=randint(rng, 1, 2),
                   d_ff=randint(rng, 8, 20), max_len=32, dropout=0.1, pad_id=pad_id)
     config.update(overrides)
@@ -327,6 +330,8 @@ def model_source_pads_ignored(student, ref, rng):
         batch, S, T = 3, randint(rng, 3, 7), randint(rng, 2, 6)
         src = source_batch(rng, batch, S, v_src, pad_id=pad_id)
         dec_in = decoder_input(rng, batch, T, v_tgt, pad_id=pad_id)
+        if pad_id != 0:  # token 0 is an ordinary word here: the model must read it
+            src[0, randint(rng, 0, S - 1)] = 0  # the first row is full: no pad in it
         longer = torch.cat([src, torch.full((batch, randint(rng, 1, 4)), pad_id)], dim=1)
         base = checks.expect_tensor(s_mod.call(src, dec_in).output, name="Seq2SeqTransformer's logits",
                                     shape=(batch, T, v_tgt), dtype=F64)
@@ -335,7 +340,21 @@ def model_source_pads_ignored(student, ref, rng):
         assert err <= 1e-8, (f"Seq2SeqTransformer(pad_id={pad_id}): adding pads to the source changed the logits "
                              f"(by up to {err:.3g}): mask the source positions equal to self.pad_id as keys, in the "
                              "encoder's self-attention and in the decoder's cross-attention")
+        if pad_id != 0:
+            check_token_zero_read(s_mod, r_mod, src, dec_in, pad_id)
         checks.compare_module_call(s_mod, r_mod, longer, dec_in, name=f"Seq2SeqTransformer(pad_id={pad_id}) forward")
+
+
+def check_token_zero_read(s_mod, r_mod, src, dec_in, pad_id: int) -> None:
+    """With ``pad_id != 0``, appending the word 0 to the first (full) row of ``src`` must change that row's logits
+    as it changes the reference's: a model that masks token 0 instead of ``self.pad_id`` reads nothing there."""
+    row, first = src[:1], dec_in[:1]
+    with_zero = torch.cat([row, torch.zeros(1, 1, dtype=row.dtype)], dim=1)
+    effect = [(m.call(with_zero, first).output - m.call(row, first).output).abs().max().item() for m in (s_mod, r_mod)]
+    assert effect[0] >= effect[1] / 2, (
+        f"Seq2SeqTransformer(pad_id={pad_id}): appending the word 0 to a source changed the logits by up to "
+        f"{effect[0]:.3g}, where the reference's change by {effect[1]:.3g}: with pad_id={pad_id}, 0 is an ordinary "
+        "word and only the positions equal to self.pad_id are pads; compare with self.pad_id, not 0")
 
 
 @suite.test(MODEL, points=1)
