@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F  # noqa: F401 (F.one_hot, F.pad, ... for your answers)
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 from attnlab.datasets.download import DatasetUnavailable
 from attnlab.datasets.multi30k import load_multi30k
@@ -18,7 +18,7 @@ from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
 from attnlab.device import sized
 from attnlab.plotting import line_plot, plot_history
 from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.training import evaluate, fit
 
 
 def tokenize(text):

@@ -85,6 +85,58 @@ class SkipGramNS(nn.Module):
         return -(pos + neg).mean()
 
 
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    """The gradients of l = -[log s(u_o . v_c) + sum_k log s(-u_k . v_c)], by hand.
+
+    Shapes (D = dim, K = negatives):
+        v_c:     (D,)    the center's vector (in_embed)
+        u_o:     (D,)    the context's vector (out_embed)
+        u_neg:   (K, D)  the negatives' vectors (out_embed)
+        returns: (grad_v_c (D,), grad_u_o (D,), grad_u_neg (K, D))
+    """
+    s_o = u_o @ v_c  # ()
+    s_neg = u_neg @ v_c  # (K,)
+    d_o = -torch.sigmoid(-s_o)  # dl/ds_o = sigma(s_o) - 1
+    d_neg = torch.sigmoid(s_neg)  # (K,) dl/ds_k = sigma(s_k)
+    grad_v_c = d_o * u_o + d_neg @ u_neg  # (D,)
+    grad_u_o = d_o * v_c  # (D,)
+    grad_u_neg = d_neg[:, None] * v_c[None, :]  # (K, 1) * (1, D) -> (K, D)
+    return grad_v_c, grad_u_o, grad_u_neg
+
+
+class CBOWNS(nn.Module):
+    """CBOW with negative sampling: the mean of the context vectors predicts the center word.
+
+    Args:
+        vocab_size: number of token ids (0 is <pad>)
+        dim:        width of the word vectors
+
+    Attributes: in_embed = nn.Embedding(vocab_size, dim) (context vectors v),
+                out_embed = nn.Embedding(vocab_size, dim) (center and negative vectors u)
+    """
+
+    def __init__(self, vocab_size, dim):
+        super().__init__()
+        self.in_embed = nn.Embedding(vocab_size, dim)
+        self.out_embed = nn.Embedding(vocab_size, dim)
+        nn.init.uniform_(self.in_embed.weight, -0.5 / dim, 0.5 / dim)
+        nn.init.zeros_(self.out_embed.weight)
+
+    def forward(self, contexts, target, negatives):
+        """Shapes:
+            contexts:  LongTensor (B, C), right-padded with 0; at least one real id per row
+            target:    LongTensor (B,)     the center words
+            negatives: LongTensor (B, K)
+            returns:   scalar, the batch mean of -[log s(u_t . h) + sum_k log s(-u_k . h)], h the mean of the
+                       real context vectors
+        """
+        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)  # (B, C, 1)
+        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)  # (B, D)
+        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))  # (B,)
+        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)  # (B, K) -> (B,)
+        return -(pos + neg).mean()
+
+
 def most_similar(embeddings, query_id, k):
     """The k words closest to query_id by cosine similarity, best first, the query excluded.
 

@@ -89,6 +89,72 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     return h_t, c_t
 
 
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    """One step of a GRU, gates in PyTorch's order r, z, n.
+
+    Shapes (B = batch, D = input size, H = hidden size):
+        x_t:     (B, D)
+        h_prev:  (B, H)
+        W_ih:    (3H, D)  rows [0:H] reset gate, [H:2H] update gate, [2H:3H] candidate
+        W_hh:    (3H, H)  the same layout
+        b_ih:    (3H,)
+        b_hh:    (3H,)
+        returns: h_t (B, H) = (1 - z) * n + z * h_prev
+    """
+    # the input part and the hidden part separately (B, 3H) each: r multiplies the hidden part of n
+    i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)  # three times (B, H)
+    h_r, h_z, h_n = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r = torch.sigmoid(i_r + h_r)
+    z = torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h_prev
+
+
+class BiGRUEncoder(nn.Module):
+    """A one-layer bidirectional GRU, batch-first, with nn.GRU(bidirectional=True)'s parameter names.
+
+    Args:
+        input_size:  D
+        hidden_size: H, the width of each direction's state
+
+    Parameters: weight_ih_l0 (3H, D), weight_hh_l0 (3H, H), bias_ih_l0 (3H,), bias_hh_l0 (3H,) and the same
+                four with the suffix _reverse, initialised uniform in [-1/sqrt(H), 1/sqrt(H)]
+    """
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.hidden_size = H = hidden_size
+        k = 1.0 / math.sqrt(H)
+
+        def uniform(*shape):
+            return nn.Parameter(torch.empty(*shape).uniform_(-k, k))
+
+        self.weight_ih_l0, self.weight_hh_l0 = uniform(3 * H, input_size), uniform(3 * H, H)
+        self.bias_ih_l0, self.bias_hh_l0 = uniform(3 * H), uniform(3 * H)
+        self.weight_ih_l0_reverse, self.weight_hh_l0_reverse = uniform(3 * H, input_size), uniform(3 * H, H)
+        self.bias_ih_l0_reverse, self.bias_hh_l0_reverse = uniform(3 * H), uniform(3 * H)
+
+    def forward(self, x):
+        """Shapes:
+            x:       (B, T, D)
+            returns: (outputs (B, T, 2H), h_n (2, B, H)); outputs[:, t] = [forward state ; backward state] at t
+        """
+        batch, steps, _ = x.shape
+        forward_weights = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+        backward_weights = (self.weight_ih_l0_reverse, self.weight_hh_l0_reverse, self.bias_ih_l0_reverse,
+                            self.bias_hh_l0_reverse)
+        h_fwd = h_bwd = x.new_zeros(batch, self.hidden_size)
+        forward_states, backward_states = [], [None] * steps
+        for t in range(steps):
+            h_fwd = gru_cell(x[:, t], h_fwd, *forward_weights)
+            forward_states.append(h_fwd)
+        for t in reversed(range(steps)):
+            h_bwd = gru_cell(x[:, t], h_bwd, *backward_weights)
+            backward_states[t] = h_bwd  # stored at its own position: no re-reversal needed
+        outputs = torch.cat([torch.stack(forward_states, dim=1), torch.stack(backward_states, dim=1)], dim=-1)
+        return outputs, torch.stack([h_fwd, h_bwd])  # (B, T, 2H), (2, B, H)
+
+
 def last_valid_state(outputs, lengths):
     """The state after each row's last real token.
 

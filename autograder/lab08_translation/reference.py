@@ -381,3 +381,37 @@ def greedy_decode(model, src, max_len, bos_id=1, eos_id=2):
         if bool(finished.all()):
             break
     return ys
+
+
+@torch.no_grad()
+def beam_search(model, src, beam_size, max_len, length_penalty=1.0, bos_id=1, eos_id=2):
+    """Beam search translation of a batch, one sentence at a time.
+
+    Shapes:
+        src:     (B, S) source ids
+        returns: (B, L) LongTensor, L <= max_len: each row the best finished hypothesis (score / length **
+                 length_penalty, length = tokens after BOS), BOS first, right-padded with model.pad_id
+    """
+    rows = []
+    for b in range(src.shape[0]):
+        source = src[b:b + 1]  # (1, S)
+        memory = model.encode(source)  # (1, S, d)
+        live = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (k, t) the live hypotheses
+        scores = torch.zeros(1, device=src.device)  # (k,) their summed log-probabilities
+        finished = []  # (normalised score, token list)
+        while len(live) and live.shape[1] < max_len:
+            k = len(live)
+            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]  # (k, V)
+            total = (scores.to(logits.dtype)[:, None] + torch.log_softmax(logits, dim=-1)).flatten()  # (k * V,)
+            scores, best = total.topk(min(beam_size - len(finished), total.numel()))
+            parent, token = best // logits.shape[1], best % logits.shape[1]
+            live = torch.cat([live[parent], token[:, None]], dim=1)  # (k', t + 1)
+            done = token == eos_id
+            for tokens, score in zip(live[done].tolist(), scores[done].tolist()):
+                finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+            live, scores = live[~done], scores[~done]
+        for tokens, score in zip(live.tolist(), scores.tolist()):  # max_len reached
+            finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+        rows.append(max(finished, key=lambda pair: pair[0])[1])
+    longest = max(map(len, rows))
+    return torch.tensor([row + [model.pad_id] * (longest - len(row)) for row in rows], device=src.device)

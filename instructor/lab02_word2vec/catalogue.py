@@ -611,3 +611,140 @@ def glove_loss(w_i, w_j, b_i, b_j, x_ij, x_max=100.0, alpha=0.75):
     return (weight * diff * diff).sum()
 ''', "the ratio capped at 1 first, then the power (the same for alpha > 0)"),
 ]
+
+# ----------------------------------------------------------- skipgram_ns_grads and CBOWNS (issue 21)
+# Kept in one block (MUTANTS += / VARIANTS +=) so that other additions merge cleanly.
+MUTANTS += [
+    Entry("grads_u_o_sign", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    s_o, s_neg = u_o @ v_c, u_neg @ v_c
+    d_o, d_neg = torch.sigmoid(-s_o), torch.sigmoid(s_neg)
+    return d_o * u_o + d_neg @ u_neg, d_o * v_c, d_neg[:, None] * v_c
+''', "dl/ds_o written as 1 - sigma(s_o): the derivative of log sigma without the loss's minus sign",
+          hint="the loss is minus log sigma(s_o): dl/ds_o = sigma(s_o) - 1, which is negative"),
+    Entry("grads_negatives_sign", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    s_o, s_neg = u_o @ v_c, u_neg @ v_c
+    d_o, d_neg = -torch.sigmoid(-s_o), -torch.sigmoid(s_neg)
+    return d_o * u_o + d_neg @ u_neg, d_o * v_c, d_neg[:, None] * v_c
+''', "the inner derivative of sigma(-s_k) forgotten: dl/ds_k = -sigma(s_k)",
+          hint="log sigma(-s_k) has an inner derivative of -1: dl/ds_k = +sigma(s_k), the negatives are pushed away"),
+    Entry("grads_negatives_like_positive", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    s_o, s_neg = u_o @ v_c, u_neg @ v_c
+    d_o, d_neg = -torch.sigmoid(-s_o), -torch.sigmoid(-s_neg)
+    return d_o * u_o + d_neg @ u_neg, d_o * v_c, d_neg[:, None] * v_c
+''', "the negatives differentiated like the real pair, sigma(s_k) - 1, without the sigma(-x) of their term",
+          hint="a negative's term is log sigma(-s_k), not log sigma(s_k): dl/ds_k = sigma(s_k)"),
+    Entry("grads_sigmoid_derivative", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    s_o, s_neg = u_o @ v_c, u_neg @ v_c
+    sig_o, sig_neg = torch.sigmoid(s_o), torch.sigmoid(s_neg)
+    d_o, d_neg = -sig_o * (1 - sig_o), sig_neg * (1 - sig_neg)
+    return d_o * u_o + d_neg @ u_neg, d_o * v_c, d_neg[:, None] * v_c
+''', "the derivative of sigma instead of the derivative of log sigma",
+          hint="d/dx log sigma(x) = 1 - sigma(x): the sigma(x) of sigma'(x) = sigma(x)(1 - sigma(x)) cancels"),
+    Entry("grads_v_c_without_negatives", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    s_o, s_neg = u_o @ v_c, u_neg @ v_c
+    d_o, d_neg = -torch.sigmoid(-s_o), torch.sigmoid(s_neg)
+    return d_o * u_o, d_o * v_c, d_neg[:, None] * v_c
+''', "grad_v_c from the real pair only",
+          hint="v_c is in every score: grad_v_c = (sigma(s_o) - 1) u_o + sum_k sigma(s_k) u_k"),
+    Entry("grads_by_autograd", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    leaves = [t.detach().clone().requires_grad_() for t in (v_c, u_o, u_neg)]
+    loss = -(F.logsigmoid(leaves[1] @ leaves[0]) + F.logsigmoid(-(leaves[2] @ leaves[0])).sum())
+    return torch.autograd.grad(loss, leaves)
+''', "asks autograd instead of deriving the gradients",
+          hint="the question asks for the gradients by hand: torch.autograd is not allowed in skipgram_ns_grads"),
+
+    Entry("cbow_mean_counts_pads", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        h = self.in_embed(contexts).mean(1)  # the pads counted as words
+        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))
+        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)
+        return -(pos + neg).mean()
+''', "averages over all C positions, pads included",
+          hint="the average runs over the real context words only: sum where contexts != 0, divide by their number"),
+    Entry("cbow_sum_of_contexts", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        h = (self.in_embed(contexts) * (contexts != 0).unsqueeze(-1)).sum(1)  # a sum, not a mean
+        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))
+        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)
+        return -(pos + neg).mean()
+''', "sums the real context vectors instead of averaging them",
+          hint="h is the mean of the real context vectors: divide the sum by the number of real words"),
+    Entry("cbow_negatives_broadcast", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)
+        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)
+        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))
+        neg = F.logsigmoid(-(self.out_embed(negatives) * h).sum(-1)).sum(-1)  # (B, K, D) * (B, D)
+        return -(pos + neg).mean()
+''', "u_neg * h without h[:, None]: runs only when B == K, and pairs negative k with example k",
+          hint="the negatives of row b go with h[b]: multiply by h[:, None, :] (shape (B, 1, D))"),
+    Entry("cbow_target_from_in_embed", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)
+        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)
+        pos = F.logsigmoid((self.in_embed(target) * h).sum(-1))
+        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)
+        return -(pos + neg).mean()
+''', "the center word's vector taken from in_embed",
+          hint="the contexts use in_embed; the center (target) and the negatives use out_embed"),
+    Entry("cbow_log_of_sigmoid", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)
+        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)
+        pos = torch.log(torch.sigmoid((self.out_embed(target) * h).sum(-1)))
+        neg = torch.log(torch.sigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1))).sum(-1)
+        return -(pos + neg).mean()
+''', "log(sigmoid(x)): -inf for large negative scores in float32",
+          hint="use F.logsigmoid(x): log(sigmoid(x)) overflows to -inf when the score is a large negative"),
+]
+
+VARIANTS += [
+    Entry("grads_with_sigmoid_minus_one_and_outer", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    s_o = (u_o * v_c).sum()
+    s_neg = (u_neg * v_c).sum(-1)  # (K,)
+    g_o = torch.sigmoid(s_o) - 1
+    g_neg = torch.sigmoid(s_neg)
+    grad_v_c = g_o * u_o + (g_neg[:, None] * u_neg).sum(0)
+    return grad_v_c, g_o * v_c, torch.outer(g_neg, v_c)
+''', "sigma(s_o) - 1 by subtraction, broadcast sums, torch.outer"),
+    Entry("grads_stacked_scores", "skipgram_ns_grads", '''
+def skipgram_ns_grads(v_c, u_o, u_neg):
+    u = torch.cat([u_o[None], u_neg])  # (1 + K, D): row 0 is the real context
+    labels = torch.zeros(len(u), dtype=v_c.dtype, device=v_c.device)
+    labels[0] = 1
+    d = torch.sigmoid(u @ v_c) - labels  # (1 + K,): sigma(s) - label, the logistic loss's derivative
+    return d @ u, d[0] * v_c, d[1:, None] * v_c
+''', "one logistic loss over the stacked scores: dl/ds = sigma(s) - label"),
+
+    Entry("cbow_masked_mean_einsum", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        mask = contexts.ne(0).to(self.in_embed.weight.dtype)  # (B, C)
+        h = torch.einsum("bc,bcd->bd", mask, self.in_embed(contexts)) / mask.sum(1, keepdim=True)
+        u = self.out_embed(torch.cat([target[:, None], negatives], dim=1))  # (B, 1 + K, D)
+        scores = torch.einsum("bkd,bd->bk", u, h)
+        sign = torch.ones_like(scores)
+        sign[:, 1:] = -1
+        return -F.logsigmoid(sign * scores).sum(1).mean()
+''', "einsum for the masked mean and the scores, the target and negatives stacked with signs"),
+    Entry("cbow_embedding_bag", "CBOWNS", '''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        h = F.embedding_bag(contexts, self.in_embed.weight, mode="mean", padding_idx=0)  # pads left out
+        pos = F.logsigmoid(torch.bmm(self.out_embed(target)[:, None, :], h[:, :, None]).view(-1))
+        neg = F.logsigmoid(-torch.bmm(self.out_embed(negatives), h[:, :, None]).squeeze(-1)).sum(-1)
+        return -(pos + neg).mean()
+''', "F.embedding_bag(mode='mean', padding_idx=0) for the masked mean, bmm for the scores"),
+]

@@ -1,11 +1,13 @@
 """Hidden tests of Lab 02 (Word2Vec and friends), written against the narrow interface.
 
 Every test compares the student's answer with the reference (or with values computed here in float64) on
-inputs drawn from ``rng`` only, so a blank notebook scores 0. Questions and points (25 in all):
+inputs drawn from ``rng`` only, so a blank notebook scores 0. Questions and points (34 in all):
 
     skipgram_pairs       4
     noise_distribution   2
     SkipGramNS           6
+    skipgram_ns_grads    4
+    CBOWNS               5
     most_similar         4
     analogy              3
     char_ngrams          3
@@ -20,12 +22,14 @@ zero row has cosine 0); equal scores are ordered by id, lower first; ``analogy``
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from attnlab.grading import checks
+from attnlab.grading import checks, rules
 from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn
+from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths
 
 suite = HiddenSuite("lab02_word2vec")
 
@@ -224,6 +228,124 @@ def sgns_huge_dot_products_stay_finite(student, ref, rng):
     center, context, negatives = sgns_inputs(rng, vocab, 6, 5)
     checks.compare_module_call(s_mod, r_mod, center, context, negatives, grad=True, rng=rng,
                                name="SkipGramNS with dot products of several hundred (float32)")
+
+
+# -------------------------------------------------------------------------------------- skipgram_ns_grads
+# Autograd in any form would answer the question without the derivation.
+AUTOGRAD = ["autograd", "backward", "grad", "vjp", "jvp", "jacrev", "jacfwd", "jacobian", "func"]
+AUTOGRAD_WHY = ("skipgram_ns_grads asks for the gradients by hand: torch.autograd, .backward() and torch.func "
+                "are not allowed in the graded cells")
+
+
+def sgns_grads_by_autograd(v_c, u_o, u_neg):
+    """The three gradients of one example's loss, by autograd in float64 (independent of the reference)."""
+    leaves = [t.detach().to(F64).requires_grad_() for t in (v_c, u_o, u_neg)]
+    loss = -(torch.nn.functional.logsigmoid(leaves[1] @ leaves[0])
+             + torch.nn.functional.logsigmoid(-(leaves[2] @ leaves[0])).sum())
+    return tuple(g.to(v_c.dtype) for g in torch.autograd.grad(loss, leaves))
+
+
+def check_grads(student, ref, v_c, u_o, u_neg, what: str):
+    s, _ = checks.compare_call(student, ref, "skipgram_ns_grads", v_c, u_o, u_neg)
+    names = ("grad_v_c", "grad_u_o", "grad_u_neg")
+    output = s.output
+    assert isinstance(output, (tuple, list)) and len(output) == 3, (
+        f"skipgram_ns_grads should return the three gradients {names}, got {type(output).__name__}")
+    for name, got, want in zip(names, output, sgns_grads_by_autograd(v_c, u_o, u_neg)):
+        checks.assert_close(got, want, name=f"{name} {what}, compared with autograd")
+
+
+@suite.test("skipgram_ns_grads", points=1.5)
+def grads_float64_against_autograd(student, ref, rng):
+    d, k = 5, 4
+    check_grads(student, ref, randn(rng, d), randn(rng, d), randn(rng, k, d), "(float64, D=5, K=4)")
+    rules.assert_not_used(student, AUTOGRAD, why=AUTOGRAD_WHY)
+
+
+@suite.test("skipgram_ns_grads", points=1.0)
+def grads_float32_one_negative(student, ref, rng):
+    d = randint(rng, 2, 6)
+    check_grads(student, ref, randn(rng, d, dtype=F32), randn(rng, d, dtype=F32), randn(rng, 1, d, dtype=F32),
+                f"(float32, D={d}, K=1)")
+
+
+@suite.test("skipgram_ns_grads", points=1.0)
+def grads_known_answer_one_dimension(student, ref, rng):
+    # D = 1: every score is a product of two numbers, and the formulas give the answer directly
+    v, u_o, u_k = (float(x) for x in randn(rng, 3, scale=1.5))
+    s_o, s_k = u_o * v, u_k * v
+    d_o, d_k = -1 / (1 + math.exp(s_o)), 1 / (1 + math.exp(-s_k))  # sigma(s_o) - 1, sigma(s_k)
+    expected = (torch.tensor([d_o * u_o + d_k * u_k], dtype=F64), torch.tensor([d_o * v], dtype=F64),
+                torch.tensor([[d_k * v]], dtype=F64))
+    got = student.call("skipgram_ns_grads", torch.tensor([v], dtype=F64), torch.tensor([u_o], dtype=F64),
+                       torch.tensor([[u_k]], dtype=F64)).output
+    checks.compare_values(got, expected, name=f"skipgram_ns_grads(v_c=[{v:.3f}], u_o=[{u_o:.3f}], "
+                                              f"u_neg=[[{u_k:.3f}]]) against (s(s_o) - 1) u_o + s(s_k) u_k, ...")
+
+
+@suite.test("skipgram_ns_grads", points=0.5)
+def grads_large_scores_of_both_signs(student, ref, rng):
+    d, k = 4, 6
+    check_grads(student, ref, randn(rng, d, scale=4.0), randn(rng, d, scale=4.0), randn(rng, k, d, scale=4.0),
+                "(scores of several tens, both signs)")
+
+
+# ------------------------------------------------------------------------------------------------- CBOWNS
+def cbow_by_hand(state: dict, contexts, target, negatives) -> torch.Tensor:
+    """The loss in float64 from the loaded weights, h the mean of the real (non-pad) context vectors."""
+    v_in, u_out = state["in_embed.weight"].to(F64), state["out_embed.weight"].to(F64)
+    real = (contexts != 0).to(F64)  # (B, C)
+    h = (v_in[contexts] * real[..., None]).sum(1) / real.sum(1, keepdim=True)  # (B, D)
+    pos = torch.nn.functional.logsigmoid((u_out[target] * h).sum(-1))
+    neg = torch.nn.functional.logsigmoid(-(u_out[negatives] * h[:, None, :]).sum(-1)).sum(-1)
+    return -(pos + neg).mean()
+
+
+def cbow_inputs(rng, vocab: int, batch: int, width: int, k: int):
+    contexts = padded_ids(rng, random_lengths(rng, batch, width), width, vocab)  # (B, C), one full, one of 1
+    target = torch.randint(1, vocab, (batch,), generator=rng)
+    negatives = torch.randint(1, vocab, (batch, k), generator=rng)
+    return contexts, target, negatives
+
+
+@suite.test("CBOWNS", points=2.0)
+def cbow_float64_padded_loss_and_grads(student, ref, rng):
+    vocab, dim = 14, 5
+    s_mod, r_mod = checks.build_pair(student, ref, "CBOWNS", vocab, dim, rng=rng, dtype=F64, scale=0.7)
+    contexts, target, negatives = cbow_inputs(rng, vocab, 6, 4, 3)
+    s, _ = checks.compare_module_call(s_mod, r_mod, contexts, target, negatives, grad=True, rng=rng)
+    expected = cbow_by_hand(r_mod.state_dict(), contexts, target, negatives)
+    checks.assert_close(s.output.reshape(()), expected, name="the loss against the formula, h the mean of the "
+                        "real context vectors (the pads, id 0, left out)")
+
+
+@suite.test("CBOWNS", points=1.0)
+def cbow_batch_equal_to_k(student, ref, rng):
+    vocab, dim = 10, 4
+    s_mod, r_mod = checks.build_pair(student, ref, "CBOWNS", vocab, dim, rng=rng, dtype=F64, scale=0.7)
+    contexts, target, negatives = cbow_inputs(rng, vocab, 3, 6, 3)
+    checks.compare_module_call(s_mod, r_mod, contexts, target, negatives, grad=True, rng=rng,
+                               name="CBOWNS with a batch of 3 and 3 negatives each")
+
+
+@suite.test("CBOWNS", points=1.0)
+def cbow_float32_no_padding_and_batch_of_one(student, ref, rng):
+    vocab, dim = 9, 6
+    s_mod, r_mod = checks.build_pair(student, ref, "CBOWNS", vocab, dim, rng=rng, dtype=F32)
+    contexts = torch.randint(1, vocab, (5, 4), generator=rng)
+    target, negatives = torch.randint(1, vocab, (5,), generator=rng), torch.randint(1, vocab, (5, 2), generator=rng)
+    checks.compare_module_call(s_mod, r_mod, contexts, target, negatives, grad=True, rng=rng)
+    checks.compare_module_call(s_mod, r_mod, contexts[:1, :1], target[:1], negatives[:1], grad=True, rng=rng,
+                               name="CBOWNS with one example of one context word")
+
+
+@suite.test("CBOWNS", points=1.0)
+def cbow_huge_dot_products_stay_finite(student, ref, rng):
+    vocab, dim = 8, 4
+    s_mod, r_mod = checks.build_pair(student, ref, "CBOWNS", vocab, dim, rng=rng, dtype=F32, scale=12.0)
+    contexts, target, negatives = cbow_inputs(rng, vocab, 5, 3, 4)
+    checks.compare_module_call(s_mod, r_mod, contexts, target, negatives, grad=True, rng=rng,
+                               name="CBOWNS with dot products of several hundred (float32)")
 
 
 # ------------------------------------------------------------------------------------------- most_similar

@@ -577,3 +577,194 @@ def attention_context(decoder_state, encoder_states, mask=None):
     return torch.bmm(weights.unsqueeze(1), encoder_states)[:, 0], weights
 ''', "torch.bmm (the inputs are exactly 3-D here) and indexing instead of squeeze"),
 ]
+
+# ------------------------------------------------------------------ gru_cell and BiGRUEncoder (issue 21)
+# Kept in one block (MUTANTS += / VARIANTS +=) so that other additions merge cleanly. The BiGRUEncoder entries
+# subclass the reference class (its parameters and initialisation) and replace forward only.
+MUTANTS += [
+    Entry("gru_reset_outside_hidden_bias", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    H = h_prev.shape[-1]
+    i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, _ = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * (h_prev @ W_hh[2 * H:].T) + b_hh[2 * H:])
+    return (1 - z) * n + z * h_prev
+''', "the reset gate multiplies W_hn h but not b_hn",
+          hint="r multiplies the whole hidden part of the candidate, W_hn h_prev + b_hn, bias included"),
+    Entry("gru_reset_before_product", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    H = h_prev.shape[-1]
+    i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, _ = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + (r * h_prev) @ W_hh[2 * H:].T + b_hh[2 * H:])
+    return (1 - z) * n + z * h_prev
+''', "the original paper's candidate, W (r * h): applies r to h_prev before the product, not after it",
+          hint="PyTorch's GRU applies r after the product: n = tanh(W_in x + b_in + r * (W_hn h_prev + b_hn))"),
+    Entry("gru_sum_before_chunk", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    a_r, a_z, a_n = (x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(a_r), torch.sigmoid(a_z)
+    n = torch.tanh(r * a_n)
+    return (1 - z) * n + z * h_prev
+''', "adds the input and hidden parts first, as in the LSTM, then applies r to the whole sum",
+          hint="keep the input part and the hidden part of the candidate apart: r multiplies the hidden part only"),
+    Entry("gru_z_swapped", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, h_n = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return z * n + (1 - z) * h_prev
+''', "z and 1 - z swapped: z weighs the candidate instead of the old state",
+          hint="z weighs the old state: h_t = (1 - z) * n + z * h_prev"),
+    Entry("gru_gates_zrn", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    i_z, i_r, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_z, h_r, h_n = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h_prev
+''', "gates in the order z, r, n (the order of many write-ups) instead of PyTorch's r, z, n",
+          hint="PyTorch stacks the GRU's blocks as r, z, n: the reset gate is the first block of rows"),
+    Entry("gru_uses_torch_gru_cell", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    return torch.gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
+''', "calls torch.gru_cell, which the lab forbids",
+          hint="torch.gru_cell is not allowed here: compute the three gates with matrix products"),
+
+    Entry("bigru_backward_not_rereversed", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def forward(self, x):
+        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
+        fwd, bwd = [], []
+        for t in range(x.shape[1]):
+            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+            fwd.append(h_f)
+        for t in reversed(range(x.shape[1])):
+            h_b = gru_cell(x[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
+                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
+            bwd.append(h_b)  # in the order computed: position t holds the state of position T - 1 - t
+        return torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1), torch.stack([h_f, h_b])
+''', "the backward states are stacked in the order they were computed, not re-reversed",
+          hint="the backward states come out last position first: reverse them back so that position t holds "
+               "the state after reading x_T .. x_t"),
+    Entry("bigru_shared_weights", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def forward(self, x):
+        w = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
+        fwd, bwd = [], [None] * x.shape[1]
+        for t in range(x.shape[1]):
+            h_f = gru_cell(x[:, t], h_f, *w)
+            fwd.append(h_f)
+        for t in reversed(range(x.shape[1])):
+            h_b = gru_cell(x[:, t], h_b, *w)
+            bwd[t] = h_b
+        return torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1), torch.stack([h_f, h_b])
+''', "the backward direction reuses the forward weights",
+          hint="the backward direction has its own weights, the parameters ending in _reverse"),
+    Entry("bigru_h_n_backward_from_last_position", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def forward(self, x):
+        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
+        fwd, bwd = [], [None] * x.shape[1]
+        for t in range(x.shape[1]):
+            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+            fwd.append(h_f)
+        for t in reversed(range(x.shape[1])):
+            h_b = gru_cell(x[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
+                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
+            bwd[t] = h_b
+        outputs = torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1)
+        return outputs, outputs[:, -1].reshape(x.shape[0], 2, self.hidden_size).transpose(0, 1)
+''', "h_n taken from the last position for both directions: the backward half there has read x_T only",
+          hint="the backward direction's last state is the one after reading x_1: h_n[1] = outputs[:, 0, H:]"),
+    Entry("bigru_flips_the_batch", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def forward(self, x):
+        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
+        fwd, bwd = [], []
+        flipped = x.flip(0)  # the batch axis, not the time axis
+        for t in range(x.shape[1]):
+            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+            fwd.append(h_f)
+            h_b = gru_cell(flipped[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
+                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
+            bwd.append(h_b)
+        return torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1).flip(0)], dim=-1), torch.stack([h_f, h_b.flip(0)])
+''', "reverses x along dim 0 (the batch) instead of dim 1 (time)",
+          hint="x is batch-first (B, T, D): reverse the time steps, x.flip(1), not the rows"),
+    Entry("bigru_directions_concatenated_backward_first", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def forward(self, x):
+        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
+        fwd, bwd = [], [None] * x.shape[1]
+        for t in range(x.shape[1]):
+            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+            fwd.append(h_f)
+        for t in reversed(range(x.shape[1])):
+            h_b = gru_cell(x[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
+                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
+            bwd[t] = h_b
+        return torch.cat([torch.stack(bwd, 1), torch.stack(fwd, 1)], dim=-1), torch.stack([h_b, h_f])
+''', "the backward direction first in the concatenation and in h_n",
+          hint="the forward direction comes first: outputs[..., :H] and h_n[0] are the left-to-right states"),
+]
+
+VARIANTS += [
+    Entry("gru_cell_interpolation_and_slices", "gru_cell", '''
+import torch.nn.functional as F
+
+
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    H = h_prev.shape[-1]
+    gate = lambda k: F.linear(x_t, W_ih[k * H:(k + 1) * H], b_ih[k * H:(k + 1) * H])
+    hidden = lambda k: F.linear(h_prev, W_hh[k * H:(k + 1) * H], b_hh[k * H:(k + 1) * H])
+    r = torch.sigmoid(gate(0) + hidden(0))
+    z = torch.sigmoid(gate(1) + hidden(1))
+    n = torch.tanh(gate(2) + r * hidden(2))
+    return n + z * (h_prev - n)
+''', "F.linear on each block's rows, and the update written as n + z (h_prev - n)"),
+    Entry("gru_cell_joint_rz", "gru_cell", '''
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    H = h_prev.shape[-1]
+    gi = torch.addmm(b_ih, x_t, W_ih.t())
+    gh = torch.addmm(b_hh, h_prev, W_hh.t())
+    rz = torch.sigmoid(gi[:, :2 * H] + gh[:, :2 * H])
+    r, z = rz[:, :H], rz[:, H:]
+    n = torch.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+    return torch.lerp(n, h_prev, z)
+''', "torch.addmm, one sigmoid for r and z together, torch.lerp for the update"),
+    Entry("bigru_flip_time", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def run(self, x, w_ih, w_hh, b_ih, b_hh):
+        h, states = x.new_zeros(x.shape[0], self.hidden_size), []
+        for x_t in x.unbind(1):
+            h = gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh)
+            states.append(h)
+        return torch.stack(states, 1), h
+
+    def forward(self, x):
+        fwd, h_f = self.run(x, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+        bwd, h_b = self.run(x.flip(1), self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
+                            self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
+        return torch.cat([fwd, bwd.flip(1)], dim=-1), torch.stack([h_f, h_b])
+''', "one helper for a direction; the backward one reads x.flip(1) and its states are flipped back"),
+    Entry("bigru_preallocated", "BiGRUEncoder", '''
+class BiGRUEncoder(BiGRUEncoder):
+    def forward(self, x):
+        B, T, _ = x.shape
+        H = self.hidden_size
+        outputs = x.new_zeros(B, T, 2 * H)
+        h_f = h_b = x.new_zeros(B, H)
+        for t in range(T):
+            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+            h_b = gru_cell(x[:, T - 1 - t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
+                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
+            outputs[:, t, :H] = h_f  # slice assignment: autograd records the copies
+            outputs[:, T - 1 - t, H:] = h_b
+        return outputs, torch.stack([h_f, h_b])
+''', "both directions in one loop, written into a preallocated tensor"),
+]

@@ -3,15 +3,18 @@
 Every test compares the student's answer with the reference on inputs drawn from ``rng`` only, so a blank
 notebook (functions returning None, modules without parameters) scores 0. Besides the reference, the
 recurrences are compared with PyTorch's own modules on the same weights, every parameter randomised first:
-``nn.RNNCell`` and ``nn.RNN`` (rnn_cell, ElmanRNN), ``nn.LSTMCell`` (lstm_cell), ``nn.LSTM`` over a packed
-padded batch (RNNClassifier). Source checks for the forbidden library versions sit inside value tests, after
+``nn.RNNCell`` and ``nn.RNN`` (rnn_cell, ElmanRNN), ``nn.LSTMCell`` (lstm_cell), ``nn.GRUCell`` (gru_cell),
+``nn.GRU(bidirectional=True)`` and each direction as a one-way ``nn.GRU`` (BiGRUEncoder), ``nn.LSTM`` over a
+packed padded batch (RNNClassifier). Source checks for the forbidden library versions sit inside value tests, after
 the comparison.
 
-Questions and points (30 in all):
+Questions and points (40 in all):
 
     rnn_cell            3
     ElmanRNN            6
     lstm_cell           6
+    gru_cell            4
+    BiGRUEncoder        6
     last_valid_state    3
     RNNClassifier       6
     attention_context   6
@@ -205,6 +208,126 @@ def lstm_cell_large_cell_state(student, ref, rng):
     d, h = 3, 3
     args = (randn(rng, 6, d), randn(rng, 6, h), randn(rng, 6, h, scale=4.0), *cell_weights(rng, 4, d, h, scale=1.0))
     checks.compare_call(student, ref, "lstm_cell", *args, grad=True, rng=rng)
+
+
+# ---------------------------------------------------------------------------------------------- gru_cell
+# nn.GRU, nn.GRUCell and the functions behind them, on top of FORBIDDEN, for the GRU questions.
+GRU_FORBIDDEN = FORBIDDEN + ["GRU", "GRUCell", "gru", "gru_cell"]
+GRU_WHY = ("this lab asks you to build the GRU by hand: nn.GRU, nn.GRUCell and torch.gru / torch.gru_cell are "
+           "not allowed in the graded cells")
+
+
+def _nn_gru_cell(x, h_prev, weights):
+    cell = nn.GRUCell(x.shape[-1], h_prev.shape[-1]).to(x.dtype)
+    with torch.no_grad():
+        for p, w in zip((cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh), weights):
+            p.copy_(w)
+        return cell(x, h_prev)
+
+
+@suite.test("gru_cell", points=1.5)
+def gru_cell_float64_matches_nn_grucell_grad(student, ref, rng):
+    b, d, h = 4, 3, 5
+    x, h_prev = randn(rng, b, d), randn(rng, b, h)
+    weights = cell_weights(rng, 3, d, h)
+    s, _ = checks.compare_call(student, ref, "gru_cell", x, h_prev, *weights, grad=True, rng=rng)
+    checks.assert_close(s.output, _nn_gru_cell(x, h_prev, weights),
+                        name="gru_cell compared with nn.GRUCell on the same weights")
+    rules.assert_not_used(student, GRU_FORBIDDEN, why=GRU_WHY)
+
+
+@suite.test("gru_cell", points=1.0)
+def gru_cell_gate_order_and_reset_on_hidden_bias(student, ref, rng):
+    # one large, distinct bias per block pins r, z and n apart, and a large b_hn with a large h_prev makes the
+    # reset gate's place (around W_hn h + b_hn, not W_hn h alone) and z against 1 - z show in the values
+    b, d, h = 3, 2, 4
+    x, h_prev = randn(rng, b, d), randn(rng, b, h, scale=2.0)
+    w_ih, w_hh, _, _ = cell_weights(rng, 3, d, h, scale=0.2)
+    b_ih = torch.cat([torch.full((h,), v, dtype=F64) for v in (-1.0, 1.5, 0.3)]) + randn(rng, 3 * h, scale=0.1)
+    b_hh = torch.cat([torch.full((h,), v, dtype=F64) for v in (0.5, -0.5, 2.0)]) + randn(rng, 3 * h, scale=0.1)
+    weights = (w_ih, w_hh, b_ih, b_hh)
+    s, _ = checks.compare_call(student, ref, "gru_cell", x, h_prev, *weights, grad=True, rng=rng)
+    checks.assert_close(s.output, _nn_gru_cell(x, h_prev, weights),
+                        name="gru_cell with one bias per gate (order r, z, n) compared with nn.GRUCell")
+
+
+@suite.test("gru_cell", points=1.0)
+def gru_cell_float32_batch_of_one_grad(student, ref, rng):
+    d, h = 5, 3
+    args = (randn(rng, 1, d, dtype=F32), randn(rng, 1, h, dtype=F32), *cell_weights(rng, 3, d, h, dtype=F32))
+    checks.compare_call(student, ref, "gru_cell", *args, grad=True, rng=rng)
+
+
+@suite.test("gru_cell", points=0.5)
+def gru_cell_square_weights(student, ref, rng):
+    d = h = 4  # D == H: a product with the wrong matrix still runs
+    args = (randn(rng, 5, d), randn(rng, 5, h), *cell_weights(rng, 3, d, h, scale=1.0))
+    checks.compare_call(student, ref, "gru_cell", *args, grad=True, rng=rng)
+
+
+# ------------------------------------------------------------------------------------------ BiGRUEncoder
+def _nn_bigru(r_mod, d, h, x):
+    """nn.GRU(bidirectional=True) with the reference's weights: (outputs, h_n)."""
+    gru = torch_module_like(nn.GRU(d, h, batch_first=True, bidirectional=True), r_mod.state_dict(), x.dtype)
+    with torch.no_grad():
+        return gru(x)
+
+
+def _nn_one_direction(r_mod, d, h, x, suffix):
+    """One direction alone: an nn.GRU with that direction's weights; the backward one reads x flipped in time
+    and its outputs are flipped back, so position t holds the state after reading x_T .. x_t."""
+    state = {k[:-len(suffix)] if suffix else k: v for k, v in r_mod.state_dict().items()
+             if k.endswith("_reverse") == bool(suffix)}
+    gru = torch_module_like(nn.GRU(d, h, batch_first=True), state, x.dtype)
+    with torch.no_grad():
+        if suffix:
+            return gru(x.flip(1))[0].flip(1)
+        return gru(x)[0]
+
+
+@suite.test("BiGRUEncoder", points=2.0)
+def bigru_float64_matches_nn_gru_grad(student, ref, rng):
+    d, h = 3, 4
+    s_mod, r_mod = checks.build_pair(student, ref, "BiGRUEncoder", d, h, rng=rng, dtype=F64)
+    x = randn(rng, 3, 6, d)
+    s, _ = checks.compare_module_call(s_mod, r_mod, x, grad=True, rng=rng)
+    checks.compare_values(s.output, _nn_bigru(r_mod, d, h, x),
+                          name="BiGRUEncoder's (outputs, h_n) compared with nn.GRU(bidirectional=True)")
+    rules.assert_not_used(student, GRU_FORBIDDEN, why=GRU_WHY)
+
+
+@suite.test("BiGRUEncoder", points=1.5)
+def bigru_each_direction_alone(student, ref, rng):
+    d, h = 2, 3
+    s_mod, r_mod = checks.build_pair(student, ref, "BiGRUEncoder", d, h, rng=rng, dtype=F64)
+    x = randn(rng, 2, 7, d)
+    outputs = checks.expect_tensor(s_mod.call(x).output[0], name="BiGRUEncoder's outputs", shape=(2, 7, 2 * h))
+    checks.assert_close(outputs[..., :h], _nn_one_direction(r_mod, d, h, x, ""),
+                        name="outputs[..., :H], the forward direction (nn.GRU with the forward weights)")
+    checks.assert_close(outputs[..., h:], _nn_one_direction(r_mod, d, h, x, "_reverse"),
+                        name="outputs[..., H:], the backward direction (nn.GRU with the _reverse weights on x "
+                             "flipped in time, flipped back: position t is the state after reading x_T .. x_t)")
+
+
+@suite.test("BiGRUEncoder", points=1.0)
+def bigru_float32_one_step_and_batch_of_one(student, ref, rng):
+    s_mod, r_mod = checks.build_pair(student, ref, "BiGRUEncoder", 4, 3, rng=rng, dtype=F32)
+    checks.compare_module_call(s_mod, r_mod, randn(rng, 2, 1, 4, dtype=F32), grad=True, rng=rng)
+    checks.compare_module_call(s_mod, r_mod, randn(rng, 1, 5, 4, dtype=F32), grad=True, rng=rng)
+
+
+@suite.test("BiGRUEncoder", points=1.5)
+def bigru_initialisation_and_long_sequence(student, ref, rng):
+    h = randint(rng, 9, 16)
+    state = student.create("BiGRUEncoder", 3, h).state_dict()
+    bound = 1 / h ** 0.5
+    for name in ("weight_ih_l0", "weight_hh_l0_reverse", "bias_ih_l0", "bias_hh_l0_reverse"):
+        value = checks.expect_tensor(state.get(name), name=f"BiGRUEncoder(3, {h}).{name}")
+        assert bound / 4 < value.abs().max() <= bound + 1e-7, (
+            f"BiGRUEncoder(3, {h}).{name} has values up to {value.abs().max().item():.3g}; initialise it uniform "
+            f"in [-1/sqrt(H), 1/sqrt(H)] = [-{bound:.3g}, {bound:.3g}] as nn.GRU does")
+    s_mod, r_mod = checks.build_pair(student, ref, "BiGRUEncoder", 2, 5, rng=rng, dtype=F64)
+    checks.compare_module_call(s_mod, r_mod, randn(rng, 2, 20, 2), grad=True, rng=rng)
 
 
 # -------------------------------------------------------------------------------------- last_valid_state

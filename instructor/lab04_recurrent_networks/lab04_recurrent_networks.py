@@ -25,7 +25,8 @@
 # 1. `rnn_cell`: one step of the simplest recurrent network, $h_t = \tanh(W_{ih} x_t + b_{ih} + W_{hh}
 #    h_{t-1} + b_{hh})$.
 # 2. `ElmanRNN`: the cell applied along a whole sequence, with the parameters laid out as in `nn.RNN`.
-# 3. `lstm_cell`: the Long Short-Term Memory cell, with its four gates in PyTorch's order.
+# 3. `lstm_cell`: the Long Short-Term Memory cell, with its four gates in PyTorch's order; `gru_cell`, its
+#    three-gate cousin; `BiGRUEncoder`, a GRU that reads the sentence both ways.
 # 4. An experiment: why gradients vanish in an Elman RNN, and why the LSTM suffers less.
 # 5. `last_valid_state`: the state after each sentence's last *real* token in a padded batch.
 # 6. `RNNClassifier`: an LSTM sentiment classifier, and an experiment where it beats every order-free model.
@@ -36,9 +37,10 @@
 #
 # - Build the recurrences by hand from matrix products, `torch.tanh` and `torch.sigmoid`. The ready-made
 #   versions of what you are building are **not allowed** in the graded cells: `nn.RNN`, `nn.RNNCell`,
-#   `nn.LSTMCell`, and the functions behind them (`torch.rnn_tanh`, `torch.rnn_tanh_cell`,
-#   `torch.lstm_cell`, ...). The grader reads your code, and a use of any of them costs the points of the
-#   recurrence questions (`rnn_cell`, `ElmanRNN`, `lstm_cell`). The exception is `RNNClassifier`, which
+#   `nn.LSTMCell`, `nn.GRU`, `nn.GRUCell`, and the functions behind them (`torch.rnn_tanh`,
+#   `torch.rnn_tanh_cell`, `torch.lstm_cell`, `torch.gru_cell`, ...). The grader reads your code, and a use of
+#   any of them costs the points of the recurrence questions (`rnn_cell`, `ElmanRNN`, `lstm_cell`,
+#   `gru_cell`, `BiGRUEncoder`). The exception is `RNNClassifier`, which
 #   **must** use `nn.LSTM`: once you have written a cell, the fast built-in is yours to use. Everything else
 #   in `torch` and `torch.nn` is fine.
 # - Tensors are batch-first: a batch of sequences has shape `(B, T, D)` (batch, time steps, features).
@@ -51,9 +53,9 @@
 # **How you are graded.** After each question, `grader.check("name")` runs a few public checks. The grade
 # comes from hidden tests that call your functions and classes on random inputs (float32 and float64, padded
 # batches of mixed lengths, given and missing initial states) and compare the outputs *and the gradients*
-# with a reference and with PyTorch's own `nn.RNN`, `nn.LSTMCell` and `nn.LSTM` on the same weights. Cells
-# whose first line says *Experiment* or *Demo* are not run by the grader: do not define anything graded in
-# them.
+# with a reference and with PyTorch's own `nn.RNN`, `nn.LSTMCell`, `nn.LSTM`, `nn.GRUCell` and `nn.GRU` on
+# the same weights. Cells whose first line says *Experiment* or *Demo* are not run by the grader: do not
+# define anything graded in them.
 #
 # **Data.** The experiments use the synthetic movie-review corpus of `attnlab.datasets.sentiment` (offline,
 # the same sentences for the same seed), in which negation and word order decide the label, and random
@@ -400,6 +402,267 @@ expect_close(h, h_ref, "h_t compared with nn.LSTMCell", atol=1e-5)
 
 # %% [raw]
 # # END QUESTION
+
+# %% [markdown]
+# ## 3.1 The GRU cell
+#
+# The **Gated Recurrent Unit** ([Cho et al., 2014](https://arxiv.org/abs/1406.1078)) keeps the LSTM's idea,
+# a state changed by learned gates, with one state instead of two and three blocks instead of four. In
+# PyTorch's order **r, z, n** (rows `0:H`, `H:2H`, `2H:3H` of $W_{ih} \in \mathbb{R}^{3H \times D}$ and
+# $W_{hh} \in \mathbb{R}^{3H \times H}$):
+#
+# $$\begin{aligned}
+# r &= \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr}) \quad \text{reset gate: how much of the old state
+#   the candidate sees} \\
+# z &= \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz}) \quad \text{update gate: how much of the old state
+#   to keep} \\
+# n &= \tanh\big(W_{in} x_t + b_{in} + r \odot (W_{hn} h_{t-1} + b_{hn})\big) \quad \text{the candidate} \\
+# h_t &= (1 - z) \odot n + z \odot h_{t-1}
+# \end{aligned}$$
+#
+# Two details decide whether your numbers equal `nn.GRUCell`'s:
+#
+# - the reset gate multiplies the **whole** hidden part of the candidate, $W_{hn} h_{t-1} + b_{hn}$, bias
+#   included, so the input part and the hidden part of the third block must be computed **separately**
+#   (you cannot add `x_t @ W_ih.T + b_ih` and `h_prev @ W_hh.T + b_hh` first, as in the LSTM);
+# - $z$ weighs the **old** state: $z$ near 1 keeps $h_{t-1}$ (the GRU's version of a forget gate near 1),
+#   $z$ near 0 takes the candidate.
+#
+# **Worked example.** $D = H = 1$, all weights 0, $b_{ih} = [1, -1, 0.5]$, $b_{hh} = [0, 0, 1]$,
+# $h_{t-1} = 2$, any $x_t$. Then $r = \sigma(1) = 0.7311$, $z = \sigma(-1) = 0.2689$,
+# $n = \tanh(0.5 + 0.7311 \cdot 1) = 0.8429$ and $h_t = 0.7311 \cdot 0.8429 + 0.2689 \cdot 2 = 1.1541$.
+# (Applying $r$ to $W_{hn} h_{t-1}$ only, outside $b_{hn}$, gives $1.1996$; swapping $z$ and $1 - z$ gives
+# $1.6888$.) `nn.GRUCell` with these weights returns 1.1541 (checked below).
+#
+# Implement `gru_cell`. The rules of the lab extend to it: `nn.GRU`, `nn.GRUCell` and `torch.gru_cell` are not
+# allowed in the graded cells.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: gru_cell
+# points: 4
+
+# %%
+def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    """One step of a GRU, gates in PyTorch's order r, z, n.
+
+    Shapes (B = batch, D = input size, H = hidden size):
+        x_t:     (B, D)
+        h_prev:  (B, H)
+        W_ih:    (3H, D)  rows [0:H] reset gate, [H:2H] update gate, [2H:3H] candidate
+        W_hh:    (3H, H)  the same layout
+        b_ih:    (3H,)
+        b_hh:    (3H,)
+        returns: h_t (B, H) = (1 - z) * n + z * h_prev
+    """
+    # the input part and the hidden part separately (B, 3H) each: r multiplies the hidden part of n
+    # BEGIN SOLUTION
+    i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)  # three times (B, H)
+    h_r, h_z, h_n = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r = torch.sigmoid(i_r + h_r)
+    z = torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h_prev
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# the worked example: h_t = 1.1541 (r inside, z keeps h_prev)
+from attnlab.expect import expect_close
+
+h = gru_cell(torch.tensor([[0.3]]), torch.tensor([[2.0]]), torch.zeros(3, 1), torch.zeros(3, 1),
+             torch.tensor([1.0, -1.0, 0.5]), torch.tensor([0.0, 0.0, 1.0]))
+expect_close(h, [[1.1541]], "h_t for the worked example", atol=1e-4)
+
+# %%
+# shape (B, H) with D != H, dtype kept
+g = torch.Generator().manual_seed(8)
+B, D, H = 3, 2, 5
+f64 = dict(dtype=torch.float64, generator=g)
+h = gru_cell(torch.randn(B, D, **f64), torch.randn(B, H, **f64), torch.randn(3 * H, D, **f64),
+             torch.randn(3 * H, H, **f64), torch.randn(3 * H, **f64), torch.randn(3 * H, **f64))
+assert isinstance(h, torch.Tensor) and h.shape == (B, H), (
+    f"h_t should have shape (B, H) = {(B, H)}, got {getattr(h, 'shape', type(h))}")
+assert h.dtype == torch.float64, f"keep the input's dtype (float64 here), got {h.dtype}"
+
+# %%
+# the same h_t as nn.GRUCell with these weights
+from attnlab.expect import expect_close
+
+g = torch.Generator().manual_seed(9)
+cell = nn.GRUCell(3, 4)
+x, h_prev = torch.randn(2, 3, generator=g), torch.randn(2, 4, generator=g)
+with torch.no_grad():
+    expected = cell(x, h_prev)
+    h = gru_cell(x, h_prev, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+expect_close(h, expected, "h_t compared with nn.GRUCell", atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 3.2 Reading both ways: a bidirectional encoder
+#
+# A left-to-right state at position $t$ has read $x_1, \dots, x_t$ only. To describe a word *in its
+# sentence* (the encoder of a translation model, a tagger) we want the words after it too. A
+# **bidirectional** encoder ([Schuster & Paliwal, 1997](https://doi.org/10.1109/78.650093); the encoder of
+# [Bahdanau et al., 2015](https://arxiv.org/abs/1409.0473)) runs two recurrences with separate weights:
+#
+# - the **forward** one reads $x_1 \to x_T$: $\overrightarrow{h}_t = \mathrm{gru}(x_t, \overrightarrow{h}_{t-1})$;
+# - the **backward** one reads $x_T \to x_1$: $\overleftarrow{h}_t = \mathrm{gru}(x_t, \overleftarrow{h}_{t+1})$;
+#
+# and the output at position $t$ is the concatenation $[\overrightarrow{h}_t ; \overleftarrow{h}_t]$, which
+# has read the whole sentence. The trap is the backward half: if you loop over the reversed sequence and
+# stack the states in the order you computed them, position $t$ gets the state of position $T - 1 - t$.
+# **Re-reverse** the backward states (or store each at its own index) so that `outputs[:, t, H:]` is the state
+# after reading $x_T, \dots, x_t$.
+#
+# `BiGRUEncoder(input_size, hidden_size)` has the parameters of `nn.GRU(input_size, hidden_size,
+# batch_first=True, bidirectional=True)`, named and shaped the same (initialised uniform in $[-1/\sqrt{H},
+# 1/\sqrt{H}]$):
+#
+# | name | shape | used by |
+# |---|---|---|
+# | `weight_ih_l0`, `weight_hh_l0` | `(3H, D)`, `(3H, H)` | the forward direction |
+# | `bias_ih_l0`, `bias_hh_l0` | `(3H,)` each | the forward direction |
+# | `weight_ih_l0_reverse`, `weight_hh_l0_reverse` | `(3H, D)`, `(3H, H)` | the backward direction |
+# | `bias_ih_l0_reverse`, `bias_hh_l0_reverse` | `(3H,)` each | the backward direction |
+#
+# `forward(x)` takes `x` of shape `(B, T, D)`, starts both directions from zeros, and returns what
+# `nn.GRU` returns:
+#
+# - `outputs`, `(B, T, 2H)`: `outputs[:, t, :H]` the forward state after $x_t$, `outputs[:, t, H:]` the
+#   backward state after $x_t$;
+# - `h_n`, `(2, B, H)`: `h_n[0]` the forward direction's last state (after $x_T$, equal to
+#   `outputs[:, -1, :H]`), `h_n[1]` the backward direction's last state (after $x_1$, equal to
+#   `outputs[:, 0, H:]`).
+#
+# (Every row is read in full here: a right-padded batch would need each row reversed within its own length,
+# which `nn.utils.rnn.pack_padded_sequence` does for `nn.GRU`.)
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: BiGRUEncoder
+# points: 6
+
+# %%
+class BiGRUEncoder(nn.Module):
+    """A one-layer bidirectional GRU, batch-first, with nn.GRU(bidirectional=True)'s parameter names.
+
+    Args:
+        input_size:  D
+        hidden_size: H, the width of each direction's state
+
+    Parameters: weight_ih_l0 (3H, D), weight_hh_l0 (3H, H), bias_ih_l0 (3H,), bias_hh_l0 (3H,) and the same
+                four with the suffix _reverse, initialised uniform in [-1/sqrt(H), 1/sqrt(H)]
+    """
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        # BEGIN SOLUTION
+        self.hidden_size = H = hidden_size
+        k = 1.0 / math.sqrt(H)
+
+        def uniform(*shape):
+            return nn.Parameter(torch.empty(*shape).uniform_(-k, k))
+
+        self.weight_ih_l0, self.weight_hh_l0 = uniform(3 * H, input_size), uniform(3 * H, H)
+        self.bias_ih_l0, self.bias_hh_l0 = uniform(3 * H), uniform(3 * H)
+        self.weight_ih_l0_reverse, self.weight_hh_l0_reverse = uniform(3 * H, input_size), uniform(3 * H, H)
+        self.bias_ih_l0_reverse, self.bias_hh_l0_reverse = uniform(3 * H), uniform(3 * H)
+        # END SOLUTION
+
+    def forward(self, x):
+        """Shapes:
+            x:       (B, T, D)
+            returns: (outputs (B, T, 2H), h_n (2, B, H)); outputs[:, t] = [forward state ; backward state] at t
+        """
+        # BEGIN SOLUTION
+        batch, steps, _ = x.shape
+        forward_weights = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+        backward_weights = (self.weight_ih_l0_reverse, self.weight_hh_l0_reverse, self.bias_ih_l0_reverse,
+                            self.bias_hh_l0_reverse)
+        h_fwd = h_bwd = x.new_zeros(batch, self.hidden_size)
+        forward_states, backward_states = [], [None] * steps
+        for t in range(steps):
+            h_fwd = gru_cell(x[:, t], h_fwd, *forward_weights)
+            forward_states.append(h_fwd)
+        for t in reversed(range(steps)):
+            h_bwd = gru_cell(x[:, t], h_bwd, *backward_weights)
+            backward_states[t] = h_bwd  # stored at its own position: no re-reversal needed
+        outputs = torch.cat([torch.stack(forward_states, dim=1), torch.stack(backward_states, dim=1)], dim=-1)
+        return outputs, torch.stack([h_fwd, h_bwd])  # (B, T, 2H), (2, B, H)
+        # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# parameters named and shaped as in nn.GRU(bidirectional=True)
+encoder = BiGRUEncoder(3, 4)
+shapes = {name: tuple(p.shape) for name, p in encoder.named_parameters()}
+expected = {name: tuple(p.shape) for name, p in nn.GRU(3, 4, batch_first=True, bidirectional=True).named_parameters()}
+assert shapes == expected, f"BiGRUEncoder(3, 4) should have the parameters {expected}, got {shapes}"
+k = 1 / math.sqrt(4)
+assert all(p.abs().max() <= k for p in encoder.parameters()), "initialise every parameter uniform in [-1/sqrt(H), 1/sqrt(H)]"
+
+# %%
+# shapes (B, T, 2H) and (2, B, H); h_n at both ends of outputs
+g = torch.Generator().manual_seed(10)
+encoder = BiGRUEncoder(3, 4)
+out = encoder(torch.randn(2, 5, 3, generator=g))
+assert isinstance(out, tuple) and len(out) == 2, "BiGRUEncoder should return the pair (outputs, h_n)"
+outputs, h_n = out
+assert outputs.shape == (2, 5, 8), f"outputs should have shape (B, T, 2H) = (2, 5, 8), got {tuple(outputs.shape)}"
+assert h_n.shape == (2, 2, 4), f"h_n should have shape (2, B, H) = (2, 2, 4), got {tuple(h_n.shape)}"
+assert torch.equal(h_n[0], outputs[:, -1, :4]), "h_n[0] should be the forward state after the last step"
+assert torch.equal(h_n[1], outputs[:, 0, 4:]), (
+    "h_n[1] should be the backward state after reading x[:, 0], found at outputs[:, 0, H:]: "
+    "did you re-reverse the backward states?")
+
+# %%
+# outputs and h_n of nn.GRU(bidirectional=True), same weights
+from attnlab.expect import expect_close
+
+torch.manual_seed(11)
+reference = nn.GRU(3, 4, batch_first=True, bidirectional=True)
+encoder = BiGRUEncoder(3, 4)
+encoder.load_state_dict(reference.state_dict())
+x = torch.randn(2, 6, 3)
+with torch.no_grad():
+    expected, expected_h_n = reference(x)
+    outputs, h_n = encoder(x)
+expect_close(outputs[..., :4], expected[..., :4], "the forward half of outputs, compared with nn.GRU", atol=1e-5)
+expect_close(outputs[..., 4:], expected[..., 4:], "the backward half of outputs, compared with nn.GRU", atol=1e-5)
+expect_close(h_n, expected_h_n, "h_n compared with nn.GRU", atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# Who reads what: the gradient of one output position with respect to every input shows it. The forward half
+# at position 2 depends on $x_1, x_2, x_3$ only (zeros after it); the backward half on $x_3, \dots, x_T$; the
+# concatenation on everything.
+
+# %% tags=["otter_ignore"]
+# Demo (not graded): which inputs each half of outputs[:, 2] depends on (gradient norms)
+seed_everything(0)
+demo_encoder = BiGRUEncoder(4, 6)
+demo_x = torch.randn(1, 7, 4, requires_grad=True)
+demo_outputs, _ = demo_encoder(demo_x)
+for half, columns in (("forward half", slice(0, 6)), ("backward half", slice(6, 12))):
+    (grad,) = torch.autograd.grad(demo_outputs[0, 2, columns].sum(), demo_x, retain_graph=True)
+    print(f"{half:>13} of outputs[:, 2]: |d/dx_t| =", " ".join(f"{v:.3f}" for v in grad[0].norm(dim=-1).tolist()))
 
 # %% [markdown]
 # ## 4. Experiment: vanishing gradients

@@ -537,3 +537,104 @@ def greedy_decode(model, src, max_len, bos_id=1, eos_id=2):
     return torch.tensor(rows, dtype=torch.long, device=src.device)
 ''', "Python lists of ids, rebuilt as a tensor at every step"),
 ]
+
+# ------------------------------------------------------------------------------------- beam_search (issue 21)
+# Kept in one block (MUTANTS += / VARIANTS +=) so that other additions merge cleanly.
+_BEAM_HEAD = '''
+@torch.no_grad()
+def beam_search(model, src, beam_size, max_len, length_penalty=1.0, bos_id=1, eos_id=2):
+    rows = []
+    for b in range(src.shape[0]):
+        source = src[b:b + 1]
+        memory = model.encode(source)
+        live = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)
+        scores = torch.zeros(1, device=src.device)
+        finished = []
+'''
+_BEAM_TAIL = '''
+        rows.append(max(finished, key=lambda pair: pair[0])[1])
+    longest = max(map(len, rows))
+    return torch.tensor([row + [model.pad_id] * (longest - len(row)) for row in rows], device=src.device)
+'''
+MUTANTS += [
+    Entry("beam_no_finish_at_eos", "beam_search", _BEAM_HEAD + '''
+        while live.shape[1] < max_len:  # hypotheses ending in EOS stay in the beam and keep growing
+            k = len(live)
+            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]
+            total = (scores.to(logits.dtype)[:, None] + torch.log_softmax(logits, dim=-1)).flatten()
+            scores, best = total.topk(min(beam_size, total.numel()))
+            live = torch.cat([live[best // logits.shape[1]], (best % logits.shape[1])[:, None]], dim=1)
+        for tokens, score in zip(live.tolist(), scores.tolist()):
+            finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+''' + _BEAM_TAIL, "hypotheses that produced EOS are not finished: they stay in the beam and keep growing",
+          hint="a hypothesis that ends with EOS is finished: take it out of the beam (the beam shrinks by one)"),
+    Entry("beam_no_length_penalty", "beam_search", _BEAM_HEAD + '''
+        while len(live) and live.shape[1] < max_len:
+            k = len(live)
+            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]
+            total = (scores.to(logits.dtype)[:, None] + torch.log_softmax(logits, dim=-1)).flatten()
+            scores, best = total.topk(min(beam_size - len(finished), total.numel()))
+            token = best % logits.shape[1]
+            live = torch.cat([live[best // logits.shape[1]], token[:, None]], dim=1)
+            done = token == eos_id
+            finished += [(s, t) for t, s in zip(live[done].tolist(), scores[done].tolist())]
+            live, scores = live[~done], scores[~done]
+        finished += [(s, t) for t, s in zip(live.tolist(), scores.tolist())]
+''' + _BEAM_TAIL, "picks the final hypothesis by its summed log-probability, without the length penalty",
+          hint="compare finished hypotheses by score / length ** length_penalty (length: the tokens after BOS)"),
+    Entry("beam_one_parent_only", "beam_search", _BEAM_HEAD + '''
+        while len(live) and live.shape[1] < max_len:
+            logits = model.decode(live[:1], memory, source)[:, -1]  # only the best hypothesis is extended
+            total = scores[0].to(logits.dtype) + torch.log_softmax(logits[0], dim=-1)
+            scores, token = total.topk(min(beam_size - len(finished), total.numel()))
+            live = torch.cat([live[:1].expand(len(token), -1), token[:, None]], dim=1)
+            done = token == eos_id
+            for tokens, score in zip(live[done].tolist(), scores[done].tolist()):
+                finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+            live, scores = live[~done], scores[~done]
+        for tokens, score in zip(live.tolist(), scores.tolist()):
+            finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+''' + _BEAM_TAIL, "extends only the best hypothesis each step: every kept extension comes from one parent",
+          hint="form the extensions of every live hypothesis and keep the best over all of them together"),
+    Entry("beam_raw_logits", "beam_search", _BEAM_HEAD + '''
+        while len(live) and live.shape[1] < max_len:
+            k = len(live)
+            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]
+            total = (scores.to(logits.dtype)[:, None] + logits).flatten()  # logits, not log-probabilities
+            scores, best = total.topk(min(beam_size - len(finished), total.numel()))
+            token = best % logits.shape[1]
+            live = torch.cat([live[best // logits.shape[1]], token[:, None]], dim=1)
+            done = token == eos_id
+            for tokens, score in zip(live[done].tolist(), scores[done].tolist()):
+                finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+            live, scores = live[~done], scores[~done]
+        for tokens, score in zip(live.tolist(), scores.tolist()):
+            finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
+''' + _BEAM_TAIL, "adds raw logits instead of log-probabilities: the scores of different hypotheses do not compare",
+          hint="score the extensions with log_softmax of the logits: raw logits of different rows are not on one scale"),
+]
+
+VARIANTS += [
+    Entry("beam_python_lists_and_forward", "beam_search", '''
+@torch.no_grad()
+def beam_search(model, src, beam_size, max_len, length_penalty=1.0, bos_id=1, eos_id=2):
+    out = []
+    for row in src:
+        beams, done = [(0.0, [bos_id])], []
+        while beams and len(beams[0][1]) < max_len:
+            ys = torch.tensor([tokens for _, tokens in beams], device=src.device)
+            logp = model(row[None].expand(len(beams), -1), ys)[:, -1].log_softmax(-1).tolist()
+            candidates = [(score + lp, tokens + [v]) for (score, tokens), row_lp in zip(beams, logp)
+                          for v, lp in enumerate(row_lp)]
+            candidates.sort(key=lambda c: -c[0])
+            kept = candidates[:beam_size - len(done)]
+            done += [c for c in kept if c[1][-1] == eos_id]
+            beams = [c for c in kept if c[1][-1] != eos_id]
+        done += beams
+        out.append(max(done, key=lambda c: c[0] / max(len(c[1]) - 1, 1) ** length_penalty)[1])
+    result = torch.full((len(out), max(map(len, out))), model.pad_id, dtype=torch.long, device=src.device)
+    for i, tokens in enumerate(out):
+        result[i, :len(tokens)] = torch.tensor(tokens)
+    return result
+''', "Python lists of (score, tokens), model(src, ys) instead of encode/decode, a sort instead of topk"),
+]

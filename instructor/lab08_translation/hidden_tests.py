@@ -11,13 +11,14 @@ in the student's process, and pass it to the student's ``greedy_decode``; the re
 reference ``greedy_decode``. This keeps ``greedy_decode``'s grade independent of the student's
 ``Seq2SeqTransformer``.
 
-Questions and points (31 in all):
+Questions and points (37 in all):
 
     TransformerDecoderBlock   10
     decoder_io                 3
     Seq2SeqTransformer         8
     sequence_loss              4
     greedy_decode              6
+    beam_search                6
 
 Tolerances: ``checks.tolerance`` (scaled by the size of the values and the depth of the computation); the float32
 comparison with ``nn.TransformerDecoderLayer`` takes its expected values from that layer run in float64 on the same
@@ -532,3 +533,117 @@ def greedy_other_special_ids(student, ref, rng):
     state, src = pick_case(ref, rng, batch=5, max_len=14, early_stop=True, **kwargs)
     compare_greedy(student, ref, state, src, 14, f"bos_id={bos_id}, eos_id={eos_id} and a model with pad_id={pad_id}",
                    **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ beam_search
+BEAM = "beam_search"
+
+
+def toy_on(api, state, pad_id=0):
+    """The given ToyTranslator of ``api`` (built by name) holding the weights ``state``, in their dtype."""
+    src_vocab, tgt_vocab = state["source"].shape
+    toy = api.create(TOY, src_vocab, tgt_vocab, max_len=state["position"].shape[0], pad_id=pad_id)
+    missing, unexpected = toy.load_state_dict(state)
+    assert not missing and not unexpected, (
+        f"the given ToyTranslator was changed (missing {missing}, unexpected {unexpected}): restore it as given")
+    toy.to(state["source"].dtype)
+    return toy
+
+
+def beam_of(api, state, src, beam_size, max_len, pad_id=0, **kwargs) -> torch.Tensor:
+    return api.call(BEAM, toy_on(api, state, pad_id), src, beam_size, max_len, **kwargs).output
+
+
+def expect_rows(got, expected: torch.Tensor, name: str) -> None:
+    checks.expect_tensor(got, name=name, dtype=torch.long)
+    assert tuple(got.shape) == tuple(expected.shape), (
+        f"{name} returned shape {tuple(got.shape)}, expected {tuple(expected.shape)} (one row per sentence, "
+        "BOS first, right-padded with model.pad_id to the longest row)")
+    checks.assert_close(got, expected, name=name)
+
+
+def scripted_state(transitions: dict, tokens: list, vocab: int) -> dict:
+    """A ToyTranslator whose next token depends only on the previous one: ``transitions[prev][tok] = p``, with the
+    symbolic tokens of the table mapped to the ids ``tokens`` (``tokens[i]`` is symbol i)."""
+    next_token = torch.full((vocab, vocab), -30.0, dtype=F64)
+    for previous, row in transitions.items():
+        for token, p in row.items():
+            next_token[tokens[previous], tokens[token]] = torch.tensor(p, dtype=F64).log()
+    return {"next_token": next_token, "position": torch.zeros(64, vocab, dtype=F64),
+            "source": torch.zeros(7, vocab, dtype=F64)}
+
+
+def symbols(rng, vocab: int) -> list:
+    """BOS = 1 and EOS = 2, then three distinct random word ids in [3, vocab) (a, b, c)."""
+    words = (torch.randperm(vocab - 3, generator=rng)[:3] + 3).tolist()
+    return [None, 1, 2, *words]  # symbol 1 BOS, 2 EOS, 3 a, 4 b, 5 c
+
+
+# the worked example of the notebook: greedy writes BOS a EOS (0.2), a beam of 2 BOS b EOS (0.36)
+GREEDY_NOT_BEST = {1: {3: 0.5, 4: 0.4, 5: 0.1}, 3: {2: 0.4, 5: 0.32, 4: 0.28}, 4: {2: 0.9, 5: 0.1},
+                   5: {2: 0.9, 3: 0.1}}
+# BOS EOS: log 0.3 (1 token); BOS a b EOS: log 0.252 (3 tokens): alpha 0 picks the first, alpha 1 the second
+SHORT_OR_LONG = {1: {2: 0.3, 3: 0.7}, 3: {4: 0.6, 2: 0.3, 5: 0.1}, 4: {2: 0.6, 5: 0.3, 3: 0.1}, 5: {2: 1.0}}
+
+
+@suite.test(BEAM, points=1.5)
+def beam_of_one_is_greedy(student, ref, rng):
+    for max_len in (15, 9):
+        state, src = pick_case(ref, rng, batch=5, max_len=max_len, early_stop=max_len == 15)
+        expected = decode_toy(ref, state, src, max_len)
+        got = beam_of(student, state, src, 1, max_len, length_penalty=float(randint(rng, 0, 2)) / 2)
+        expect_rows(got, expected, f"beam_search(beam_size=1, max_len={max_len}) against the reference's "
+                                   "greedy_decode on a random ToyTranslator")
+
+
+@suite.test(BEAM, points=1.5)
+def beam_finds_what_greedy_misses(student, ref, rng):
+    vocab = randint(rng, 7, 10)
+    tokens = symbols(rng, vocab)
+    state = scripted_state(GREEDY_NOT_BEST, tokens, vocab)
+    src = source_batch(rng, 3, 4, 7)
+    greedy = decode_toy(ref, state, src, 8)
+    assert greedy[0].tolist() == [1, tokens[3], 2]  # the reference's greedy takes the trap
+    for beam_size in (2, 3):
+        expected = torch.tensor([[1, tokens[4], 2]] * 3)
+        got = beam_of(student, state, src, beam_size, 8)
+        expect_rows(got, expected, f"beam_search(beam_size={beam_size}) where greedy writes BOS a EOS (0.2) and "
+                                   "BOS b EOS (0.36) is better")
+
+
+@suite.test(BEAM, points=1.0)
+def beam_length_penalty(student, ref, rng):
+    vocab = randint(rng, 7, 10)
+    tokens = symbols(rng, vocab)
+    state = scripted_state(SHORT_OR_LONG, tokens, vocab)
+    src = source_batch(rng, 2, 3, 7)
+    for alpha, row in ((0.0, [1, 2, 0, 0]), (1.0, [1, tokens[3], tokens[4], 2])):
+        expected = torch.tensor([row] * 2)
+        if alpha == 0.0:
+            expected = expected[:, :2]
+        got = beam_of(student, state, src, 2, 10, length_penalty=alpha)
+        expect_rows(got, expected, f"beam_search(beam_size=2, length_penalty={alpha}): BOS EOS scores log 0.3 for "
+                                   "1 token, BOS a b EOS log 0.252 for 3 (score / length ** length_penalty)")
+
+
+@suite.test(BEAM, points=1.5)
+def beam_random_models_against_reference(student, ref, rng):
+    for beam_size, alpha in ((3, 0.0), (4, 1.0), (3, 0.6)):
+        state, src = pick_case(ref, rng, batch=4, max_len=12, early_stop=True)
+        expected = beam_of(ref, state, src, beam_size, 12, length_penalty=alpha)
+        got = beam_of(student, state, src, beam_size, 12, length_penalty=alpha)
+        expect_rows(got, expected, f"beam_search(beam_size={beam_size}, max_len=12, length_penalty={alpha}) on a "
+                                   "random ToyTranslator")
+
+
+@suite.test(BEAM, points=0.5)
+def beam_eos_at_once_and_never(student, ref, rng):
+    src = source_batch(rng, 3, 4, 8)
+    state = toy_state(rng, 8, 8, 64, eos_bias=100.0)  # EOS first, whatever the beam
+    expect_rows(beam_of(student, state, src, 3, 10), torch.tensor([[1, 2]] * 3),
+                "beam_search on a ToyTranslator that says EOS at once (output (B, 2))")
+    state = toy_state(rng, 8, 8, 64, eos_bias=-100.0)  # never EOS: max_len columns
+    max_len = randint(rng, 4, 9)
+    expected = beam_of(ref, state, src, 3, max_len)
+    expect_rows(beam_of(student, state, src, 3, max_len), expected,
+                f"beam_search(beam_size=3, max_len={max_len}) on a ToyTranslator that never says EOS")
