@@ -577,7 +577,7 @@ for name, model in models.items():
 # them out with your `attention_rollout`, and shows row 0 (the `[CLS]` token) over the 16 patches.
 
 # %% tags=["otter_ignore"]
-# Demo (not graded): attention rollout of the trained ViT over a few validation images
+# Demo (not graded): attention rollout of the trained ViT over a few validation images (overlaid)
 def vit_attentions(vit, images):
     """Each block's attention weights (B, h, N + 1, N + 1), first layer first (pre-norm: on norm1(x))."""
     x = vit.embed(images)  # (B, N + 1, d)
@@ -598,13 +598,17 @@ fig, axes = plt.subplots(2, 6, figsize=(9, 3.4), layout="constrained")
 for i in range(6):
     axes[0, i].imshow(images[i, 0], cmap="gray")
     axes[0, i].set_title("same" if labels[i] else "different")
-    axes[1, i].imshow(cls_map[i], cmap="magma")
+    axes[1, i].imshow(images[i, 0], cmap="gray")
+    upsampled = cls_map[i].repeat_interleave(PATCH, 0).repeat_interleave(PATCH, 1)  # (4, 4) -> (16, 16)
+    axes[1, i].imshow(upsampled, cmap="magma", alpha=0.7)
     for ax in axes[:, i]:
         ax.axis("off")
 axes[1, 0].set_title("rollout", loc="left")
 plt.show()
 top2 = cls_map.flatten(1).topk(2).indices.sort().values  # (6, 2): the two patches [CLS] uses most
+shape_cells = patchify(images, PATCH).mean(-1).topk(2).indices.sort().values  # (6, 2): the brightest patches
 print("two most used patches per image:", top2.tolist())
+print("the shapes' patches:            ", shape_cells.tolist())
 
 # %% [markdown]
 # The rollout should light up the two cells that hold the shapes, and little else: the `[CLS]` token has
