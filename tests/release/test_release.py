@@ -24,8 +24,10 @@ from attnlab.release.readme import colab_url
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://github.com/example-course/dl-labs"
-# Labs whose given cells hold code of lab05, lab06, lab07 or lab09: held back while those are open (no due dates here).
-GIVING = {"lab06_multi_head_attention", "lab07_transformer_block", "lab08_translation", "lab10_pretrained_transformers"}
+# Labs whose given cells hold code of lab05, lab06, lab07 or lab09 (lab11: lab07's blocks): held back while those
+# are open (no due dates here).
+GIVING = {"lab06_multi_head_attention", "lab07_transformer_block", "lab08_translation", "lab10_pretrained_transformers",
+          "lab11_vision_transformer"}
 NOW = datetime(2027, 2, 20, 12, 0, tzinfo=timezone.utc)
 
 
@@ -168,7 +170,7 @@ def _scanned_lines(folder: Path):
 
 def test_a_release_of_an_open_course_ships_no_line_of_any_solution(course, tmp_path, capsys):
     """The first command an instructor runs: every lab, no due dates. lab06-08 would ship lab05-07's solutions in
-    their given cells, lab10 lab07's and lab09's; they are held back, the rest released, exit 0."""
+    their given cells, lab10 lab07's and lab09's, lab11 lab07's; they are held back, the rest released, exit 0."""
     out = tmp_path / "course-labs"
     assert main(["--root", str(ROOT), "release", str(out), "--url", URL, "--wheel"]) == 0
     said = capsys.readouterr().out
@@ -177,7 +179,8 @@ def test_a_release_of_an_open_course_ships_no_line_of_any_solution(course, tmp_p
     assert ("attnlab release: held back: lab06_multi_head_attention gives code from lab05_self_attention "
             "(scaled_dot_product_attention), which is still open (no due date): release lab06 after "
             "lab05_self_attention closes, or mark lab05_self_attention closed in instructor/course.yml") in said
-    assert said.count("held back:") == 4
+    assert "attnlab release: held back: lab11_vision_transformer gives code from " in said
+    assert said.count("held back:") == 5
     solutions = {line: where for line, where in secret_lines(course).items() if where.endswith(" solution")}
     # a line a released lab's own master shows outside its solution blocks (an argument check) is no solution
     own = set()

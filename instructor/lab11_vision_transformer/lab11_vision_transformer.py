@@ -1,0 +1,622 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 11: The Vision Transformer
+#
+# Labs 05 to 09 used attention on text. Nothing in a Transformer block knows it is reading words: it takes a
+# set of vectors with positions and lets every vector look at every other one. The **Vision Transformer**
+# (ViT, [Dosovitskiy et al., 2021, *An Image is Worth 16x16 Words*](https://arxiv.org/abs/2010.11929)) feeds
+# it an image cut into square patches, one "word" per patch, and classifies the image from an extra `[CLS]`
+# token, as BERT classifies a sentence.
+#
+# You will build it one idea at a time:
+#
+# 1. `patchify`: an image batch into a sequence of flattened patches.
+# 2. `PatchEmbedding`: a linear map of each patch, a learned `[CLS]` token in front, learned positions added.
+#    It equals a `Conv2d` with kernel size and stride equal to the patch size.
+# 3. `ViT`: the embedding, Lab 07's pre-norm encoder blocks (given), a final norm, and a linear head on the
+#    `[CLS]` token.
+# 4. `attention_rollout`: where in the image the `[CLS]` token's answer comes from, across all the layers.
+# 5. Experiment: a task decided by the relation between two distant patches (are the two shapes the same?).
+#    A ViT solves it; a model that pools its patches without attention cannot; a small CNN is the baseline.
+#
+# **Rules of this lab.**
+#
+# - This lab **gives** you Lab 07's `TransformerEncoderBlock` (and Lab 06's `MultiHeadAttention` inside it).
+#   Use it as it is, with `norm_first=True` (pre-norm).
+# - Name the sub-layers exactly as asked (`proj`, `cls_token`, `pos_emb`, `embed`, `blocks`, `norm`, `head`):
+#   the grader loads weights by these names.
+# - Images are `(B, C, H, W)`, channels first, as in `torch.nn.Conv2d`. Token sequences are batch-first:
+#   `(B, N, d)`.
+# - Your code must work in float32 and float64 on whatever device the inputs are on (CPU or GPU), must
+#   not change its inputs in place, and must keep the autograd graph (no `.detach()`, `.item()`).
+#
+# **Shape legend** used throughout: `B` batch, `C` channels, `H`, `W` the image height and width, `p` the patch
+# size, `N = (H / p) * (W / p)` the number of patches, `d` (or `d_model`) the model width, `h` the number of
+# heads, `L` the number of layers.
+#
+# **How you are graded.** After each question, `grader.check("name")` runs a few public checks. The grade
+# comes from hidden tests that call your functions and classes on random inputs (float32 and float64) and
+# compare the outputs *and the gradients* with a reference, with `F.unfold` and `F.conv2d`, and with a ViT
+# assembled from PyTorch's own layers on the same weights. Cells whose first line says *Experiment* or *Demo*
+# are not run by the grader: do not define anything graded in them.
+#
+# **Sizes.** The images are small and synthetic (16 x 16 pixels, generated on the spot: no download), and on a
+# CPU the whole notebook runs in about two minutes; on a GPU (Colab: *Runtime > Change runtime type*) the
+# experiment uses more images and epochs. `sized(fast, full)` picks between the two; set the environment
+# variable `ATTNLAB_FAST=1` or `0` to force either.
+
+# %%
+# The graded names and signatures follow the course contract: docs/CURRICULUM.md, Lab 11.
+import math  # noqa: F401 - the given attention uses it
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn as nn
+import torch.nn.functional as F  # noqa: F401 - for your code (F.unfold, F.conv2d, ...)
+from torch.utils.data import DataLoader, TensorDataset
+
+from attnlab.device import sized
+from attnlab.plotting import plot_history
+from attnlab.seeding import seed_everything
+from attnlab.training import evaluate, fit
+
+# %% [markdown]
+# ## 0. Given: Lab 07's encoder block
+#
+# The working code of Lab 07 (and of Lab 06's attention inside it). `MultiHeadAttention(d_model, num_heads,
+# dropout)` has `forward(query, key, value, mask=None) -> (out (B, n, d), weights (B, h, n, n))`.
+# `TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, norm_first)` has `forward(x, mask=None)`; with
+# `norm_first=True` it is the pre-norm block `x = x + SA(norm1(x)); x = x + FF(norm2(x))` of ViT and GPT-2.
+
+# %%
+# GIVEN from lab07_transformer_block: scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention
+
+
+# %%
+# GIVEN from lab07_transformer_block: FeedForward, TransformerEncoderBlock
+
+
+# %% [markdown]
+# ## 1. An image as a sequence of patches
+#
+# Cut an image `(C, H, W)` into squares of `p x p` pixels. There are `H / p` rows of `W / p` patches, so
+# `N = (H / p)(W / p)` patches, and each one holds `C * p * p` numbers. `patchify(images, patch)` returns them
+# as a sequence `(B, N, C * p * p)`, in this order:
+#
+# - **patches in row-major order**: the first row of patches left to right, then the second row, and so on
+#   (patch `n` sits at row `n // (W / p)`, column `n % (W / p)`);
+# - **each patch flattened channel-first**: all `p * p` pixels of channel 0 (row by row), then channel 1, ...
+#   This is how `nn.Conv2d` lays out a filter `(C, p, p)`, so that a `Linear` on your patches and a `Conv2d`
+#   with `kernel_size = stride = p` can share their weights (section 2).
+#
+# ```
+#   one channel, H = W = 4, p = 2:       patch 0 = [0, 1, 4, 5]      patch 1 = [2, 3, 6, 7]
+#      0  1 |  2  3                      patch 2 = [8, 9, 12, 13]    patch 3 = [10, 11, 14, 15]
+#      4  5 |  6  7
+#     ------+------                      two channels: patch 0 = [channel 0's 4 pixels, channel 1's 4 pixels]
+#      8  9 | 10 11
+#     12 13 | 14 15
+# ```
+#
+# A height or width not divisible by `p` raises a `ValueError` that names the size and the patch.
+#
+# *Hint.* One `reshape` to `(B, C, H/p, p, W/p, p)` splits both image axes into (which patch, where inside it);
+# a `permute` brings the order (B, patch row, patch column, C, row inside, column inside); a last `reshape`
+# merges them. Write the shape after each step in a comment.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: patchify
+# points: 5
+
+# %%
+def patchify(images, patch):
+    """Cut images into non-overlapping square patches, flattened channel-first, in row-major order.
+
+    Shapes:
+        images:  (B, C, H, W), H and W divisible by patch
+        returns: (B, N, C * patch * patch), N = (H // patch) * (W // patch)
+    Raises ValueError (naming H or W and patch) when a side is not divisible by patch.
+    """
+    # BEGIN SOLUTION
+    B, C, H, W = images.shape
+    if H % patch != 0 or W % patch != 0:
+        raise ValueError(f"the image height H={H} and width W={W} must both be divisible by patch={patch}")
+    rows, cols = H // patch, W // patch
+    x = images.reshape(B, C, rows, patch, cols, patch)  # (B, C, H/p, p, W/p, p)
+    x = x.permute(0, 2, 4, 1, 3, 5)  # (B, H/p, W/p, C, p, p)
+    return x.reshape(B, rows * cols, C * patch * patch)  # (B, N, C p p)
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# the worked example: a 4 x 4 image of 0..15, patches of 2
+from attnlab.expect import expect_equal
+
+image = torch.arange(16.0).reshape(1, 1, 4, 4)  # (B, C, H, W)
+patches = patchify(image, 2)
+assert isinstance(patches, torch.Tensor) and patches.shape == (1, 4, 4), (
+    f"expected a (1, 4, 4) tensor (B, N, C p p), got {getattr(patches, 'shape', patches)}")
+expect_equal(patches[0], torch.tensor([[0.0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]),
+             "the 4 patches of the 4 x 4 image (row-major, each patch row by row)")
+
+# %%
+# two channels: channel 0's pixels first; a side not divisible
+from attnlab.expect import expect_equal
+
+image = torch.arange(16.0).reshape(1, 1, 4, 4)
+two = torch.cat([image, 100 + image], dim=1)  # (1, 2, 4, 4): channel 1 = channel 0 + 100
+patches = patchify(two, 2)
+assert patches.shape == (1, 4, 8), f"expected (1, 4, 8) (C p p = 2 * 2 * 2), got {tuple(patches.shape)}"
+expect_equal(patches[0, 0], torch.tensor([0.0, 1, 4, 5, 100, 101, 104, 105]), "patch 0 of a 2-channel image (channel-first)")
+try:
+    patchify(torch.zeros(1, 1, 6, 8), 4)
+except ValueError as exc:
+    assert "6" in str(exc) and "4" in str(exc), f"the message should name H=6 and patch=4, got {exc!r}"
+else:
+    raise AssertionError("patchify of a 6 x 8 image with patch 4 should raise ValueError (6 is not divisible by 4)")
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 2. Patch embedding
+#
+# Each flattened patch becomes a `d`-dimensional token through one `nn.Linear(C * p * p, d)`, named `proj`.
+# Then, as in BERT:
+#
+# - a learned **`[CLS]` token** `cls_token (1, 1, d)` goes **in front** of the patch tokens (position 0), the
+#   same vector for every image; after the encoder, its vector is the summary the classifier reads;
+# - learned **positions** `pos_emb (1, N + 1, d)` are added to all `N + 1` tokens, `[CLS]` included (attention
+#   cannot tell the patches' places apart otherwise: Lab 07, section 1).
+#
+# $$z_0 = [\,x_{cls};\ x_1 W^\top + b;\ \dots;\ x_N W^\top + b\,] + E_{pos}$$
+#
+# `PatchEmbedding(image_size, patch, in_channels, d_model)` takes square images `image_size x image_size`;
+# `forward(images (B, C, H, W)) -> (B, N + 1, d)`. Initialise `cls_token` with zeros and `pos_emb` with
+# `0.02 * torch.randn(...)` (as ViT does); both are `nn.Parameter`s.
+#
+# **The same thing as a convolution.** A `Conv2d(C, d, kernel_size=p, stride=p)` visits exactly the
+# non-overlapping patches, and at each one computes `weight (d, C, p, p)` dotted with the patch plus `bias`:
+# your `proj` with `proj.weight = conv.weight.reshape(d, C * p * p)`. That is why the patches are flattened
+# channel-first. The demo after the checks shows it.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: PatchEmbedding
+# points: 5
+
+# %%
+class PatchEmbedding(nn.Module):
+    """Patches -> linear tokens, a learned [CLS] token in front, learned positions added.
+
+    Attributes: proj (nn.Linear(in_channels * patch * patch, d_model)), cls_token (1, 1, d_model),
+    pos_emb (1, N + 1, d_model), N = (image_size // patch) ** 2.
+    """
+
+    def __init__(self, image_size, patch, in_channels, d_model):
+        super().__init__()
+        # BEGIN SOLUTION
+        self.patch = patch
+        num_patches = (image_size // patch) ** 2
+        self.proj = nn.Linear(in_channels * patch * patch, d_model)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.pos_emb = nn.Parameter(0.02 * torch.randn(1, num_patches + 1, d_model))
+        # END SOLUTION
+
+    def forward(self, images):
+        """images: (B, C, H, W) -> tokens (B, N + 1, d), token 0 the [CLS] token."""
+        # BEGIN SOLUTION
+        tokens = self.proj(patchify(images, self.patch))  # (B, N, d)
+        cls = self.cls_token.expand(images.shape[0], -1, -1)  # (B, 1, d)
+        return torch.cat([cls, tokens], dim=1) + self.pos_emb  # (B, N + 1, d)
+        # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# parameters and their shapes; the output shape
+embed = PatchEmbedding(8, 4, 3, 10)
+shapes = {name: tuple(p.shape) for name, p in embed.named_parameters()}
+expected = {"proj.weight": (10, 48), "proj.bias": (10,), "cls_token": (1, 1, 10), "pos_emb": (1, 5, 10)}
+assert shapes == expected, f"the parameters should be {expected}, got {shapes}"
+out = embed(torch.randn(2, 3, 8, 8))
+assert out.shape == (2, 5, 10), f"expected (B, N + 1, d) = (2, 5, 10), got {tuple(out.shape)}"
+
+# %%
+# [CLS] first, positions on every token, patches through proj
+from attnlab.expect import expect_close
+
+embed = PatchEmbedding(4, 2, 1, 3)
+with torch.no_grad():
+    embed.cls_token.copy_(torch.tensor([[[1.0, 2.0, 3.0]]]))
+    embed.pos_emb.copy_(torch.arange(15.0).reshape(1, 5, 3) / 10)
+image = torch.arange(16.0).reshape(1, 1, 4, 4)
+out = embed(image)
+expect_close(out[0, 0], [1.0, 2.1, 3.2], "token 0: cls_token + pos_emb[0] ([1, 2, 3] + [0, 0.1, 0.2])")
+patch1 = torch.tensor([2.0, 3.0, 6.0, 7.0])  # patch 1 of the image (row-major)
+expect_close(out[0, 2], embed.proj(patch1) + embed.pos_emb[0, 2], "token 2: proj(patch 1) + pos_emb[2]",
+             atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% tags=["otter_ignore"]
+# Demo (not graded): PatchEmbedding equals a Conv2d(kernel_size=stride=patch) with the same weights
+seed_everything(0)
+embed = PatchEmbedding(16, 4, 3, 8)
+conv = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+with torch.no_grad():
+    conv.weight.copy_(embed.proj.weight.reshape(8, 3, 4, 4))  # (d, C p p) -> (d, C, p, p)
+    conv.bias.copy_(embed.proj.bias)
+images = torch.randn(2, 3, 16, 16)
+with torch.no_grad():
+    conv_tokens = conv(images).flatten(2).transpose(1, 2)  # (B, d, 4, 4) -> (B, d, N) -> (B, N, d)
+    conv_tokens = torch.cat([embed.cls_token.expand(2, -1, -1), conv_tokens], dim=1) + embed.pos_emb
+    print("largest difference to the Conv2d form:", (embed(images) - conv_tokens).abs().max().item())
+
+# %% [markdown]
+# ## 3. The Vision Transformer
+#
+# ```
+#   images (B, C, H, W) -> embed -> (B, N + 1, d) -> dropout -> L pre-norm blocks -> norm -> [CLS] row -> head
+# ```
+#
+# `ViT(image_size, patch, in_channels, num_classes, d_model, num_heads, num_layers, d_ff, dropout=0.0)`:
+#
+# - `embed`: your `PatchEmbedding`;
+# - `blocks`: an `nn.ModuleList` of `num_layers` given `TransformerEncoderBlock(d_model, num_heads, d_ff,
+#   dropout, norm_first=True)`;
+# - `norm`: an `nn.LayerNorm(d_model)` after the last block (a pre-norm stack never normalises its residual
+#   stream otherwise; GPT-2's `ln_f`);
+# - `head`: `nn.Linear(d_model, num_classes)`, applied to the **`[CLS]` token only** (row 0 after `norm`).
+#
+# `forward(images) -> logits (B, num_classes)`. Apply `nn.Dropout(dropout)` to the embedded tokens.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: ViT
+# points: 6
+
+# %%
+class ViT(nn.Module):
+    """A Vision Transformer: patch embedding, pre-norm encoder blocks, final norm, a head on [CLS].
+
+    Attributes: embed (PatchEmbedding), blocks (nn.ModuleList of TransformerEncoderBlock, norm_first=True),
+    norm (nn.LayerNorm(d_model)), head (nn.Linear(d_model, num_classes)).
+    """
+
+    def __init__(self, image_size, patch, in_channels, num_classes, d_model, num_heads, num_layers, d_ff,
+                 dropout=0.0):
+        super().__init__()
+        # BEGIN SOLUTION
+        self.embed = PatchEmbedding(image_size, patch, in_channels, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, norm_first=True)
+                                    for _ in range(num_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, num_classes)
+        # END SOLUTION
+
+    def forward(self, images):
+        """images: (B, C, H, W) -> logits (B, num_classes), read from the [CLS] token."""
+        # BEGIN SOLUTION
+        x = self.dropout(self.embed(images))  # (B, N + 1, d)
+        for block in self.blocks:
+            x = block(x)  # (B, N + 1, d)
+        return self.head(self.norm(x)[:, 0])  # (B, d) -> (B, num_classes)
+        # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# sub-layers and the shape of the logits
+vit = ViT(8, 4, 1, 3, d_model=16, num_heads=2, num_layers=2, d_ff=32)
+assert isinstance(vit.embed, PatchEmbedding), "embed should be a PatchEmbedding"
+assert len(vit.blocks) == 2 and all(b.norm_first for b in vit.blocks), "blocks: 2 pre-norm (norm_first=True) blocks"
+assert isinstance(vit.norm, nn.LayerNorm) and isinstance(vit.head, nn.Linear), "norm: a LayerNorm, head: a Linear"
+logits = vit(torch.randn(5, 1, 8, 8))
+assert logits.shape == (5, 3), f"expected logits (B, num_classes) = (5, 3), got {tuple(logits.shape)}"
+
+# %%
+# the logits come from the [CLS] token (row 0) only
+from attnlab.expect import expect_close
+
+seed_everything(0)
+vit = ViT(8, 4, 1, 3, d_model=16, num_heads=2, num_layers=1, d_ff=32).eval()
+images = torch.randn(2, 1, 8, 8)
+captured = {}
+vit.norm.register_forward_hook(lambda module, args, out: captured.update(normed=out))
+logits = vit(images)
+expect_close(logits, vit.head(captured["normed"][:, 0]), "logits = head(norm(x)[:, 0]), the [CLS] row", atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 4. Attention rollout
+#
+# Which pixels did the `[CLS]` token use? One layer's attention weights answer only for that layer: layer 2
+# mixes tokens that layer 1 had already mixed. **Attention rollout**
+# ([Abnar & Zuidema, 2020](https://arxiv.org/abs/2005.00928)) follows the mixing through the layers:
+#
+# 1. average the heads: $\bar A_l = \frac{1}{h}\sum_i A_{l,i}$, `(B, N, N)`;
+# 2. add the identity for the residual connection and renormalise the rows:
+#    $\hat A_l = (\bar A_l + I) / \text{row sums}$;
+# 3. multiply through the layers, the later layer on the left: $R = \hat A_L \cdots \hat A_2 \hat A_1$.
+#
+# Row 0 of $R$ says how much each input token (the `[CLS]` token and the `N` patches) contributed to the
+# `[CLS]` token's final vector.
+#
+# **A worked example** (one head, two tokens, two layers). Layer 1 sends both tokens to token 0, layer 2 both
+# to token 1:
+#
+# $$A_1 = \begin{pmatrix} 1 & 0 \\ 1 & 0 \end{pmatrix} \to \hat A_1 = \begin{pmatrix} 1 & 0 \\ .5 & .5
+#   \end{pmatrix}, \quad A_2 = \begin{pmatrix} 0 & 1 \\ 0 & 1 \end{pmatrix} \to \hat A_2 =
+#   \begin{pmatrix} .5 & .5 \\ 0 & 1 \end{pmatrix}, \quad R = \hat A_2 \hat A_1 = \begin{pmatrix} .75 & .25
+#   \\ .5 & .5 \end{pmatrix}.$$
+#
+# `attention_rollout(attentions)` takes the list `[A_1, ..., A_L]`, each `(B, h, N, N)` (first layer first),
+# and returns `R (B, N, N)` in their dtype and on their device.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: attention_rollout
+# points: 5
+
+# %%
+def attention_rollout(attentions):
+    """Attention rollout (Abnar & Zuidema, 2020) through the layers.
+
+    Shapes:
+        attentions: list of L tensors (B, h, N, N), first layer first, rows summing to 1
+        returns:    (B, N, N), R = A_L ... A_1 with A_l = rownormalise(mean over heads + I)
+    """
+    # BEGIN SOLUTION
+    rollout = None
+    for weights in attentions:
+        mixed = weights.mean(dim=1)  # (B, N, N)
+        eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype, device=mixed.device)  # (N, N)
+        mixed = mixed + eye
+        mixed = mixed / mixed.sum(dim=-1, keepdim=True)  # rows sum to 1
+        rollout = mixed if rollout is None else mixed @ rollout  # the later layer on the left
+    return rollout
+    # END SOLUTION
+
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+# the worked example: two layers, one head, two tokens
+from attnlab.expect import expect_close
+
+a1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])[None, None]  # (B, h, N, N) = (1, 1, 2, 2)
+a2 = torch.tensor([[0.0, 1.0], [0.0, 1.0]])[None, None]
+rollout = attention_rollout([a1, a2])
+assert isinstance(rollout, torch.Tensor) and rollout.shape == (1, 2, 2), (
+    f"expected a (B, N, N) = (1, 2, 2) tensor, got {getattr(rollout, 'shape', rollout)}")
+expect_close(rollout[0], [[0.75, 0.25], [0.5, 0.5]], "R = A2_hat @ A1_hat of the worked example", atol=1e-6)
+
+# %%
+# heads averaged; one layer; rows of 3 layers sum to 1
+from attnlab.expect import expect_close
+
+heads = torch.stack([torch.eye(3), torch.ones(3, 3) / 3])[None]  # (1, 2, 3, 3): two different heads
+rollout = attention_rollout([heads])
+mean = (torch.eye(3) + torch.ones(3, 3) / 3) / 2
+expect_close(rollout[0], (mean + torch.eye(3)) / 2, "one layer: (mean of the heads + I), rows renormalised",
+             atol=1e-6)
+weights = torch.softmax(torch.randn(2, 4, 5, 5), dim=-1)
+layers = attention_rollout([weights, weights.flip(-1), weights])
+expect_close(layers.sum(-1), torch.ones(2, 5), "row sums of the rollout of 3 layers", atol=1e-5)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## 5. Experiment: same or different?
+#
+# Each 16 x 16 image holds two shapes, each a **ring** or a **plus**, in two different cells of the 4 x 4 grid of
+# 4 x 4 patches, on faint noise. **Are the two shapes the same?** Only the relation between two patches,
+# anywhere in the image, decides the label.
+#
+# Three models, of about the same size:
+#
+# - **ViT**: patches of 4, 2 pre-norm blocks, the head on `[CLS]`.
+# - **Pooled patches**: the same `PatchEmbedding` (positions included), a per-patch MLP, the mean over the
+#   tokens, a linear head: a ViT without attention. Its logit is a sum of one term per patch, so for two
+#   shapes of kinds $a, b$ (at given places) it is $s = u(a) + u(b)$. "Same" is true for (ring, ring) and
+#   (plus, plus), false for the two mixed pairs. A sum that is positive for both same pairs and negative for
+#   both mixed ones would need $2u(r) + 2u(p) > 0 \ge 2u(r) + 2u(p)$: it cannot exist. Worse, the
+#   cross-entropy of the four pairs is at least that of the constant logit $u(r) + u(p)$ (the loss
+#   is convex in $s$: Jensen), so training drives such a model towards **guessing: loss $\ln 2 = 0.693$**,
+#   and its accuracy is noise around 0.5.
+# - **CNN**: two convolution + pooling layers and an MLP on the flattened features, the usual small baseline.
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): the "same or different?" images
+if device.type == "cpu":
+    # These models are tiny: on a CPU, one thread is as fast as several (and much faster when other
+    # programs share the cores), since coordinating threads costs more than the little work they split.
+    torch.set_num_threads(1)
+IMAGE, PATCH = 16, 4
+GRID = IMAGE // PATCH  # 4 x 4 cells
+RING = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 1], [1, 0, 0, 1], [1, 1, 1, 1]], dtype=torch.float32)
+PLUS = torch.tensor([[0, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 0]], dtype=torch.float32)  # 12 pixels too
+
+
+def same_or_different(num_images, generator):
+    """(images (n, 1, 16, 16), labels (n,)): two shapes in two distinct cells; label 1.0 when of the same kind."""
+    cells = torch.rand(num_images, GRID * GRID, generator=generator).argsort(dim=-1)[:, :2]  # (n, 2) distinct
+    kinds = torch.randint(0, 2, (num_images, 2), generator=generator)  # 0 ring, 1 plus
+    shapes = torch.stack([RING, PLUS]).flatten(1)  # (2, 16)
+    patches = torch.zeros(num_images, GRID * GRID, PATCH * PATCH)  # (n, N, p p)
+    rows = torch.arange(num_images)
+    for j in range(2):
+        patches[rows, cells[:, j]] = shapes[kinds[:, j]]
+    # un-patchify: (n, rows, cols, p, p) -> (n, rows, p, cols, p) -> (n, 1, H, W)
+    images = patches.reshape(num_images, GRID, GRID, PATCH, PATCH).permute(0, 1, 3, 2, 4)
+    images = images.reshape(num_images, 1, IMAGE, IMAGE)
+    images = images + 0.1 * torch.randn(images.shape, generator=generator)
+    return images, (kinds[:, 0] == kinds[:, 1]).float()
+
+
+data_gen = seed_everything(0)
+train_set = TensorDataset(*same_or_different(sized(4000, 20000), data_gen))
+val_set = TensorDataset(*same_or_different(sized(1000, 4000), data_gen))
+fig, axes = plt.subplots(1, 6, figsize=(9, 1.8), layout="constrained")
+for ax, (image, label) in zip(axes, zip(*val_set[:6])):
+    ax.imshow(image[0], cmap="gray")
+    ax.set_title("same" if label else "different")
+    ax.axis("off")
+plt.show()
+print(f"{len(train_set)} training and {len(val_set)} validation images; share of 'same': "
+      f"{train_set.tensors[1].mean().item():.3f}")
+
+# %% tags=["otter_ignore"]
+# Experiment (not graded): ViT, pooled patches without attention, and a small CNN
+class PooledPatches(nn.Module):
+    """PatchEmbedding -> per-patch MLP -> mean over the tokens -> one logit: a ViT without attention."""
+
+    def __init__(self, d_model=32, d_ff=64):
+        super().__init__()
+        self.embed = PatchEmbedding(IMAGE, PATCH, 1, d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model), nn.ReLU())
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, images):
+        return self.head(self.mlp(self.embed(images)).mean(dim=1)).squeeze(-1)  # (B,)
+
+
+class SmallCNN(nn.Module):
+    """conv-relu-pool twice, then an MLP on the flattened (32, 4, 4) features -> one logit."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, images):
+        return self.classifier(self.features(images)).squeeze(-1)  # (B,)
+
+
+class BinaryViT(nn.Module):
+    """Your ViT with one class: its single logit, (B,)."""
+
+    def __init__(self):
+        super().__init__()
+        self.vit = ViT(IMAGE, PATCH, 1, 1, d_model=32, num_heads=4, num_layers=2, d_ff=64)
+
+    def forward(self, images):
+        return self.vit(images).squeeze(-1)  # (B, 1) -> (B,)
+
+
+EPOCHS, LR = sized(6, 20), 2e-3
+train_loader = DataLoader(train_set, batch_size=64, shuffle=True, generator=seed_everything(0))
+val_loader = DataLoader(val_set, batch_size=500)
+models, histories = {}, {}
+for name, make in (("ViT", BinaryViT), ("pooled patches", PooledPatches), ("CNN", SmallCNN)):
+    seed_everything(0)
+    models[name] = make()
+    histories[name] = fit(models[name], train_loader, epochs=EPOCHS, lr=LR, val_loader=val_loader, device=device,
+                          live_plot=False, desc=name)
+plot_history(histories, title="same or different? (validation solid, training dashed)")
+plt.show()
+for name, model in models.items():
+    loss, accuracy = evaluate(model, val_loader, device=device)
+    size = sum(p.numel() for p in model.parameters())
+    print(f"{name:<15} {size:>6} parameters   validation loss {loss:.3f}   accuracy {accuracy:.3f}")
+
+# %% [markdown]
+# What to look for (the exact numbers depend on the sizes, the seed and the device; the instructor's README
+# lists measured runs):
+#
+# - **Pooled patches** stay at the loss of guessing, 0.69, however long they train, as proved above; their
+#   accuracy jumps about between 0.25 and 0.75 from epoch to epoch (a logit near 0 whose sign is noise).
+# - **The ViT** solves it: attention lets the `[CLS]` token gather both shapes and the block's MLP compare
+#   them. It may sit at the guessing loss for an epoch or two before it finds the two shapes.
+# - **The CNN** solves it too: its MLP sees the whole flattened feature map, so it can compare any two cells.
+#   Convolutions are a strong prior for images; ViTs need much more data to beat them on natural images.
+#
+# ## 6. Where does the `[CLS]` token look?
+#
+# The given block returns only its output, so the demo below runs the trained ViT's blocks one by one and keeps
+# each layer's attention weights (`block.self_attn(...)[1]`, on the normalised input, as pre-norm does), rolls
+# them out with your `attention_rollout`, and shows row 0 (the `[CLS]` token) over the 16 patches.
+
+# %% tags=["otter_ignore"]
+# Demo (not graded): attention rollout of the trained ViT over a few validation images (overlaid)
+def vit_attentions(vit, images):
+    """Each block's attention weights (B, h, N + 1, N + 1), first layer first (pre-norm: on norm1(x))."""
+    x = vit.embed(images)  # (B, N + 1, d)
+    attentions = []
+    for block in vit.blocks:
+        normed = block.norm1(x)
+        attentions.append(block.self_attn(normed, normed, normed)[1])
+        x = block(x)
+    return attentions
+
+
+vit = models["ViT"].vit.eval()
+images, labels = val_set[:6]
+with torch.no_grad():
+    rollout = attention_rollout(vit_attentions(vit, images.to(device))).cpu()  # (6, N + 1, N + 1)
+cls_map = rollout[:, 0, 1:].reshape(-1, GRID, GRID)  # (6, 4, 4): [CLS] row, the patches only
+fig, axes = plt.subplots(2, 6, figsize=(9, 3.4), layout="constrained")
+for i in range(6):
+    axes[0, i].imshow(images[i, 0], cmap="gray")
+    axes[0, i].set_title("same" if labels[i] else "different")
+    axes[1, i].imshow(images[i, 0], cmap="gray")
+    upsampled = cls_map[i].repeat_interleave(PATCH, 0).repeat_interleave(PATCH, 1)  # (4, 4) -> (16, 16)
+    axes[1, i].imshow(upsampled, cmap="magma", alpha=0.7)
+    for ax in axes[:, i]:
+        ax.axis("off")
+axes[1, 0].set_title("rollout", loc="left")
+plt.show()
+top2 = cls_map.flatten(1).topk(2).indices.sort().values  # (6, 2): the two patches [CLS] uses most
+shape_cells = patchify(images, PATCH).mean(-1).topk(2).indices.sort().values  # (6, 2): the brightest patches
+print("two most used patches per image:", top2.tolist())
+print("the shapes' patches:            ", shape_cells.tolist())
+
+# %% [markdown]
+# The rollout should light up the two cells that hold the shapes, and little else: the `[CLS]` token has
+# learned to gather exactly the two patches whose relation decides the label.
+#
+# ### Going further (not graded)
+#
+# - Remove the positions (`pos_emb` fixed at zero): does the ViT still solve the task? Should it? (The label
+#   does not depend on where the shapes are.) Now make a task where it does: "is the ring left of the plus?".
+# - Pool the ViT's tokens by their mean instead of reading `[CLS]`: what changes in accuracy and in the rollout?
+# - Try patches of 2 pixels (64 tokens): a shape now spans four patches.
