@@ -14,6 +14,7 @@ import torch  # noqa: F401 - the grader process has torch loaded, as rules' modu
 from attnlab.course import load_course
 from attnlab.grading import rules
 from attnlab.grading.api import LocalStudent
+from attnlab.grading.bundle import load_bundle
 from attnlab.grading.hidden import HiddenSuite, run_suite
 from attnlab.grading.mutants import load_catalogue
 from attnlab.grading.notebook_code import python_source, read_cells
@@ -199,24 +200,27 @@ def test_honest_code_is_not_flagged():
 
 
 def _graded_code():
-    """Every honest code of every lab, as the grader reads it: notebook cells, reference plus catalogue entry."""
+    """Every honest code of every lab, as the grader reads it (notebook cells, reference plus catalogue entry),
+    with the imports the lab's suite allows beside the default ones (lab09: ``regex``)."""
     course = load_course(ROOT)
     for lab in course.labs:
+        allowed = load_bundle(lab.autograder_dir).suite.allowed_imports
         for path in (lab.solution_notebook, lab.student_notebook):
             yield str(path.relative_to(ROOT)), [(f"cell {c.index}", python_source(c.source))
-                                                for c in read_cells(path)]
+                                                for c in read_cells(path)], allowed
         reference = (lab.autograder_dir / "reference.py").read_text()
         mutants, variants = load_catalogue(lab.autograder_dir / "catalogue.py")
         for entry in mutants + variants:
-            yield f"{lab.id}:{entry.name}", [("", f"{reference}\n\n{dedent(entry.source)}")]
+            yield f"{lab.id}:{entry.name}", [("", f"{reference}\n\n{dedent(entry.source)}")], allowed
 
 
 def test_no_solution_blank_notebook_mutant_or_variant_of_any_lab_is_flagged():
     seen, flagged = 0, []
-    for name, cells in _graded_code():
+    for name, cells, allowed in _graded_code():
         seen += 1
-        flagged += [f"{name}: {b}" for b in rules.breaches(cells)]
+        flagged += [f"{name}: {b}" for b in rules.breaches(cells, allowed)]
     assert seen > 9 * 2 + 100 and flagged == []
+    assert rules.breaches([("cell 1", "import regex\n")])  # allowed only where a lab's suite says so
 
 
 def test_a_breach_costs_the_tied_questions_and_fills_review():
