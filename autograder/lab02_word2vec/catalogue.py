@@ -687,7 +687,8 @@ class CBOWNS(CBOWNS):
         neg = F.logsigmoid(-(self.out_embed(negatives) * h).sum(-1)).sum(-1)  # (B, K, D) * (B, D)
         return -(pos + neg).mean()
 ''', "u_neg * h without h[:, None]: runs only when B == K, and pairs negative k with example k",
-          hint="the negatives of row b go with h[b]: multiply by h[:, None, :] (shape (B, 1, D))"),
+          hint=("each example's K negatives must be scored against that example's own context vector: yours pair "
+               "negative k with example k (it only runs when B equals K)")),
     Entry("cbow_target_from_in_embed", "CBOWNS", '''
 class CBOWNS(CBOWNS):
     def forward(self, contexts, target, negatives):

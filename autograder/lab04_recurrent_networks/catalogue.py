@@ -681,7 +681,8 @@ class BiGRUEncoder(BiGRUEncoder):
         outputs = torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1)
         return outputs, outputs[:, -1].reshape(x.shape[0], 2, self.hidden_size).transpose(0, 1)
 ''', "h_n taken from the last position for both directions: the backward half there has read x_T only",
-          hint="the backward direction's last state is the one after reading x_1: h_n[1] = outputs[:, 0, H:]"),
+          hint=("the backward direction reads the sequence from the end, so its last state is the one after reading the "
+               "first token, not the one at the last position")),
     Entry("bigru_flips_the_batch", "BiGRUEncoder", '''
 class BiGRUEncoder(BiGRUEncoder):
     def forward(self, x):
@@ -711,7 +712,8 @@ class BiGRUEncoder(BiGRUEncoder):
             bwd[t] = h_b
         return torch.cat([torch.stack(bwd, 1), torch.stack(fwd, 1)], dim=-1), torch.stack([h_b, h_f])
 ''', "the backward direction first in the concatenation and in h_n",
-          hint="the forward direction comes first: outputs[..., :H] and h_n[0] are the left-to-right states"),
+          hint=("the two directions look swapped: as in nn.GRU(bidirectional=True), the left-to-right states come first, "
+               "in the outputs' features and in h_n")),
 ]
 
 VARIANTS += [

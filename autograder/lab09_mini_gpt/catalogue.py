@@ -825,13 +825,13 @@ MUTANTS += [
     Entry("csa_cache_is_causal", "CausalSelfAttention", _csa_cached(_CACHE_APPEND, '''
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)'''),
           "is_causal=True with the cache: the mask is aligned top left, so a new token sees only the first keys",
-          hint="with cached keys, is_causal=True lines its mask up with the first key; pass "
-               "attn_mask=torch.ones(T, T_past + T, dtype=torch.bool).tril(T_past) instead"),
+          hint=("with keys in the cache, the new tokens see too few keys: is_causal=True aligns its mask with the first "
+                "key, while new token i must see every cached key and the new ones up to itself")),
     Entry("csa_cache_no_mask_after_first", "CausalSelfAttention", _csa_cached(_CACHE_APPEND, '''
         out = F.scaled_dot_product_attention(q, k, v, is_causal=past == 0)'''),
           "no mask once something is cached: right for one new token, wrong for several",
-          hint="with several new tokens after the cache, each may see only the keys up to itself: mask with "
-               "tril(T_past)"),
+          hint=("with several new tokens after the cache, each may see only the keys up to its own position: yours "
+                "lets them see later new tokens")),
     Entry("csa_cache_keeps_only_new", "CausalSelfAttention", _csa_cached('''        if use_cache:
             new_k, new_v = k, v
             if self.cache is not None:
@@ -857,8 +857,8 @@ MUTANTS += [
             for block in model.blocks:
                 block.attn.cache = tuple(t[:, :, 1:] for t in block.attn.cache)'''),
           "when the cache is full, drops its oldest position instead of refilling (stale positions)",
-          hint="when the context is full, every position moves: reset_cache() and feed idx[:, -block_size:] again "
-               "(dropping the oldest cached key keeps keys computed at old positions)"),
+          hint=("when the context is full, every position shifts by one, so every cached key was computed at an old "
+                "position: dropping the oldest one is not enough, the cache must be rebuilt from the cropped context")),
     Entry("generate_cache_no_reset_at_start", "generate", _generate_cached(_REFILL, reset_at_start=False),
           "never empties the cache at the start or the end: a second call reuses the first call's cache",
           hint="call model.reset_cache() at the start of generate (and at the end): the model may hold another "

@@ -122,7 +122,8 @@ MUTANTS = [
         cls = self.cls_token.expand(images.shape[0], -1, -1)
         return torch.cat([cls, tokens], dim=1)
 '''), "adds the positions to the patch tokens only, not to the [CLS] token",
-      hint="your [CLS] token seems to miss its position: add pos_emb to all N + 1 tokens, pos_emb[:, 0] to [CLS]"),
+      hint=("your [CLS] token seems to miss its position: the position embedding has N + 1 rows, one for every "
+           "token, [CLS] included")),
     Entry("embed_no_positions", "PatchEmbedding", _embed('''
     def forward(self, images):
         tokens = self.proj(patchify(images, self.patch))
