@@ -936,16 +936,26 @@ def assert_same_tokens(got: torch.Tensor, want: torch.Tensor, what: str) -> None
                              "tokens exceed block_size, model.reset_cache() and feed idx[:, -block_size:] again")
 
 
+def assert_cache_emptied(s_mod, what: str) -> None:
+    """The contract: generate empties the cache at the end (whatever the sampled tokens, so at every seed)."""
+    length = s_mod.call(method="cache_length").output
+    assert length == 0, (f"after {what}, cache_length() is {length}: generate must empty the model's cache at the "
+                         "end (and at the start: the model may hold another call's cache)")
+
+
 @suite.test(GEN, points=2)
 def generate_cache_greedy_past_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
     s_mod, idx, want = sliding_case(student, ref, rng, block_size)
     # first a short call that leaves 1 position in a cache nobody empties (1 + the 3-token prompt <= block_size)
     call_generate(student, s_mod, idx[:, :1], 1, temperature=0.0, use_cache=True)
+    assert_cache_emptied(s_mod, "generate(model, idx[:, :1], 1, use_cache=True)")
+    s_mod.call(idx[:, :1], use_cache=True)  # a cache left by someone else: generate must empty it first
     for _ in range(2):  # twice on the same model: a cache left by the first call must not leak into the second
         out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0, use_cache=True)
         assert_same_tokens(out, want, f"generate(model, idx, {block_size + 5}, temperature=0, use_cache=True) with "
                                       f"block_size={block_size}")
+        assert_cache_emptied(s_mod, f"generate(model, idx, {block_size + 5}, use_cache=True)")
     long_prompt = torch.randint(12, (2, block_size + randint(rng, 1, 4)), generator=rng)
     want = greedy_expected(s_mod, long_prompt, 3, block_size)
     out = call_generate(student, s_mod, long_prompt, 3, temperature=0.0, use_cache=True)
