@@ -335,3 +335,26 @@ def test_measured_atol_follows_the_library_own_float32_error_where_it_exceeds_th
     # where the library is exact to rounding, the rule decides
     rounded = exact.to(torch.float32)
     assert measured_atol(exact, rounded, depth=4) == tolerance(torch.float32, scale=2e-3, depth=4)[1]
+
+
+def _param_result(**param_grads):
+    from attnlab.grading.api import Result
+    return Result(output=torch.zeros(1), grads={}, param_grads=param_grads, modified=[])
+
+
+def test_a_parameter_gradient_that_is_zero_exactly_allows_the_rounding_of_its_terms():
+    """lab06 at seed 100006: a key bias's gradient is exactly zero (softmax ignores a constant added to a row), so
+    in float32 both sides hold rounding alone (1.9e-6 against 1.7e-5). Its atol
+    follows the largest gradient of the same backward pass; a real difference there still fails."""
+    w = torch.full((4, 4), 2.0)  # the largest gradient of the pass: atol 64 * 2 * eps * 2 = 3e-5
+    ref = _param_result(**{"k_proj.weight": w, "k_proj.bias": torch.tensor([1.7e-5, 0.0, 0.0, 0.0])})
+    ok = _param_result(**{"k_proj.weight": w.clone(), "k_proj.bias": torch.tensor([1.9e-6, 0.0, 0.0, 0.0])})
+    checks._compare_grads(ok, ref, name="m", rtol=None, atol=None, depth=2)  # before: atol 1e-5 failed it
+    wrong = _param_result(**{"k_proj.weight": w.clone(), "k_proj.bias": torch.tensor([0.05, 0.0, 0.0, 0.0])})
+    with pytest.raises(AssertionError, match="k_proj.bias"):
+        checks._compare_grads(wrong, ref, name="m", rtol=None, atol=None, depth=2)
+    inf = _param_result(**{"k_proj.weight": torch.full((4, 4), float("inf")), "k_proj.bias": torch.ones(4)})
+    with pytest.raises(AssertionError):  # a non-finite gradient does not widen the others' tolerance
+        checks._compare_grads(_param_result(**{"k_proj.weight": torch.full((4, 4), float("inf")),
+                                               "k_proj.bias": torch.zeros(4)}), inf, name="m", rtol=None, atol=None,
+                              depth=2)

@@ -114,13 +114,19 @@ def make_submissions(subs: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def lab05_batch(tmp_path_factory) -> Batch:
-    """The batch, graded through the real grader (``grade_batch``, 2 jobs) into a gradebook."""
+    """The batch, graded through the real grader (``grade_batch``, 2 jobs, threads of this process) into a
+    gradebook. The report is under test, not the diagnosis's time cap: the cap (30% of a submission's grading
+    time, at least 0.5 s) is raised to 60 s here, so that a loaded machine cannot leave a mistake unnamed and
+    change the true counts (it did once: ``sdpa_inverted_mask`` counted 1 of 2 under CI with other work running)."""
+    from attnlab.grading import runner
     from attnlab.grading.batch import grade_batch
 
     root = tmp_path_factory.mktemp("report-batch")
     subs, out = root / "subs", root / "out"
     made = make_submissions(subs)
-    summary = grade_batch(ROOT / "autograder" / LAB, subs, out_dir=out, jobs=2, progress=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "diagnosis_budget", lambda grading_s: 60.0)
+        summary = grade_batch(ROOT / "autograder" / LAB, subs, out_dir=out, jobs=2, progress=False)
     assert summary.failed == 0, [r["grader_error"] for r in summary.results if r["grader_error"]]
     return Batch(out, subs, dict(TRUE_COUNTS), ("reference.ipynb", "independent-0.ipynb", "independent-1.ipynb"),
                  ("copy-renamed.ipynb", "independent-1.ipynb"), HOSTILE_NAME, made["template"], made["mutants"])
