@@ -1,7 +1,7 @@
 """Seed sweep: every lab's hidden suite on the reference and on each catalogue variant over many grading seeds.
 
     python benchmarks/seed_sweep.py [--labs lab07 lab09] [--seeds 500] [--start 0] [--jobs 2] [--mutants]
-                                    [--reference-only]
+                                    [--reference-only] [--ledger] [--resume] [--status]
 
 The grading seed comes from the secret and the submission's bytes, so a correct notebook meets random inputs
 nobody tried: a correct answer must keep full marks at every seed. This runs the suites in process (LocalStudent,
@@ -10,6 +10,10 @@ as tests/test_labs.py does) with ``run_suite(bundle.suite, student, bundle.refer
 question at every seed. Prints one table row per lab: the reference's failures, the variants' failures (which
 variant, which test, which seed), the mutants that survived a seed, tests x seeds run, and "work s" (the seconds
 its tasks took, summed over the processes); then every failure and the wall time. Exit status 1 on any failure.
+
+``--ledger`` appends each lab's result to ``benchmarks/records/seed_sweep.jsonl`` with the digests of the files its
+verdicts depend on (``sweep_ledger.py``), so that a sweep longer than one sitting adds up; ``--resume`` skips the
+seeds that the ledger already holds for today's code; ``--status`` prints, per lab, how many seeds count today.
 
 Cost: each student namespace (the reference, each catalogue entry) is built once per process and reused for all
 its seeds (the hidden tests only call into it through the narrow interface; the reference code defines functions
@@ -38,6 +42,9 @@ from multiprocessing import get_context
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import sweep_ledger  # noqa: E402  (a sibling script module, also in spawned workers)
+
 REFERENCE = "(reference)"
 BLOCK = 10  # seeds per task: small enough for a live progress bar and an even split over the jobs
 KEPT_BLOCKS = 4  # blocks of seeds whose reference recordings a process keeps (the tasks go block by block)
@@ -50,6 +57,7 @@ class Outcome:
     tests_run: int = 0
     seconds: float = 0.0
     failures: list = field(default_factory=list)
+    modules: set = field(default_factory=set)  # the attnlab modules loaded where it ran (sweep_ledger)
 
 
 @functools.lru_cache(maxsize=None)
@@ -205,17 +213,20 @@ def run_task(task: tuple) -> Outcome:
                     test, _, message = m[len("failed: "):].partition(": ")
                     out.failures.append((lab_id, kind, name, seed, test, message[:300]))
     out.seconds = time.perf_counter() - start
+    out.modules = sweep_ledger.loaded_modules(ROOT)
     return out
 
 
-def tasks_for(lab_ids, seeds: list[int], mutants: bool, variants: bool = True) -> list[tuple]:
+def tasks_for(lab_ids, seeds: list[int] | dict, mutants: bool, variants: bool = True) -> list[tuple]:
+    """The (lab, kind, entry, seeds) tasks; ``seeds`` is one list for every lab, or {lab: its seeds}."""
     tasks = []
     for lab_id in lab_ids:
         _, _, lab_mutants, lab_variants = _lab(lab_id)
+        lab_seeds = seeds[lab_id] if isinstance(seeds, dict) else seeds
         who = [("reference", REFERENCE)] + [("variant", e.name) for e in lab_variants if variants]
         who += [("mutant", e.name) for e in lab_mutants] if mutants else []
-        for i in range(0, len(seeds), BLOCK):  # block by block: a block's entries replay the reference's answers
-            tasks += [(lab_id, kind, name, tuple(seeds[i:i + BLOCK])) for kind, name in who]
+        for i in range(0, len(lab_seeds), BLOCK):  # block by block: a block's entries replay the reference's answers
+            tasks += [(lab_id, kind, name, tuple(lab_seeds[i:i + BLOCK])) for kind, name in who]
     return tasks
 
 
@@ -225,7 +236,7 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def sweep(lab_ids, seeds: list[int], *, jobs: int = 1, mutants: bool = False, variants: bool = True,
+def sweep(lab_ids, seeds: list[int] | dict, *, jobs: int = 1, mutants: bool = False, variants: bool = True,
           progress: bool = True) -> dict:
     """Run the tasks over ``jobs`` processes; ``{lab: Outcome}`` with the tasks' figures summed."""
     from tqdm import tqdm
@@ -244,6 +255,7 @@ def sweep(lab_ids, seeds: list[int], *, jobs: int = 1, mutants: bool = False, va
             t = totals[o.lab]
             t.tests_run, t.seconds = t.tests_run + o.tests_run, t.seconds + o.seconds
             t.failures += o.failures
+            t.modules |= o.modules
             bar.update(1)
     finally:
         bar.close()
@@ -274,19 +286,35 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="worker processes, torch one thread each (default 1)")
     p.add_argument("--mutants", action="store_true", help="also check every mutant loses points at every seed")
     p.add_argument("--reference-only", action="store_true", help="skip the variants (a quick first pass)")
+    p.add_argument("--ledger", action="store_true", help=f"append each lab's result to {sweep_ledger.LEDGER}")
+    p.add_argument("--resume", action="store_true", help="skip the seeds the ledger holds for today's code")
+    p.add_argument("--status", action="store_true", help="print the ledger's seeds per lab for today's code")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if args.seeds < 1 or args.jobs < 1:
         p.error(f"--seeds {args.seeds} and --jobs {args.jobs} must be at least 1")
     course = load_course(ROOT)
     lab_ids = [lab.id for lab in (course.select(args.labs) if args.labs else course.labs) if lab.master.exists()]
-    seeds = list(range(args.start, args.start + args.seeds))
+    if args.status:
+        print(sweep_ledger.status(ROOT, lab_ids))
+        return 0
+    kinds = ["reference"] + ([] if args.reference_only else ["variant"]) + (["mutant"] if args.mutants else [])
+    wanted = list(range(args.start, args.start + args.seeds))
+    seeds = {lab_id: [s for s in wanted if not (args.resume and s in done)]
+             for lab_id, done in ((lab, sweep_ledger.covered(ROOT, lab, kinds) if args.resume else set())
+                                  for lab in lab_ids)}
+    lab_ids = [lab_id for lab_id in lab_ids if seeds[lab_id]]
     wall = time.perf_counter()
     totals = sweep(lab_ids, seeds, jobs=args.jobs, mutants=args.mutants,
                    variants=not args.reference_only, progress=not args.no_progress)
-    print(table(totals, len(seeds)))
-    print(f"seeds {args.start}..{args.start + args.seeds - 1}, jobs {args.jobs}, "
-          f"wall {time.perf_counter() - wall:.1f} s")
+    print(table(totals, len(wanted)))
+    print(f"seeds {args.start}..{args.start + args.seeds - 1}"
+          + (f" (skipped those in the ledger: {', '.join(f'{k} {len(wanted) - len(v)}' for k, v in seeds.items())})"
+             if args.resume else "") + f", jobs {args.jobs}, wall {time.perf_counter() - wall:.1f} s")
+    if args.ledger:
+        for lab_id, t in totals.items():
+            sweep_ledger.record(ROOT, lab_id, seeds[lab_id], kinds=kinds, failures=t.failures,
+                                tests_run=t.tests_run, seconds=t.seconds, modules=t.modules)
     return 1 if any(t.failures for t in totals.values()) else 0
 
 

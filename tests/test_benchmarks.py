@@ -130,3 +130,46 @@ def test_seed_sweep_runs_a_mutant_up_to_the_first_test_it_fails():
     tests = [t for t in sweep._lab(SWEEP_LAB)[0].suite.tests if t.question == mutant.question]
     outcome = sweep.run_task((SWEEP_LAB, "mutant", mutant.name, (5, 6)))
     assert outcome.failures == [] and 2 <= outcome.tests_run < 2 * len(tests)
+
+
+def test_sweep_ledger_counts_seeds_only_while_the_code_is_the_same(tmp_path):
+    """A recorded sweep counts for its lab until one of the files it depends on changes; status names the file."""
+    ledger = load("sweep_ledger")
+    root = tmp_path
+    (root / "autograder" / "labX").mkdir(parents=True)
+    (root / "autograder" / "labX" / "hidden_tests.py").write_text("TESTS = 1\n")
+    (root / "autograder" / "labX" / "labX-otter.zip").write_bytes(b"zip")  # repeats the bundle: not a dependency
+    (root / "src" / "attnlab").mkdir(parents=True)
+    (root / "src" / "attnlab" / "checks.py").write_text("ATOL = 1e-5\n")
+    modules = {"src/attnlab/checks.py"}
+    ledger.record(root, "labX", [0, 1, 2, 5], kinds=["reference", "variant"], failures=[], tests_run=8,
+                  seconds=1.0, modules=modules)
+    ledger.record(root, "labX", [3], kinds=["reference"], failures=[], tests_run=2, seconds=1.0, modules=modules)
+    line = ledger.entries(root)[0]
+    assert line["seeds"] == [[0, 2], [5, 5]] and "autograder/labX/labX-otter.zip" not in line["files"]
+    assert ledger.covered(root, "labX", ["reference", "variant"]) == {0, 1, 2, 5}
+    assert ledger.covered(root, "labX", ["reference"]) == {0, 1, 2, 3, 5}
+    assert ledger.covered(root, "labY", ["reference"]) == set()
+    (root / "src" / "attnlab" / "checks.py").write_text("ATOL = 1e-4\n")  # a tolerance changed: nothing counts
+    assert ledger.covered(root, "labX", ["reference"]) == set()
+    assert "src/attnlab/checks.py" in ledger.status(root, ["labX"])
+    (root / "src" / "attnlab" / "checks.py").write_text("ATOL = 1e-5\n")  # back to the recorded bytes
+    assert ledger.covered(root, "labX", ["reference", "variant"]) == {0, 1, 2, 5}
+
+
+def test_seed_sweep_resume_skips_the_seeds_in_the_ledger(tmp_path, monkeypatch, capsys):
+    sweep = load("seed_sweep")
+    monkeypatch.setattr(sweep.sweep_ledger, "LEDGER", tmp_path / "ledger.jsonl")
+    assert sweep.main(["--labs", "lab11", "--seeds", "2", "--start", "40", "--reference-only", "--ledger",
+                       "--no-progress"]) == 0
+    entry = sweep.sweep_ledger.entries(ROOT)[0]
+    assert entry["seeds"] == [[40, 41]] and entry["kinds"] == ["reference"]
+    assert "src/attnlab/grading/checks.py" in entry["files"] and "autograder/lab11_vision_transformer/reference.py" \
+        in entry["files"]
+    capsys.readouterr()
+    assert sweep.main(["--labs", "lab11", "--seeds", "3", "--start", "40", "--reference-only", "--resume",
+                       "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped those in the ledger: lab11_vision_transformer 2" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("lab11"))
+    assert int(row[4]) == len(sweep._lab("lab11_vision_transformer")[0].suite.tests)  # one seed ran: 42
