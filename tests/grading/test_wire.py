@@ -353,3 +353,23 @@ def test_decoded_tensors_own_their_memory_and_are_writable():
     out["a"] += 1
     out["n"] += 1  # a view of the frame would be read-only or alias it
     assert out["a"].tolist() == [1.0, 2.0, 3.0, 4.0] and out["n"].tolist() == [1, 2, 3]
+
+
+def test_npy_headers_are_read_as_numpy_reads_them():
+    """The direct reader of np.save's header gives numpy's own (shape, order, dtype, offset) for every dtype that
+    travels and every layout, for the kit's bytes and for np.save's; other headers still go to numpy's reader."""
+    from attnlab.grading.wire import _NUMPY_DTYPES, _load_npy, _npy_bytes, _npy_header
+
+    rng = np.random.default_rng(0)
+    for dtype in _NUMPY_DTYPES.values():
+        for shape in [(), (0,), (3,), (2, 3), (1, 0, 4), (2, 1, 3, 1, 2)]:
+            a = (rng.standard_normal(shape) * 10).astype(dtype)
+            for arr in (a, np.asfortranarray(a), a.T):
+                for data in (_npy_bytes(arr), npy(arr)):
+                    head = io.BytesIO(data)
+                    np.lib.format.read_magic(head)
+                    assert _npy_header(memoryview(data)) == (*np.lib.format.read_array_header_1_0(head), head.tell())
+                    assert np.array_equal(_load_npy([data], 0), arr)
+    big_endian = np.arange(3, dtype=">f4")  # not np.save's little-endian form: numpy's reader decides
+    assert np.array_equal(_load_npy([npy(big_endian)], 0), big_endian)
+    assert np.array_equal(_load_npy([_npy_bytes(big_endian)], 0), big_endian)
