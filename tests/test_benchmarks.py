@@ -155,6 +155,10 @@ def test_sweep_ledger_counts_seeds_only_while_the_code_is_the_same(tmp_path):
     assert "src/attnlab/checks.py" in ledger.status(root, ["labX"])
     (root / "src" / "attnlab" / "checks.py").write_text("ATOL = 1e-5\n")  # back to the recorded bytes
     assert ledger.covered(root, "labX", ["reference", "variant"]) == {0, 1, 2, 5}
+    (root / "src" / "attnlab" / "checks.py").write_text('"""Tolerances."""\n\nATOL = 1e-5  # float32\n')
+    assert ledger.covered(root, "labX", ["reference"]) == {0, 1, 2, 3, 5}  # documentation only: still counts
+    (root / "autograder" / "labX" / "hidden_tests.py").write_text("TESTS = 2\n")
+    assert ledger.covered(root, "labX", ["reference"]) == set()
 
 
 def test_seed_sweep_resume_skips_the_seeds_in_the_ledger(tmp_path, monkeypatch, capsys):
