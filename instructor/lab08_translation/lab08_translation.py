@@ -1167,9 +1167,9 @@ for name, candidate in (("label smoothing 0.1", model), ("no label smoothing", p
 # words, is usually about the same or better. In our run (CPU, fast size, 160 steps each) smoothing 0.1 gave
 # cross-entropy 2.938, confidence 0.439 and BLEU 13.83; no smoothing gave 2.886, 0.472 and 14.25. Less
 # confident and a little worse in cross-entropy, as expected; the BLEU gap of 0.4 on 200 sentences comes from
-# one run of one seed, which cannot tell it from noise. The paper's own ablation (Vaswani et al. 2017, Table 3) credits label smoothing with
-# 0.5 BLEU on its development set (25.8 with it, 25.3 without); we have not measured the gain at this
-# lab's sizes.
+# one run of one seed, which cannot tell it from noise. The paper's own ablation (Vaswani et al. 2017,
+# Table 3) credits label smoothing with 0.5 BLEU on its development set (25.8 with it, 25.3 without); we have
+# not measured the gain at this lab's sizes.
 #
 # ### Going further (not graded)
 #
