@@ -111,7 +111,7 @@ def pe_formula_small_tables(student, ref, rng):
 # Entry PE[p, j] depends on p and j / d_model only, so long tables (positions up to 2047, where the angle's float32
 # rounding is largest: column 0 has frequency 1 at every width) and wide ones (256 frequencies) are checked apart.
 # One (2048, 512) table (4 MiB over the wire, compared in float64) took a fifth of the suite's time and raised the
-# grader's peak memory by 40 MiB per grade (more when the diagnosis replayed the mutants on it); measured, loaded:
+# grader's peak memory by 40-84 MiB per grade (more when the diagnosis replayed the mutants on it); measured, loaded:
 # benchmarks/README.md, "lab07".
 LONG_AND_WIDE = [(2048, 64), (128, 512), (1000, 64)]
 
