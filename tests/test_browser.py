@@ -7,6 +7,7 @@ check marks are plain text (``[pass]``, ``[FAIL]``), so they render without an e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -45,6 +46,15 @@ RIGHT = '''def simple_self_attention(x):
     w = torch.softmax(x @ x.transpose(-2, -1), dim=-1)
     return w @ x, w'''
 
+# lab04's gru_cell, one of the questions added in session 2: z swapped (z weighs the candidate), then right
+GRU_WRONG = '''def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, h_n = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    return z * torch.tanh(i_n + r * h_n) + (1 - z) * h_prev'''
+GRU_RIGHT = GRU_WRONG.replace("return z * torch.tanh(i_n + r * h_n) + (1 - z) * h_prev",
+                              "return (1 - z) * torch.tanh(i_n + r * h_n) + z * h_prev")
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -52,10 +62,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
-    """JupyterLab on loopback serving a folder that holds the lab05 student notebook; yields its URL."""
-    shutil.copy(ROOT / "labs" / "lab05_self_attention" / "lab05_self_attention.ipynb", tmp_path)
+@contextlib.contextmanager
+def _serve(tmp_path: Path, lab_ids: tuple[str, ...]):
+    """JupyterLab on loopback serving a folder that holds the labs' student notebooks; yields lab id -> URL."""
+    for lab_id in lab_ids:
+        shutil.copy(ROOT / "labs" / lab_id / f"{lab_id}.ipynb", tmp_path)
     port, token = _free_port(), secrets.token_hex(16)
     settings = tmp_path / ".settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
@@ -79,7 +90,8 @@ def jupyterlab(tmp_path):
                 pytest.fail("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
             time.sleep(0.5)
     try:
-        yield f"{base}/lab/tree/lab05_self_attention.ipynb?token={token}"
+        # a workspace per notebook: JupyterLab would otherwise reopen the other test's notebook beside it
+        yield {lab_id: f"{base}/lab/workspaces/{lab_id}/tree/{lab_id}.ipynb?token={token}" for lab_id in lab_ids}
     finally:
         proc.terminate()
         try:
@@ -87,6 +99,13 @@ def jupyterlab(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """One JupyterLab for the module's tests (it takes a while to start), serving the notebooks they open."""
+    with _serve(tmp_path_factory.mktemp("jupyterlab"), ("lab05_self_attention", "lab04_recurrent_networks")) as urls:
+        yield urls
 
 
 def _cell(page, text: str):
@@ -110,6 +129,20 @@ def _type_answer(page, cell, code: str):
     page.keyboard.insert_text(code)  # no key events: the editor's auto-indent and bracket closing stay out
 
 
+def _open(browser, url: str):
+    """The notebook open in a new page, its kernel connected."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url, timeout=90_000)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-KernelStatus", timeout=90_000)
+    page.wait_for_timeout(2000)  # the kernel connects
+    return page
+
+
+def _launch(pw):
+    return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
 def _student_session(url: str, shots: Path) -> dict[str, str]:
     """Open the lab, run the set-up, then the check with the stub, a syntax error, a wrong and a right answer;
     the output text of each step, a screenshot of each."""
@@ -117,13 +150,8 @@ def _student_session(url: str, shots: Path) -> dict[str, str]:
 
     seen = {}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url, timeout=90_000)
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-KernelStatus",
-                               timeout=90_000)
-        page.wait_for_timeout(2000)  # the kernel connects
+        browser = _launch(pw)
+        page = _open(browser, url)
         page.screenshot(path=str(shots / "1-opened.png"))
         seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))
         _run(page, _cell(page, "import matplotlib.pyplot as plt"))
@@ -147,7 +175,7 @@ def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab, tmp_path)
     shots = tmp_path / "browser"
     shots.mkdir()
     print(f"screenshots: {shots}")
-    seen = _student_session(jupyterlab, shots)
+    seen = _student_session(jupyterlab["lab05_self_attention"], shots)
 
     assert re.search(r"attnlab lab05_self_attention: .*(cpu|CPU|cuda|CUDA)", seen["setup"]), seen["setup"]
     assert "Traceback" not in seen["setup"]
@@ -166,3 +194,37 @@ def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab, tmp_path)
     # plain ASCII marks: no emoji that Debian's Chromium draws as an empty box
     for step in ("blank", "syntax", "wrong", "right"):
         assert seen[step].isascii(), (step, seen[step])
+
+
+def test_a_new_question_blank_wrong_right(jupyterlab, tmp_path):
+    """lab04's gru_cell as a student meets it: the stub's check says so in one line; a swapped update gate fails
+    the worked example with the numbers; the right answer passes."""
+    from playwright.sync_api import sync_playwright
+
+    shots = tmp_path / "browser"
+    shots.mkdir()
+    print(f"screenshots: {shots}")
+    seen = {}
+    with sync_playwright() as pw:
+        browser = _launch(pw)
+        page = _open(browser, jupyterlab["lab04_recurrent_networks"])
+        seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))
+        _run(page, _cell(page, "import matplotlib.pyplot as plt"))
+        question, check = _cell(page, "def gru_cell("), _cell(page, 'grader.check("gru_cell")')
+        for step, answer in (("blank", None), ("wrong", GRU_WRONG), ("right", GRU_RIGHT)):
+            if answer is not None:
+                _type_answer(page, question, answer)
+            seen[f"{step}-cell"] = _run(page, question)
+            seen[step] = _run(page, check)
+            check.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"gru_cell-{step}.png"))
+        browser.close()
+    (shots / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
+
+    assert "Traceback" not in seen["setup"], seen["setup"]
+    assert seen["blank"].strip() == "[FAIL] gru_cell: not written yet", seen["blank"]
+    wrong = seen["wrong"]
+    assert wrong.startswith("[FAIL] gru_cell: ") and "checks failed" in wrong, wrong
+    assert "[FAIL] the worked example" in wrong and "yours" in wrong and "off by" in wrong, wrong
+    assert "Traceback" not in wrong and "expect_close(" not in wrong, wrong
+    assert re.fullmatch(r"\[pass\] gru_cell: all \d+ checks passed", seen["right"].strip()), seen["right"]

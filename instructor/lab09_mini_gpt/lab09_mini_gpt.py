@@ -862,6 +862,18 @@ with torch.no_grad():
 x = 3 * torch.randn(2, 5, 16) + 1
 expect_close(block(x), x, "the block with zero sub-layers (x + attn(ln1(x)), then x + mlp(ln2(x)))", atol=1e-5)
 
+# %%
+# With the cache, one token at a time: the full pass
+from attnlab.expect import expect_close
+
+block = GPTBlock(16, 4, block_size=8).eval()
+x = torch.randn(2, 5, 16)
+full = block(x)
+steps = [block(x[:, :2], use_cache=True)] + [block(x[:, t:t + 1], use_cache=True) for t in range(2, 5)]
+assert block.attn.cache is not None, (
+    "after block(x, use_cache=True) the cache of attn is still empty: forward should pass use_cache on to attn")
+expect_close(torch.cat(steps, dim=1), full, "2 tokens, then 3 more one at a time, with the cache", atol=1e-5)
+
 # %% [raw]
 # # END TESTS
 

@@ -401,7 +401,8 @@ ids = torch.randint(5, 20, (4, 6))
 ids[:, 0] = 1
 logits = model(ids)
 assert logits.shape == (4, 3), f"the logits should be (B, C) = (4, 3), got {tuple(logits.shape)}"
-expect_close(logits, model.head(encoder(ids)[:, 0]), "the logits (expected: head(encoder(ids)[:, 0]))", atol=1e-6)
+expect_close(logits, model.head(encoder(ids)[:, 0]),
+             "the logits (the head on the encoder's output at position 0, the [CLS] token)", atol=1e-6)
 
 # %%
 # Fine-tuning reaches the encoder: it gets gradients

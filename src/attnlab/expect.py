@@ -36,6 +36,17 @@ def _as_tensor(actual: Any, name: str) -> torch.Tensor:
     return actual
 
 
+SHOWN_WHOLE = 16  # a tensor with at most this many values is shown whole when its shape is wrong
+
+
+def _shape_message(name: str, actual: torch.Tensor, expected: torch.Tensor) -> str:
+    """The shapes, and both values when they are small (a translation one token short reads at a glance)."""
+    message = f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    if 0 < actual.numel() <= SHOWN_WHOLE and 0 < expected.numel() <= SHOWN_WHOLE:
+        message += f": yours {actual.detach().tolist()}, expected {expected.detach().tolist()}"
+    return message
+
+
 def expect_close(actual: Any, expected: Any, name: str, *, atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """``actual`` equals ``expected`` within ``atol + rtol * |expected|``, element by element.
 
@@ -45,7 +56,7 @@ def expect_close(actual: Any, expected: Any, name: str, *, atol: float = 1e-5, r
     expected = torch.as_tensor(expected, dtype=actual.dtype if actual.is_floating_point() else None,
                                device=actual.device)
     if tuple(actual.shape) != tuple(expected.shape):
-        raise AssertionError(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+        raise AssertionError(_shape_message(name, actual, expected))
     a = actual.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
     err = (a - e).abs()
@@ -66,7 +77,7 @@ def expect_equal(actual: Any, expected: Any, name: str) -> None:
     actual = _as_tensor(actual, name)
     expected = torch.as_tensor(expected, device=actual.device)
     if tuple(actual.shape) != tuple(expected.shape):
-        raise AssertionError(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+        raise AssertionError(_shape_message(name, actual, expected))
     if actual.dtype != expected.dtype and not (actual.is_floating_point() and expected.is_floating_point()):
         raise AssertionError(f"{name} has dtype {actual.dtype}, expected {expected.dtype}")
     diff = (actual != expected).flatten().nonzero()

@@ -9,8 +9,9 @@ Otter's ``grader.check("name")`` runs them; ``start_lab`` wraps Otter's grader s
        weights: 2 of 4 values off, the worst at index (0, 1): yours 0.5, expected 0.2689 (off by 0.231)
 
 and an unwritten answer gives one line, ``[FAIL] simple_self_attention: not written yet`` (``SelfAttention.__init__:
-not written yet`` for a class). The marks are plain ASCII (``PASS``, ``FAIL``): an emoji renders as an empty box
-where no emoji font is installed. The check's failing statement is shown only on request
+not written yet`` for a class; ``[FAIL] generate: its checks use MiniGPT.__init__, which is not written yet`` when
+the checks stop at an earlier unwritten answer). The marks are plain ASCII (``PASS``, ``FAIL``): an emoji renders
+as an empty box where no emoji font is installed. The check's failing statement is shown only on request
 (``grader.check("name", show_source=True)``, or ``ATTNLAB_SHOW_SOURCE=1`` in the environment): it is the check's
 code, not a hint. Nothing of the kit's plumbing (file names, line numbers of generated files, internal calls) is
 shown.
@@ -156,10 +157,14 @@ def format_result(question: str, result, show_source: bool | None = None) -> str
     if not failures:
         return f"{PASS} {question}: all {len(rows)} checks passed"
     if len(failures) == len(rows) and all(f is not None and f.not_written for _, f in failures):
-        # one line: the question's own stub when it is among them (a check may call an earlier, unwritten one)
+        # one line: the question's own stub when it is among them; else the earlier, unwritten answer its checks
+        # call (generate's checks build a MiniGPT), named as such so that the student looks at the right cell
         messages = [f.message for _, f in failures]
         own = [m for m in messages if m.split(":")[0] == question or m.startswith(question + ".")]
-        return f"{FAIL} {(own or messages)[0]}"
+        if own:
+            return f"{FAIL} {own[0]}"
+        other = messages[0].removesuffix(NOT_WRITTEN).rstrip(": ")
+        return f"{FAIL} {question}: its checks use {other}, which is not written yet"
     show = source_requested(show_source)
     out = [f"{FAIL} {question}: {len(failures)} of {len(rows)} checks failed"]
     for r in rows:

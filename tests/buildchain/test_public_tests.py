@@ -124,6 +124,20 @@ def test_an_unwritten_answer_gives_one_line_naming_the_question_first():
                                                        "[pass] merge alone"]
 
 
+def test_checks_stopped_by_an_earlier_unwritten_answer_name_it_as_such():
+    # generate's checks build a MiniGPT first: with MiniGPT unwritten, the line is about generate and names MiniGPT
+    q = Question("generate", 1.0, ["# greedy\nassert generate(MiniGPT(), 1) == 1",
+                                   "# sampled\nassert generate(MiniGPT(), 2)"])
+
+    class MiniGPT:
+        def __init__(self):
+            raise NotImplementedError("MiniGPT.__init__: not written yet")
+
+    tf = load(render_test_file(q))
+    tf.run({"MiniGPT": MiniGPT, "generate": lambda model, n: n})
+    assert format_result("generate", tf) == "[FAIL] generate: its checks use MiniGPT.__init__, which is not written yet"
+
+
 def test_an_unwritten_answer_gives_one_line():
     tf = load(render_test_file(QUESTION))
 

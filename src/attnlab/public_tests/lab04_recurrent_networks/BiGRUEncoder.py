@@ -32,12 +32,13 @@ assert outputs.shape == (2, 5, 8), f"outputs should have shape (B, T, 2H) = (2, 
 assert h_n.shape == (2, 2, 4), f"h_n should have shape (2, B, H) = (2, 2, 4), got {tuple(h_n.shape)}"
 assert torch.equal(h_n[0], outputs[:, -1, :4]), "h_n[0] should be the forward state after the last step"
 assert torch.equal(h_n[1], outputs[:, 0, 4:]), (
-    "h_n[1] should be the backward direction's last state, the one after it has read the first token: "
-    "did you put the backward states back in the input's order?")
+    "h_n[1] should equal the backward half of outputs at position 0: both are the backward direction's last "
+    "state, the one after it has read the sequence down to the first token (outputs holds each backward state "
+    "at the position of the token it has just read, in the input's order)")
 ''')
 
 check_3 = PublicCheck('outputs and h_n of nn.GRU(bidirectional=True), same weights', question=name, index=2, points=None,
-    first_line=41, source=r'''
+    first_line=42, source=r'''
 # outputs and h_n of nn.GRU(bidirectional=True), same weights
 from attnlab.expect import expect_close
 

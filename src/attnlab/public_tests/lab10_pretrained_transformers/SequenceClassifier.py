@@ -21,11 +21,12 @@ ids = torch.randint(5, 20, (4, 6))
 ids[:, 0] = 1
 logits = model(ids)
 assert logits.shape == (4, 3), f"the logits should be (B, C) = (4, 3), got {tuple(logits.shape)}"
-expect_close(logits, model.head(encoder(ids)[:, 0]), "the logits (expected: head(encoder(ids)[:, 0]))", atol=1e-6)
+expect_close(logits, model.head(encoder(ids)[:, 0]),
+             "the logits (the head on the encoder's output at position 0, the [CLS] token)", atol=1e-6)
 ''')
 
 check_2 = PublicCheck('Fine-tuning reaches the encoder: it gets gradients', question=name, index=1, points=None,
-    first_line=29, source=r'''
+    first_line=30, source=r'''
 # Fine-tuning reaches the encoder: it gets gradients
 encoder = BertEncoder(vocab_size=20, max_len=8, d_model=16, num_heads=4, num_layers=1, d_ff=32)
 model = SequenceClassifier(encoder, num_classes=2)

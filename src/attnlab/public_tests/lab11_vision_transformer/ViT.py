@@ -31,5 +31,6 @@ images = torch.randn(2, 1, 8, 8)
 captured = {}
 vit.norm.register_forward_hook(lambda module, args, out: captured.update(normed=out))
 logits = vit(images)
-expect_close(logits, vit.head(captured["normed"][:, 0]), "logits = head(norm(x)[:, 0]), the [CLS] row", atol=1e-5)
+expect_close(logits, vit.head(captured["normed"][:, 0]),
+             "the logits (the head on row 0 of the final norm's output, the [CLS] token)", atol=1e-5)
 ''')
