@@ -267,3 +267,19 @@ def test_a_failure_another_questions_mistake_reproduces_is_left_to_that_root_cau
     assert _explained_elsewhere(hints, named, lambda e, x: True, later) == hints
     # neither reproduces the other's: two separate mistakes, both named
     assert _explained_elsewhere(hints, named, lambda e, x: x is named[e.question][1], later) == hints
+
+
+def test_an_object_the_submission_returns_is_compared_with_the_candidates_own():
+    """A loader returns the model it was given: the worker answers with its handle, numbered in its own process
+    (earlier tests created objects there), so the replay maps it to the candidate's model before comparing."""
+    code = "import torch\n\nclass Box(torch.nn.Module):\n    pass\n\ndef fill(box):\n    return box\n"
+    student = LocalStudent.from_code(code)
+    student.create("Box")  # an earlier test's object: the submission's handles are numbered apart
+    box = student.create("Box")
+    create = Exchange("create", {"name": "Box", "args": [], "kwargs": {}}, True, box.handle)
+    payload = {"name": "fill", "args": [box.handle], "kwargs": {}, "grad": False, "grad_outputs": None}
+    call = Exchange("call", payload, True, student._op("call", **payload))
+    assert call.value["output"] == box.handle
+    assert behaves_like([create, call], LocalStudent.from_code(code))
+    other = code.replace("return box", "return Box()")  # a new object, not the one given
+    assert not behaves_like([create, call], LocalStudent.from_code(other))

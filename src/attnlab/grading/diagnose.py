@@ -195,9 +195,19 @@ def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: flo
             continue
         if x.op == "create":
             handles[getattr(x.value, "id", None)] = value
-        elif not _same(x.op, x.value, value) and not _random_reply(candidate, x.op, payload, value):
+        elif not _same(x.op, _returned_handle(x.value, handles), value) and not _random_reply(
+                candidate, x.op, payload, value):
             return False
     return True
+
+
+def _returned_handle(reply: Any, handles: dict[int, Any]) -> Any:
+    """The submission's reply with the object it returned (a loader returning the model it was given answers with
+    that model's handle) replaced by the candidate's counterpart: the two processes number their objects apart. An
+    object without a counterpart becomes ``ObjectHandle(-1)``, which no candidate's object equals."""
+    if not (isinstance(reply, dict) and isinstance(reply.get("output"), ObjectHandle)):
+        return reply
+    return {**reply, "output": handles.get(reply["output"].id, ObjectHandle(-1))}
 
 
 def _random_reply(candidate: StudentAPI, op: str, payload: dict, value: Any) -> bool:
