@@ -1,6 +1,8 @@
 """diagnose: the grader names the likely mistake from the lab's catalogue, on the requests the failed hidden tests
 made, without calling the submission again; unwritten answers give one line; no catalogue, no hint."""
 
+import time
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from attnlab.grading.diagnose import (
     HINT_PREFIX,
     Exchange,
     Recorder,
+    _clock,
     behaves_like,
     diagnose,
     diagnosis_budget,
@@ -283,3 +286,13 @@ def test_an_object_the_submission_returns_is_compared_with_the_candidates_own():
     assert behaves_like([create, call], LocalStudent.from_code(code))
     other = code.replace("return box", "return Box()")  # a new object, not the one given
     assert not behaves_like([create, call], LocalStudent.from_code(other))
+
+
+def test_the_cap_is_counted_in_the_diagnosing_threads_cpu_time():
+    """Waiting for the CPU (a loaded machine, a batch's other threads) does not use the diagnosis's cap up."""
+    start = _clock()
+    time.sleep(0.3)
+    assert _clock() - start < 0.1
+    start = _clock()
+    while _clock() - start < 0.05:  # working does
+        sum(range(1000))
