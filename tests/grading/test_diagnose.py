@@ -1,6 +1,8 @@
 """diagnose: the grader names the likely mistake from the lab's catalogue, on the requests the failed hidden tests
 made, without calling the submission again; unwritten answers give one line; no catalogue, no hint."""
 
+import time
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from attnlab.grading.diagnose import (
     HINT_PREFIX,
     Exchange,
     Recorder,
+    _clock,
     behaves_like,
     diagnose,
     diagnosis_budget,
@@ -267,3 +270,29 @@ def test_a_failure_another_questions_mistake_reproduces_is_left_to_that_root_cau
     assert _explained_elsewhere(hints, named, lambda e, x: True, later) == hints
     # neither reproduces the other's: two separate mistakes, both named
     assert _explained_elsewhere(hints, named, lambda e, x: x is named[e.question][1], later) == hints
+
+
+def test_an_object_the_submission_returns_is_compared_with_the_candidates_own():
+    """A loader returns the model it was given: the worker answers with its handle, numbered in its own process
+    (earlier tests created objects there), so the replay maps it to the candidate's model before comparing."""
+    code = "import torch\n\nclass Box(torch.nn.Module):\n    pass\n\ndef fill(box):\n    return box\n"
+    student = LocalStudent.from_code(code)
+    student.create("Box")  # an earlier test's object: the submission's handles are numbered apart
+    box = student.create("Box")
+    create = Exchange("create", {"name": "Box", "args": [], "kwargs": {}}, True, box.handle)
+    payload = {"name": "fill", "args": [box.handle], "kwargs": {}, "grad": False, "grad_outputs": None}
+    call = Exchange("call", payload, True, student._op("call", **payload))
+    assert call.value["output"] == box.handle
+    assert behaves_like([create, call], LocalStudent.from_code(code))
+    other = code.replace("return box", "return Box()")  # a new object, not the one given
+    assert not behaves_like([create, call], LocalStudent.from_code(other))
+
+
+def test_the_cap_is_counted_in_the_diagnosing_threads_cpu_time():
+    """Waiting for the CPU (a loaded machine, a batch's other threads) does not use the diagnosis's cap up."""
+    start = _clock()
+    time.sleep(0.3)
+    assert _clock() - start < 0.1
+    start = _clock()
+    while _clock() - start < 0.05:  # working does
+        sum(range(1000))
