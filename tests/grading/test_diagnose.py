@@ -10,6 +10,7 @@ from attnlab.grading.api import LocalStudent
 from attnlab.grading.bundle import load_bundle
 from attnlab.grading.diagnose import (
     HINT_PREFIX,
+    Deadline,
     Exchange,
     Recorder,
     _clock,
@@ -254,7 +255,6 @@ def test_overlapping_quiet_blocks_restore_the_filters_once_the_last_one_leaves()
 
 
 def test_a_failure_another_questions_mistake_reproduces_is_left_to_that_root_cause():
-    import time
 
     from attnlab.grading.diagnose import _explained_elsewhere
 
@@ -262,7 +262,7 @@ def test_a_failure_another_questions_mistake_reproduces_is_left_to_that_root_cau
     cause_x, effect_x = [Exchange("call", {}, True, 1)], [Exchange("module_call", {}, True, 2)]
     named = {"last_valid_state": ([cause], cause_x), "RNNClassifier": ([effect], effect_x)}
     hints = {"last_valid_state": "cause hint", "RNNClassifier": "effect hint"}
-    later = time.monotonic() + 60
+    later = Deadline.after(60)
     # the classifier calls last_valid_state: the cause's mutant reproduces both failures, the effect's only its own
     assert _explained_elsewhere(hints, named, lambda e, x: e is cause or x is effect_x, later) == {
         "last_valid_state": "cause hint"}
@@ -296,3 +296,16 @@ def test_the_cap_is_counted_in_the_diagnosing_threads_cpu_time():
     start = _clock()
     while _clock() - start < 0.05:  # working does
         sum(range(1000))
+
+
+def test_a_diagnosis_stops_at_its_wall_backstop_however_little_cpu_it_used(monkeypatch):
+    """On a machine so loaded that the diagnosing thread hardly runs, the wall clock still ends it: WALL_BACKSTOP
+    times the budget."""
+    from attnlab.grading import diagnose as d
+
+    deadline = d.Deadline.after(0.02)
+    assert not deadline.passed() and deadline.wall - deadline.cpu > 0  # both clocks set
+    time.sleep(0.02 * d.WALL_BACKSTOP + 0.05)  # waiting uses no CPU: only the wall backstop can pass
+    assert deadline.passed()
+    monkeypatch.setattr(d, "WALL_BACKSTOP", 1000)
+    assert not d.Deadline.after(0.5).passed()

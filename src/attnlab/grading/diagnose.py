@@ -28,7 +28,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -56,7 +56,8 @@ def diagnosis_budget(grading_s: float) -> float:
     second, at most ``DEFAULT_BUDGET_S``), so that naming mistakes never slows grading by more than about 1.3x.
     The diagnosis counts it on ``_clock``, the CPU time of its own thread, not the wall clock: a loaded machine
     (or a batch's other threads) slows it without cutting it short, so a submission gets the same feedback at any
-    load, and its wall cost grows with the load as grading's own does. Measured on held-out mistakes
+    load, and its wall cost grows with the load as grading's own does (up to ``WALL_BACKSTOP`` times the cap,
+    where it stops: ``Deadline``). Measured on held-out mistakes
     (``benchmarks/README.md``, "Diagnosis coverage"): at this cap a loaded 2-core machine named 46-71% of them in
     eight of the eleven labs with a wall clock, 91-100% (lab09 75%, as uncapped) with this one; a diagnosis took
     0.03-0.25 s of CPU on average per lab (lab09's generate replays up to the whole 3 s)."""
@@ -66,6 +67,25 @@ def diagnosis_budget(grading_s: float) -> float:
 def _clock() -> float:
     """The diagnosis's clock: CPU seconds of the calling thread (mutant replays run there, torch on one thread)."""
     return time.thread_time()
+
+
+WALL_BACKSTOP = 10  # x the budget in wall seconds: what a diagnosis may take at most, however loaded the machine
+
+
+class Deadline(NamedTuple):
+    """When the diagnosis stops: ``cpu`` on ``_clock``, or ``wall`` on the monotonic clock, whichever comes first
+    (the backstop: ``WALL_BACKSTOP`` times the budget, so a very loaded machine still bounds each submission's wall
+    time; a diagnosis cut short names nothing it has not finished checking)."""
+
+    cpu: float
+    wall: float
+
+    @classmethod
+    def after(cls, budget_s: float) -> Deadline:
+        return cls(_clock() + budget_s, time.monotonic() + WALL_BACKSTOP * budget_s)
+
+    def passed(self) -> bool:
+        return _clock() > self.cpu or time.monotonic() > self.wall
 
 
 # ------------------------------------------------------------------------------------------------ recording
@@ -185,11 +205,11 @@ def _with_handles(payload: dict, handles: dict[int, Any]) -> dict | None:
     return None if any(v is missing for v in values) else out
 
 
-def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: float | None = None) -> bool:
+def behaves_like(exchanges: list[Exchange], candidate: StudentAPI, deadline: Deadline | None = None) -> bool:
     """Whether ``candidate`` replies to every request of ``exchanges`` as the submission did."""
     handles: dict[int, Any] = {}
     for x in exchanges:
-        if deadline is not None and _clock() > deadline:
+        if deadline is not None and deadline.passed():
             return False
         if x.op == "source":
             continue
@@ -253,7 +273,7 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
     """Question -> the hint of the mistake the submission behaves like (questions without one are left out).
     A question whose failure a mistake named on another question explains as well (a wrong ``last_valid_state``
     breaks the classifier that calls it) keeps only that root cause: ``_explained_elsewhere``."""
-    deadline = _clock() + budget_s
+    deadline = Deadline.after(budget_s)
     hints: dict[str, str] = {}
     named: dict[str, tuple[list[Entry], list[Exchange]]] = {}  # question -> its matching mutants, its exchanges
 
@@ -267,7 +287,7 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
             continue
         matching = []
         for entry in catalogue.mutants:
-            if _clock() > deadline:
+            if deadline.passed():
                 return _explained_elsewhere(hints, named, matches, deadline)
             if entry.question == question and entry.hint and matches(entry, exchanges):
                 matching.append(entry)
@@ -276,25 +296,25 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
             continue
         if any(v.question == question and matches(v, exchanges) for v in catalogue.variants):
             continue
-        if _clock() <= deadline:
+        if not deadline.passed():
             hints[question] = distinct.pop()
             named[question] = (matching, exchanges)
     return _explained_elsewhere(hints, named, matches, deadline)
 
 
-def _explained_elsewhere(hints: dict[str, str], named: dict, matches, deadline: float) -> dict[str, str]:
+def _explained_elsewhere(hints: dict[str, str], named: dict, matches, deadline: Deadline) -> dict[str, str]:
     """``hints`` without the questions whose failure a mistake named on another question reproduces, where that
     question's own mistake does not reproduce the other's failure: the root cause is named once, where it is."""
     out = dict(hints)
     for question, (_, exchanges) in named.items():
         for other, (entries, other_exchanges) in named.items():
-            if other == question or _clock() > deadline:
+            if other == question or deadline.passed():
                 continue
             if any(matches(e, exchanges) for e in entries) and not any(
                     matches(e, other_exchanges) for e in named[question][0]):
                 out.pop(question, None)
                 break
-    if _clock() > deadline:  # unfinished: name nothing rather than a consequence as a cause
+    if deadline.passed():  # unfinished: name nothing rather than a consequence as a cause
         return {q: h for q, h in out.items() if len(named) == 1}
     return out
 
