@@ -371,7 +371,8 @@ def classifier_logits_are_head_of_position_zero(student, ref, rng):
     first = r_enc.call(ids).output[:, 0]  # (B, d)
     expected = first @ state["head.weight"].T + state["head.bias"]
     checks.assert_close(s_mod.call(ids).output, expected, depth=bert_depth(args["num_layers"]) + 1,
-                        name="SequenceClassifier's logits (expected: head(encoder(ids)[:, 0]))")
+                        name="SequenceClassifier's logits (expected: from the encoder's output at the [CLS] "
+                             "position only)")
 
 
 @suite.test(CLF, points=1)

@@ -321,6 +321,13 @@ def get_batch(data, block_size, batch_size, generator=None):
         return x + self.mlp(self.ln1(x))
 '''), "ln1 and ln2 swapped",
           hint="ln1 goes before the attention and ln2 before the mlp; yours are the other way round"),
+    Entry("block_cache_not_passed_on", "GPTBlock", _block('''
+    def forward(self, x, use_cache=False):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+'''), "use_cache not passed on to attn: with the cache, each new token sees no earlier token",
+          hint="with use_cache=True your block's attention never reads its cache: the block must hand use_cache "
+               "on to attn"),
     Entry("block_relu", "GPTBlock", _IMPORTS + '''
 class GPTBlock(nn.Module):
     def __init__(self, d_model, num_heads, block_size, dropout=0.0):
