@@ -28,7 +28,6 @@ import math
 import torch
 
 from attnlab.grading import checks, rules
-from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths
 
@@ -38,21 +37,6 @@ F32, F64 = torch.float32, torch.float64
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def expect_student_error(fn, error: str, *, what: str, mention: str | None = None) -> None:
-    """``fn()`` must raise (in student code) ``error``; its message must contain ``mention`` when given."""
-    try:
-        fn()
-    except StudentError as exc:
-        text = str(exc)
-        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
-        if mention is not None:
-            message = text.split(f"raised {error}:", 1)[-1]
-            assert mention in message, (f"{what}: the {error} message should name the value {mention}; "
-                                        f"got {message.strip()[:200]!r}")
-        return
-    raise AssertionError(f"{what} should raise {error}, but it returned normally")
-
-
 def pairs_by_hand(ids: list[int], window: int) -> torch.Tensor:
     """The pairs of the contract, by a plain double loop (independent of the reference)."""
     out = [[ids[i], ids[j]] for i in range(len(ids)) for j in range(len(ids))
@@ -118,8 +102,8 @@ def pairs_window_below_one_rejected(student, ref, rng):
     check_pairs(student, torch.tensor([3, 4]), 1, "[3, 4]")
     bad = -randint(rng, 1, 9)
     for window in (0, bad):
-        expect_student_error(lambda w=window: student.call("skipgram_pairs", torch.tensor([3, 4, 5]), w),
-                             "ValueError", what=f"skipgram_pairs(ids, window={window})", mention=str(window))
+        checks.expect_student_error(lambda w=window: student.call("skipgram_pairs", torch.tensor([3, 4, 5]), w),
+                             "ValueError", what=f"skipgram_pairs(ids, window={window})", mentions=(str(window),))
 
 
 # ------------------------------------------------------------------------------------- noise_distribution

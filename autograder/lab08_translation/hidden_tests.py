@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.grading import checks, rules
-from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn, random_lengths, random_mask
 
@@ -56,17 +55,6 @@ FORBIDDEN = ["Transformer", "TransformerEncoder", "TransformerDecoder", "Transfo
              "TransformerDecoderLayer"]
 WHY = ("this lab asks you to build the decoder block and the model yourself: nn.Transformer, "
        "nn.TransformerEncoder(Layer) and nn.TransformerDecoder(Layer) are not allowed in the graded cells")
-
-
-def expect_student_error(fn, error: str, *, what: str) -> None:
-    """``fn()`` must raise (in student code) ``error``."""
-    try:
-        fn()
-    except StudentError as exc:
-        text = str(exc)
-        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
-        return
-    raise AssertionError(f"{what} should raise {error}, but it returned normally")
 
 
 # ------------------------------------------------------------------------------------ TransformerDecoderBlock
@@ -374,7 +362,7 @@ def model_float32_padded_targets_and_too_long(student, ref, rng):
     checks.assert_close(got[real], expected[real], name="Seq2SeqTransformer's logits at the real target positions "
                         "(float32, 3 encoder + 1 decoder layers, padded targets)")
     too_long = torch.ones(1, config["max_len"] + 1, dtype=torch.long)
-    expect_student_error(lambda: s_mod.call(too_long, dec_in[:1]), "ValueError",
+    checks.expect_student_error(lambda: s_mod.call(too_long, dec_in[:1]), "ValueError",
                          what=f"Seq2SeqTransformer(max_len={config['max_len']}) on a source of "
                               f"{config['max_len'] + 1} tokens")
 

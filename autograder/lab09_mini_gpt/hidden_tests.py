@@ -48,7 +48,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.grading import checks
-from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn
 
@@ -81,21 +80,6 @@ ALPHABET = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ .,;:!?'-\n
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def expect_student_error(fn, error: str, *, what: str, mentions: tuple[str, ...] = ()) -> None:
-    """``fn()`` must raise ``error`` in student code; its message must contain every string of ``mentions``."""
-    try:
-        fn()
-    except StudentError as exc:
-        text = str(exc)
-        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
-        message = text.split(f"raised {error}:", 1)[-1]
-        for mention in mentions:
-            assert mention in message, (f"{what}: the {error} message should name {mention}; "
-                                        f"got {message.strip()[:200]!r}")
-        return
-    raise AssertionError(f"{what} should raise {error}, but it returned normally")
-
-
 def random_text(rng, length: int, alphabet_size: int) -> str:
     chars = [ALPHABET[i] for i in torch.randperm(len(ALPHABET), generator=rng)[:alphabet_size].tolist()]
     picks = torch.randint(len(chars), (length,), generator=rng).tolist()
@@ -517,7 +501,7 @@ def gpt_float32_dropout_eval_and_too_long(student, ref, rng):
     checks.compare_module_call(s_mod, r_mod, idx, targets, grad=True, rng=rng, depth=gpt_depth(2),
                                name="MiniGPT(dropout=0.2) in eval mode (float32)")
     too_long = torch.randint(11, (1, 10 + randint(rng, 1, 4)), generator=rng)
-    expect_student_error(lambda: s_mod.call(too_long), "ValueError",
+    checks.expect_student_error(lambda: s_mod.call(too_long), "ValueError",
                          what=f"MiniGPT with block_size=10 on a sequence of {too_long.shape[1]}",
                          mentions=(str(too_long.shape[1]), "10"))
 
@@ -938,7 +922,7 @@ def gpt_cache_positions_continue(student, ref, rng):
     gpt_cached_logits(s_mod, idx, (first,) + (1,) * (7 - first) + (1,), full)
     length = s_mod.call(method="cache_length").output
     assert length == 8, f"after 8 tokens fed with use_cache=True, cache_length() is {length}"
-    expect_student_error(lambda: s_mod.call(idx[:, :1], use_cache=True), "ValueError",
+    checks.expect_student_error(lambda: s_mod.call(idx[:, :1], use_cache=True), "ValueError",
                          what="MiniGPT(1 token, use_cache=True) with 8 cached and block_size=8", mentions=("8",))
     s_mod.call(method="reset_cache")
     gpt_cached_logits(s_mod, idx, (1, 2, 5), full)

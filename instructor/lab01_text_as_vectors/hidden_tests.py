@@ -24,7 +24,6 @@ from collections import Counter
 import torch
 
 from attnlab.grading import checks
-from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import padded_ids, randint, random_lengths
 
@@ -35,21 +34,6 @@ F32, F64 = torch.float32, torch.float64
 
 def pick(rng: torch.Generator, items: list):
     return items[randint(rng, 0, len(items) - 1)]
-
-
-def expect_student_error(fn, error: str, *, what: str, mention: str | None = None) -> None:
-    """``fn()`` must fail inside student code with ``error`` (e.g. "ValueError") whose message names ``mention``."""
-    try:
-        fn()
-    except StudentError as exc:
-        text = str(exc)
-        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
-        if mention is not None:
-            message = text.split(f"raised {error}:", 1)[-1]
-            assert mention in message, (f"{what}: the {error} message should name the value {mention}; "
-                                        f"got {message.strip()[:200]!r}")
-    else:
-        raise AssertionError(f"{what} should raise {error}")
 
 
 # ------------------------------------------------------------------------------------------------ tokenize
@@ -190,8 +174,8 @@ def vocab_empty_input(student, ref, rng):
 def vocab_max_size_below_two_raises(student, ref, rng):
     compare_vocab(student, ref, [["a", "b", "b"]], max_size=3)
     for bad in (1, 0):
-        expect_student_error(lambda bad=bad: student.call("build_vocab", [["a", "b"]], max_size=bad), "ValueError",
-                             what=f"build_vocab(..., max_size={bad})", mention=str(bad))
+        checks.expect_student_error(lambda bad=bad: student.call("build_vocab", [["a", "b"]], max_size=bad), "ValueError",
+                             what=f"build_vocab(..., max_size={bad})", mentions=(str(bad),))
 
 
 # -------------------------------------------------------------------------------------------------- encode
@@ -268,8 +252,8 @@ def bow_id_out_of_range_raises(student, ref, rng):
     vocab_size = randint(rng, 5, 20)
     bad = vocab_size + randint(rng, 0, 5)
     ids = torch.tensor([[2, 1, 0], [bad, 3, 0]])
-    expect_student_error(lambda: student.call("bag_of_words", ids, vocab_size), "ValueError",
-                         what=f"bag_of_words with id {bad} and vocab_size={vocab_size}", mention=str(bad))
+    checks.expect_student_error(lambda: student.call("bag_of_words", ids, vocab_size), "ValueError",
+                         what=f"bag_of_words with id {bad} and vocab_size={vocab_size}", mentions=(str(bad),))
 
 
 # --------------------------------------------------------------------------------------------------- tfidf

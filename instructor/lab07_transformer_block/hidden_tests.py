@@ -35,7 +35,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.grading import checks, rules
-from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn
 
@@ -64,21 +63,6 @@ BLOCK_WHY = ("this lab asks you to build the encoder block yourself: nn.Transfor
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def expect_student_error(fn, error: str, *, what: str, mention: str | None = None) -> None:
-    """``fn()`` must raise (in student code) ``error``; its message must contain ``mention`` when given."""
-    try:
-        fn()
-    except StudentError as exc:
-        text = str(exc)
-        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
-        if mention is not None:
-            message = text.split(f"raised {error}:", 1)[-1]
-            assert mention in message, (f"{what}: the {error} message should name the value {mention}; "
-                                        f"got {message.strip()[:200]!r}")
-        return
-    raise AssertionError(f"{what} should raise {error}, but it returned normally")
-
-
 # ------------------------------------------------------------------------- sinusoidal_positional_encoding
 def pe_formula(max_len: int, d_model: int) -> torch.Tensor:
     """The interleaved table, computed here in float64: PE[p, 2i] = sin(p / 10000^(2i/d)), 2i+1: cos."""
@@ -125,8 +109,8 @@ def pe_formula_long_and_wide(student, ref, rng):
 def pe_odd_width_rejected(student, ref, rng):
     check_pe(student, 9, 6)
     odd = 2 * randint(rng, 5, 60) + 1
-    expect_student_error(lambda: student.call(PE, 10, odd), "ValueError",
-                         what=f"sinusoidal_positional_encoding(10, {odd})", mention=str(odd))
+    checks.expect_student_error(lambda: student.call(PE, 10, odd), "ValueError",
+                         what=f"sinusoidal_positional_encoding(10, {odd})", mentions=(str(odd),))
 
 
 # ---------------------------------------------------------------------------- LearnedPositionalEmbedding
@@ -156,7 +140,7 @@ def learned_too_long_rejected(student, ref, rng):
     checks.compare_module_call(s_mod, r_mod, randn(rng, 2, max_len - 1, d),
                                name=f"LearnedPositionalEmbedding({max_len}, {d})")
     too_long = randn(rng, 2, max_len + randint(rng, 1, 5), d)
-    expect_student_error(lambda: s_mod.call(too_long), "ValueError",
+    checks.expect_student_error(lambda: s_mod.call(too_long), "ValueError",
                          what=f"LearnedPositionalEmbedding({max_len}, {d}) on a sequence of {too_long.shape[1]}")
 
 
@@ -288,7 +272,7 @@ def ff_dropout_after_activation(student, ref, rng):
 def ff_unknown_activation_rejected(student, ref, rng):
     check_ff(student, ref, rng, "relu")
     bad = ["tanh", "swish", "GELU_tanh"][randint(rng, 0, 2)]
-    expect_student_error(lambda: student.create(FF, 4, 8, activation=bad), "ValueError",
+    checks.expect_student_error(lambda: student.create(FF, 4, 8, activation=bad), "ValueError",
                          what=f'FeedForward(4, 8, activation="{bad}")')
 
 

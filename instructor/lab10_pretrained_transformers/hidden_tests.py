@@ -35,7 +35,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.grading import checks
-from attnlab.grading.executor import StudentError
 from attnlab.grading.hidden import HiddenSuite
 from attnlab.grading.inputs import randint, randn
 
@@ -58,20 +57,6 @@ GPT = "load_gpt2_weights"
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def expect_student_error(fn, error: str, *, what: str, mentions: tuple[str, ...] = ()) -> None:
-    """``fn()`` must raise ``error`` in student code; its message must contain every string of ``mentions``."""
-    try:
-        fn()
-    except StudentError as exc:
-        text = str(exc)
-        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
-        message = text.split(f"raised {error}:", 1)[-1]
-        for mention in mentions:
-            assert mention in message, f"{what}: the {error} message should name {mention}; got {message.strip()[:200]!r}"
-        return
-    raise AssertionError(f"{what} should raise {error}, but it returned normally")
-
-
 # A test checks at most 20 shares, so each may be off by chance with probability at most FALSE_FAILURE / 20.
 FALSE_FAILURE = 1e-9
 PER_SHARE = FALSE_FAILURE / 20
@@ -330,7 +315,7 @@ def bert_too_long_is_a_value_error(student, ref, rng):
     args = bert_args(rng)
     model = student.create(BERT, **args)
     L = args["max_len"] + randint(rng, 1, 3)
-    expect_student_error(lambda: model.call(torch.ones(1, L, dtype=torch.long)), "ValueError",
+    checks.expect_student_error(lambda: model.call(torch.ones(1, L, dtype=torch.long)), "ValueError",
                          what=f"a sequence of {L} tokens with max_len={args['max_len']}",
                          mentions=(str(L), str(args["max_len"])))
 
@@ -511,6 +496,6 @@ def gpt2_wrong_shape_is_a_value_error(student, ref, rng):
     sd = hf_checkpoint(rng, {**cfg, "vocab_size": cfg["vocab_size"] + 3})
     model = student.create("GPT2", **cfg)
     model.to(F64)
-    expect_student_error(lambda: student.call(GPT, model, sd), "ValueError",
+    checks.expect_student_error(lambda: student.call(GPT, model, sd), "ValueError",
                          what=f"a checkpoint with {cfg['vocab_size'] + 3} tokens into a GPT2 of {cfg['vocab_size']}",
                          mentions=("tok_emb",))

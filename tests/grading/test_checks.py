@@ -358,3 +358,26 @@ def test_a_parameter_gradient_that_is_zero_exactly_allows_the_rounding_of_its_te
         checks._compare_grads(_param_result(**{"k_proj.weight": torch.full((4, 4), float("inf")),
                                                "k_proj.bias": torch.zeros(4)}), inf, name="m", rtol=None, atol=None,
                               depth=2)
+
+
+def test_expect_student_error_wants_the_error_raised_in_student_code_naming_the_bad_value():
+    student = LocalStudent.from_code('''
+def strict(n):
+    if n < 0:
+        raise ValueError(f"n must be at least 0, got {n}")
+    return n
+
+def vague(n):
+    raise ValueError("bad input")
+
+def wrong_kind(n):
+    raise TypeError(f"n={n}")
+''')
+    checks.expect_student_error(lambda: student.call("strict", -3), "ValueError", what="strict(-3)", mentions=("-3",))
+    with pytest.raises(AssertionError, match=r"vague\(-3\): the ValueError message should name -3; got 'bad input'"):
+        checks.expect_student_error(lambda: student.call("vague", -3), "ValueError", what="vague(-3)",
+                                    mentions=("-3",))
+    with pytest.raises(AssertionError, match=r"wrong_kind\(-3\) should raise ValueError, but it .*TypeError"):
+        checks.expect_student_error(lambda: student.call("wrong_kind", -3), "ValueError", what="wrong_kind(-3)")
+    with pytest.raises(AssertionError, match=r"strict\(2\) should raise ValueError, but it returned normally"):
+        checks.expect_student_error(lambda: student.call("strict", 2), "ValueError", what="strict(2)")

@@ -12,7 +12,7 @@ import torch
 
 from ..expect import unravel
 from .api import ObjectRef, Result, StudentAPI
-from .executor import tensor_leaves
+from .executor import StudentError, tensor_leaves
 
 # (rtol, atol) per dtype: wide enough for every correct implementation we know of (einsum, manual
 # stable softmax, -1e9 masking, ...), narrow enough to catch each catalogued mistake.
@@ -263,3 +263,19 @@ def compare_module_call(s_mod: ObjectRef, r_mod: ObjectRef, *args, rng: torch.Ge
     return _compare(lambda **g: r_mod.call(*args, method=method, train=train, **g, **kwargs),
                     lambda **g: s_mod.call(*args, method=method, train=train, **g, **kwargs),
                     name=name or f"{r_mod.name}.{method}", grad=grad, rng=rng, rtol=rtol, atol=atol, depth=depth)
+
+
+def expect_student_error(fn, error: str, *, what: str, mentions: tuple[str, ...] = ()) -> None:
+    """``fn()`` (a call into student code) must raise ``error`` (e.g. ``"ValueError"``) there, with a message that
+    contains every string of ``mentions`` (the bad value it should name)."""
+    try:
+        fn()
+    except StudentError as exc:
+        text = str(exc)
+        assert f"raised {error}" in text, f"{what} should raise {error}, but it {text.split(' raised ', 1)[-1][:300]}"
+        message = text.split(f"raised {error}:", 1)[-1]
+        for mention in mentions:
+            assert mention in message, (f"{what}: the {error} message should name {mention}; "
+                                        f"got {message.strip()[:200]!r}")
+        return
+    raise AssertionError(f"{what} should raise {error}, but it returned normally")
