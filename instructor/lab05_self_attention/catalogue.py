@@ -35,17 +35,11 @@ _CLS_POOL = "m = real.unsqueeze(-1).to(h.dtype)\n        logits = self.classifie
 
 def _classifier(attend: str = _CLS_ATTEND, pool: str = _CLS_POOL,
                 returns: str = "return logits.squeeze(-1) if self.num_classes == 1 else logits") -> str:
-    """An AttentionClassifier (the reference's layers) whose forward differs from a correct one only in the lines
-    given: ``attend`` (``h`` (B, L, D), keys masked by ``real``), ``pool`` (``logits``) and ``returns``."""
+    """An AttentionClassifier (the reference's, whose layers it keeps) whose forward differs from a correct one only
+    in the lines given: ``attend`` (``h`` (B, L, D), keys masked by ``real``), ``pool`` (``logits``) and
+    ``returns``."""
     return f'''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
+class AttentionClassifier(AttentionClassifier):
     def forward(self, ids):
         {attend}
         {pool}
