@@ -7,6 +7,30 @@ points on ``question``; a variant must keep full marks on every question.
 
 from attnlab.grading.mutants import Entry
 
+_SGNS_POS = "pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))"
+_SGNS_NEG = "neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)"
+
+
+def _sgns(v: str = "v = self.in_embed(center)", pos: str = _SGNS_POS, neg: str = _SGNS_NEG,
+          returns: str = "return -(pos + neg).mean()") -> str:
+    """A SkipGramNS with the reference's two tables whose forward differs from a correct one only in the lines
+    given: ``v``, the centers' vectors (B, D); ``pos`` and ``neg``, each example's log-sigmoid terms (B,);
+    ``returns``."""
+    return f'''
+class SkipGramNS(nn.Module):
+    def __init__(self, vocab_size, dim):
+        super().__init__()
+        self.in_embed = nn.Embedding(vocab_size, dim)
+        self.out_embed = nn.Embedding(vocab_size, dim)
+
+    def forward(self, center, context, negatives):
+        {v}
+        {pos}
+        {neg}
+        {returns}
+'''
+
+
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [
     # skipgram_pairs
@@ -131,161 +155,54 @@ def noise_distribution(counts, power=0.75):
           hint="you normalise with a softmax (exp of the weights): divide count^power by its sum instead"),
 
     # SkipGramNS
-    Entry("sgns_sum_over_batch", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).sum()
-''', "sums the loss over the batch instead of averaging",
+    Entry("sgns_sum_over_batch", "SkipGramNS", _sgns(returns="return -(pos + neg).sum()"),
+          "sums the loss over the batch instead of averaging",
           hint="your loss is the sum over the batch: return the batch mean"),
-    Entry("sgns_negatives_wrong_sign", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = F.logsigmoid((self.out_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "log s(u_k . v) for the negatives: rewards them like real contexts",
+    Entry("sgns_negatives_wrong_sign", "SkipGramNS", _sgns(
+        neg="neg = F.logsigmoid((self.out_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)"),
+          "log s(u_k . v) for the negatives: rewards them like real contexts",
           hint="the negatives enter as log s(-u_k . v_c), with a minus sign inside the sigmoid"),
-    Entry("sgns_mean_over_negatives", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1)).mean(-1)
-        return -(pos + neg).mean()
-''', "averages over the K negatives instead of summing",
+    Entry("sgns_mean_over_negatives", "SkipGramNS", _sgns(
+        neg="neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1)).mean(-1)"),
+          "averages over the K negatives instead of summing",
           hint="you average the K negative terms: the loss sums them (then averages over the batch)"),
-    Entry("sgns_mean_of_everything", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1))
-        return -(pos.mean() + neg.mean())
-''', "means the (B, K) negative terms over everything: the negatives count K times too little",
+    Entry("sgns_mean_of_everything", "SkipGramNS", _sgns(
+        neg="neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1))",
+        returns="return -(pos.mean() + neg.mean())"),
+          "means the (B, K) negative terms over everything: the negatives count K times too little",
           hint="sum the K negative terms of each row first, then take the mean over the batch"),
-    Entry("sgns_one_table", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.in_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.in_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "uses in_embed for the contexts and negatives too (out_embed unused)",
+    Entry("sgns_one_table", "SkipGramNS", _sgns(
+        pos="pos = F.logsigmoid((self.in_embed(context) * v).sum(-1))",
+        neg="neg = F.logsigmoid(-(self.in_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)"),
+          "uses in_embed for the contexts and negatives too (out_embed unused)",
           hint="contexts and negatives take their vectors from out_embed; only the center uses in_embed"),
-    Entry("sgns_tables_swapped", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.out_embed(center)
-        pos = F.logsigmoid((self.in_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.in_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "the center from out_embed and the contexts from in_embed",
+    Entry("sgns_tables_swapped", "SkipGramNS", _sgns(
+        v="v = self.out_embed(center)",
+        pos="pos = F.logsigmoid((self.in_embed(context) * v).sum(-1))",
+        neg="neg = F.logsigmoid(-(self.in_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)"),
+          "the center from out_embed and the contexts from in_embed",
           hint="the roles of the tables are swapped: the center's vector comes from in_embed, the others from out_embed"),
-    Entry("sgns_broadcast_without_unsqueeze", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * v).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "u_neg (B, K, D) * v (B, D): fails unless B == K, and then pairs negative k with center k",
+    Entry("sgns_broadcast_without_unsqueeze", "SkipGramNS", _sgns(
+        neg="neg = F.logsigmoid(-(self.out_embed(negatives) * v).sum(-1)).sum(-1)"),
+          "u_neg (B, K, D) * v (B, D): fails unless B == K, and then pairs negative k with center k",
           hint=("your negatives meet the wrong centers: (B, K, D) times (B, D) broadcasts the centers along the K "
                 "axis; give the centers a K axis of size 1 so each row's negatives meet their own center")),
-    Entry("sgns_log_of_sigmoid", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = torch.log(torch.sigmoid((self.out_embed(context) * v).sum(-1)))
-        neg = torch.log(torch.sigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1))).sum(-1)
-        return -(pos + neg).mean()
-''', "log(sigmoid(x)) underflows to log(0) = -inf for large negative x",
+    Entry("sgns_log_of_sigmoid", "SkipGramNS", _sgns(
+        pos="pos = torch.log(torch.sigmoid((self.out_embed(context) * v).sum(-1)))",
+        neg="neg = torch.log(torch.sigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1))).sum(-1)"),
+          "log(sigmoid(x)) underflows to log(0) = -inf for large negative x",
           hint="log(sigmoid(x)) becomes -inf for large dot products: use F.logsigmoid(x)"),
-    Entry("sgns_one_minus_sigmoid", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = torch.log(1 - torch.sigmoid((self.out_embed(negatives) * v[:, None, :]).sum(-1))).sum(-1)
-        return -(pos + neg).mean()
-''', "log(1 - sigmoid(x)) for the negatives: right on paper, -inf as soon as sigmoid(x) rounds to 1",
+    Entry("sgns_one_minus_sigmoid", "SkipGramNS", _sgns(
+        neg="neg = torch.log(1 - torch.sigmoid((self.out_embed(negatives) * v[:, None, :]).sum(-1))).sum(-1)"),
+          "log(1 - sigmoid(x)) for the negatives: right on paper, -inf as soon as sigmoid(x) rounds to 1",
           hint="log(1 - sigmoid(x)) is -inf once sigmoid(x) rounds to 1: write it as F.logsigmoid(-x)"),
-    Entry("sgns_negatives_detached", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        u_neg = self.out_embed(negatives).detach()
-        neg = F.logsigmoid(-(u_neg * v[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "detaches the negatives' vectors: out_embed never learns from them",
+    Entry("sgns_negatives_detached", "SkipGramNS", _sgns(
+        neg=("u_neg = self.out_embed(negatives).detach()\n"
+             "        neg = F.logsigmoid(-(u_neg * v[:, None, :]).sum(-1)).sum(-1)")),
+          "detaches the negatives' vectors: out_embed never learns from them",
           hint="the gradient with respect to out_embed is wrong: do not detach the negatives' vectors"),
-    Entry("sgns_no_minus", "SkipGramNS", '''
-class SkipGramNS(nn.Module):
-    def __init__(self, vocab_size, dim):
-        super().__init__()
-        self.in_embed = nn.Embedding(vocab_size, dim)
-        self.out_embed = nn.Embedding(vocab_size, dim)
-
-    def forward(self, center, context, negatives):
-        v = self.in_embed(center)
-        pos = F.logsigmoid((self.out_embed(context) * v).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * v[:, None, :]).sum(-1)).sum(-1)
-        return (pos + neg).mean()
-''', "forgets the leading minus: the loss is the log-likelihood, and training would minimise it",
+    Entry("sgns_no_minus", "SkipGramNS", _sgns(returns="return (pos + neg).mean()"),
+          "forgets the leading minus: the loss is the log-likelihood, and training would minimise it",
           hint="your loss is negative: it is minus the log-likelihood, -[log s(...) + sum log s(...)]"),
 
     # most_similar
@@ -615,6 +532,25 @@ def glove_loss(w_i, w_j, b_i, b_j, x_ij, x_max=100.0, alpha=0.75):
 
 # ----------------------------------------------------------- skipgram_ns_grads and CBOWNS (issue 21)
 # Kept in one block (MUTANTS += / VARIANTS +=) so that other additions merge cleanly.
+_CBOW_MEAN = ("real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)\n"
+              "        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)")
+_CBOW_POS = "pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))"
+_CBOW_NEG = "neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)"
+
+
+def _cbow(h: str = _CBOW_MEAN, pos: str = _CBOW_POS, neg: str = _CBOW_NEG) -> str:
+    """A CBOWNS (the reference's tables) whose forward differs from a correct one only in the lines given: ``h``,
+    the context vector (B, D); ``pos`` and ``neg``, each example's log-sigmoid terms (B,)."""
+    return f'''
+class CBOWNS(CBOWNS):
+    def forward(self, contexts, target, negatives):
+        {h}
+        {pos}
+        {neg}
+        return -(pos + neg).mean()
+'''
+
+
 MUTANTS += [
     Entry("grads_u_o_sign", "skipgram_ns_grads", '''
 def skipgram_ns_grads(v_c, u_o, u_neg):
@@ -660,57 +596,27 @@ def skipgram_ns_grads(v_c, u_o, u_neg):
 ''', "asks autograd instead of deriving the gradients",
           hint="the question asks for the gradients by hand: torch.autograd is not allowed in skipgram_ns_grads"),
 
-    Entry("cbow_mean_counts_pads", "CBOWNS", '''
-class CBOWNS(CBOWNS):
-    def forward(self, contexts, target, negatives):
-        h = self.in_embed(contexts).mean(1)  # the pads counted as words
-        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "averages over all C positions, pads included",
+    Entry("cbow_mean_counts_pads", "CBOWNS", _cbow(h="h = self.in_embed(contexts).mean(1)  # the pads counted as words"),
+          "averages over all C positions, pads included",
           hint="the average runs over the real context words only: sum where contexts != 0, divide by their number"),
-    Entry("cbow_sum_of_contexts", "CBOWNS", '''
-class CBOWNS(CBOWNS):
-    def forward(self, contexts, target, negatives):
-        h = (self.in_embed(contexts) * (contexts != 0).unsqueeze(-1)).sum(1)  # a sum, not a mean
-        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "sums the real context vectors instead of averaging them",
+    Entry("cbow_sum_of_contexts", "CBOWNS", _cbow(
+        h="h = (self.in_embed(contexts) * (contexts != 0).unsqueeze(-1)).sum(1)  # a sum, not a mean"),
+          "sums the real context vectors instead of averaging them",
           hint="h is the mean of the real context vectors: divide the sum by the number of real words"),
-    Entry("cbow_negatives_broadcast", "CBOWNS", '''
-class CBOWNS(CBOWNS):
-    def forward(self, contexts, target, negatives):
-        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)
-        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)
-        pos = F.logsigmoid((self.out_embed(target) * h).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * h).sum(-1)).sum(-1)  # (B, K, D) * (B, D)
-        return -(pos + neg).mean()
-''', "u_neg * h without h[:, None]: runs only when B == K, and pairs negative k with example k",
+    Entry("cbow_negatives_broadcast", "CBOWNS", _cbow(
+        neg="neg = F.logsigmoid(-(self.out_embed(negatives) * h).sum(-1)).sum(-1)  # (B, K, D) * (B, D)"),
+          "u_neg * h without h[:, None]: runs only when B == K, and pairs negative k with example k",
           hint=("each example's K negatives must be scored against that example's own context vector: yours pair "
                "negative k with example k (it only runs when B equals K)")),
-    Entry("cbow_target_from_in_embed", "CBOWNS", '''
-class CBOWNS(CBOWNS):
-    def forward(self, contexts, target, negatives):
-        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)
-        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)
-        pos = F.logsigmoid((self.in_embed(target) * h).sum(-1))
-        neg = F.logsigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1)).sum(-1)
-        return -(pos + neg).mean()
-''', "the center word's vector taken from in_embed",
+    Entry("cbow_target_from_in_embed", "CBOWNS", _cbow(pos="pos = F.logsigmoid((self.in_embed(target) * h).sum(-1))"),
+          "the center word's vector taken from in_embed",
           hint="the contexts use in_embed; the center (target) and the negatives use out_embed"),
-    Entry("cbow_log_of_sigmoid", "CBOWNS", '''
-class CBOWNS(CBOWNS):
-    def forward(self, contexts, target, negatives):
-        real = (contexts != 0).unsqueeze(-1).to(self.in_embed.weight.dtype)
-        h = (self.in_embed(contexts) * real).sum(1) / real.sum(1)
-        pos = torch.log(torch.sigmoid((self.out_embed(target) * h).sum(-1)))
-        neg = torch.log(torch.sigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1))).sum(-1)
-        return -(pos + neg).mean()
-''', "log(sigmoid(x)): -inf for large negative scores in float32",
+    Entry("cbow_log_of_sigmoid", "CBOWNS", _cbow(
+        pos="pos = torch.log(torch.sigmoid((self.out_embed(target) * h).sum(-1)))",
+        neg="neg = torch.log(torch.sigmoid(-(self.out_embed(negatives) * h[:, None, :]).sum(-1))).sum(-1)"),
+          "log(sigmoid(x)): -inf for large negative scores in float32",
           hint="use F.logsigmoid(x): log(sigmoid(x)) overflows to -inf when the score is a large negative"),
 ]
-
 VARIANTS += [
     Entry("grads_with_sigmoid_minus_one_and_outer", "skipgram_ns_grads", '''
 def skipgram_ns_grads(v_c, u_o, u_neg):

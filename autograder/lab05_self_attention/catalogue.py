@@ -9,6 +9,45 @@ keep full marks on every question.
 
 from attnlab.grading.mutants import Entry
 
+_SA_ATTEND = "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), mask)"
+
+
+def _self_attention(forward: str = _SA_ATTEND, *, signature: str = "d_model, d_k=None, d_v=None, bias=True",
+                    keep: str = "", bias: str = ", bias=bias") -> str:
+    """A SelfAttention that differs from a correct one only in what is given: the ``forward`` lines, the
+    ``signature`` of __init__, a line ``keep`` that stores something more, the projections' ``bias`` argument."""
+    keep = f"        {keep}\n" if keep else ""
+    return f'''
+class SelfAttention(nn.Module):
+    def __init__(self, {signature}):
+        super().__init__()
+{keep}        self.q_proj = nn.Linear(d_model, d_k or d_model{bias})
+        self.k_proj = nn.Linear(d_model, d_k or d_model{bias})
+        self.v_proj = nn.Linear(d_model, d_v or d_model{bias})
+
+    def forward(self, x, mask=None):
+        {forward}
+'''
+
+
+_CLS_ATTEND = "real = ids != 0\n        h, _ = self.attention(self.embedding(ids), mask=real[:, None, :])"
+_CLS_POOL = "m = real.unsqueeze(-1).to(h.dtype)\n        logits = self.classifier((h * m).sum(1) / m.sum(1))"
+
+
+def _classifier(attend: str = _CLS_ATTEND, pool: str = _CLS_POOL,
+                returns: str = "return logits.squeeze(-1) if self.num_classes == 1 else logits") -> str:
+    """An AttentionClassifier (the reference's, whose layers it keeps) whose forward differs from a correct one only
+    in the lines given: ``attend`` (``h`` (B, L, D), keys masked by ``real``), ``pool`` (``logits``) and
+    ``returns``."""
+    return f'''
+class AttentionClassifier(AttentionClassifier):
+    def forward(self, ids):
+        {attend}
+        {pool}
+        {returns}
+'''
+
+
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [
     # simple_self_attention
@@ -281,200 +320,71 @@ def padding_mask(lengths, max_len):
       hint="your padding mask is a float tensor: return a bool tensor"),
 
     # SelfAttention
-    Entry("selfattention_scale_by_d_model", "SelfAttention", '''
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k=None, d_v=None, bias=True):
-        super().__init__()
-        self.d_model = d_model
-        self.q_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_v or d_model, bias=bias)
-
-    def forward(self, x, mask=None):
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+    Entry("selfattention_scale_by_d_model", "SelfAttention", _self_attention(
+        keep="self.d_model = d_model",
+        forward='''q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         w = torch.softmax(scores, dim=-1)
-        return w @ v, w
-''', "scales by 1/sqrt(d_model) instead of 1/sqrt(d_k): wrong when d_k != d_model",
+        return w @ v, w'''),
+          "scales by 1/sqrt(d_model) instead of 1/sqrt(d_k): wrong when d_k != d_model",
       hint=("your SelfAttention seems to scale by 1/sqrt(d_model) instead of 1/sqrt(d_k): they differ when d_k "
             "is given")),
-    Entry("selfattention_k_proj_for_values", "SelfAttention", '''
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k=None, d_v=None, bias=True):
-        super().__init__()
-        self.q_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_v or d_model, bias=bias)
-
-    def forward(self, x, mask=None):
-        return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.k_proj(x), mask)
-''', "uses k_proj for the values (copy-paste): v_proj is never used",
+    Entry("selfattention_k_proj_for_values", "SelfAttention", _self_attention(
+        "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.k_proj(x), mask)"),
+          "uses k_proj for the values (copy-paste): v_proj is never used",
       hint="your values seem to come from k_proj: project the values with v_proj"),
-    Entry("selfattention_q_for_keys", "SelfAttention", '''
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k=None, d_v=None, bias=True):
-        super().__init__()
-        self.q_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_v or d_model, bias=bias)
-
-    def forward(self, x, mask=None):
-        q = self.q_proj(x)
-        return scaled_dot_product_attention(q, q, self.v_proj(x), mask)
-''', "uses the queries as keys: the scores become symmetric, k_proj is never used",
+    Entry("selfattention_q_for_keys", "SelfAttention", _self_attention(
+        "q = self.q_proj(x)\n        return scaled_dot_product_attention(q, q, self.v_proj(x), mask)"),
+          "uses the queries as keys: the scores become symmetric, k_proj is never used",
       hint="your keys seem to be the queries (q_proj used twice): project the keys with k_proj"),
-    Entry("selfattention_ignores_bias_flag", "SelfAttention", '''
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k=None, d_v=None, bias=True):
-        super().__init__()
-        self.q_proj = nn.Linear(d_model, d_k or d_model)
-        self.k_proj = nn.Linear(d_model, d_k or d_model)
-        self.v_proj = nn.Linear(d_model, d_v or d_model)
-
-    def forward(self, x, mask=None):
-        return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), mask)
-''', "ignores bias=False: the projections always have a bias",
+    Entry("selfattention_ignores_bias_flag", "SelfAttention", _self_attention(bias=""),
+          "ignores bias=False: the projections always have a bias",
       hint="your projections keep a bias when bias=False: pass bias=bias to each nn.Linear"),
-    Entry("selfattention_ignores_mask", "SelfAttention", '''
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k=None, d_v=None, bias=True):
-        super().__init__()
-        self.q_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_v or d_model, bias=bias)
-
-    def forward(self, x, mask=None):
-        return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x))
-''', "accepts a mask but never passes it on",
+    Entry("selfattention_ignores_mask", "SelfAttention", _self_attention(
+        "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x))"),
+          "accepts a mask but never passes it on",
       hint="your SelfAttention seems to ignore its mask: pass mask on to scaled_dot_product_attention"),
-    Entry("selfattention_swapped_dk_dv", "SelfAttention", '''
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_v=None, d_k=None, bias=True):
-        super().__init__()
-        self.q_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_k or d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_v or d_model, bias=bias)
-
-    def forward(self, x, mask=None):
-        return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), mask)
-''', "the signature lists d_v before d_k: positional arguments land in the wrong place",
+    Entry("selfattention_swapped_dk_dv", "SelfAttention", _self_attention(
+        signature="d_model, d_v=None, d_k=None, bias=True"),
+          "the signature lists d_v before d_k: positional arguments land in the wrong place",
       hint=("your signature seems to take d_v before d_k: keep the order SelfAttention(d_model, d_k=None, "
             "d_v=None, bias=True)")),
 
     # AttentionClassifier
-    Entry("classifier_mean_includes_pads", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        real = ids != 0
-        h, _ = self.attention(self.embedding(ids), mask=real[:, None, :])
-        logits = self.classifier(h.mean(dim=1))
-        return logits.squeeze(-1) if self.num_classes == 1 else logits
-''', "averages over every position, pads included",
+    Entry("classifier_mean_includes_pads", "AttentionClassifier", _classifier(
+        pool="logits = self.classifier(h.mean(dim=1))"),
+          "averages over every position, pads included",
       hint="your classifier seems to average over every position, pads included: average over the real tokens only"),
-    Entry("classifier_pads_not_masked", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        h, _ = self.attention(self.embedding(ids))
-        m = (ids != 0).unsqueeze(-1).to(h.dtype)
-        logits = self.classifier((h * m).sum(1) / m.sum(1))
-        return logits.squeeze(-1) if self.num_classes == 1 else logits
-''', "real tokens attend to the pads: no key mask",
+    Entry("classifier_pads_not_masked", "AttentionClassifier", _classifier(
+        attend="h, _ = self.attention(self.embedding(ids))",
+        pool=("m = (ids != 0).unsqueeze(-1).to(h.dtype)\n"
+              "        logits = self.classifier((h * m).sum(1) / m.sum(1))")),
+          "real tokens attend to the pads: no key mask",
       hint="your classifier seems not to mask the pads as keys: no token should attend to a pad (id 0)"),
-    Entry("classifier_masks_queries", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        real = ids != 0
-        h, _ = self.attention(self.embedding(ids), mask=real[:, :, None])
-        m = real.unsqueeze(-1).to(h.dtype)
-        logits = self.classifier((h * m).sum(1) / m.sum(1))
-        return logits.squeeze(-1) if self.num_classes == 1 else logits
-''', "mask of shape (B, L, 1) masks the pad queries instead of the pad keys (pad rows become nan)",
+    Entry("classifier_masks_queries", "AttentionClassifier", _classifier(
+        attend="real = ids != 0\n        h, _ = self.attention(self.embedding(ids), mask=real[:, :, None])"),
+          "mask of shape (B, L, 1) masks the pad queries instead of the pad keys (pad rows become nan)",
       hint=("your classifier seems to mask the pads as queries instead of as keys (rows of pads then have no "
             "allowed key): the mask shape is (B, 1, L)")),
-    Entry("classifier_sum_not_mean", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        real = ids != 0
-        h, _ = self.attention(self.embedding(ids), mask=real[:, None, :])
-        logits = self.classifier((h * real.unsqueeze(-1)).sum(1))
-        return logits.squeeze(-1) if self.num_classes == 1 else logits
-''', "sums over the real tokens instead of averaging",
+    Entry("classifier_sum_not_mean", "AttentionClassifier", _classifier(
+        pool="logits = self.classifier((h * real.unsqueeze(-1)).sum(1))"),
+          "sums over the real tokens instead of averaging",
       hint=("your classifier seems to sum over the real tokens instead of averaging them: divide by the number "
             "of real tokens")),
-    Entry("classifier_squeeze_all", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        real = ids != 0
-        h, _ = self.attention(self.embedding(ids), mask=real[:, None, :])
-        m = real.unsqueeze(-1).to(h.dtype)
-        return self.classifier((h * m).sum(1) / m.sum(1)).squeeze()
-''', "squeeze() instead of squeeze(-1): a batch of one gives a 0-d tensor",
+    Entry("classifier_squeeze_all", "AttentionClassifier", _classifier(
+        pool="m = real.unsqueeze(-1).to(h.dtype)", returns="return self.classifier((h * m).sum(1) / m.sum(1)).squeeze()"),
+          "squeeze() instead of squeeze(-1): a batch of one gives a 0-d tensor",
       hint="a batch of one gives a 0-d tensor: use squeeze(-1), not squeeze(), so the logits keep the shape (1,)"),
-    Entry("classifier_no_squeeze", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        real = ids != 0
-        h, _ = self.attention(self.embedding(ids), mask=real[:, None, :])
-        m = real.unsqueeze(-1).to(h.dtype)
-        return self.classifier((h * m).sum(1) / m.sum(1))
-''', "returns (B, 1) logits for num_classes == 1 instead of (B,)",
+    Entry("classifier_no_squeeze", "AttentionClassifier", _classifier(
+        pool="m = real.unsqueeze(-1).to(h.dtype)", returns="return self.classifier((h * m).sum(1) / m.sum(1))"),
+          "returns (B, 1) logits for num_classes == 1 instead of (B,)",
       hint="with num_classes=1 your logits keep a last dimension of size 1: return shape (B,) with squeeze(-1)"),
-    Entry("classifier_first_token", "AttentionClassifier", '''
-class AttentionClassifier(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_classes=1):
-        super().__init__()
-        self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
-        self.attention = SelfAttention(embed_dim)
-        self.classifier = nn.Linear(embed_dim, num_classes)
-
-    def forward(self, ids):
-        h, _ = self.attention(self.embedding(ids), mask=(ids != 0)[:, None, :])
-        logits = self.classifier(h[:, 0])
-        return logits.squeeze(-1) if self.num_classes == 1 else logits
-''', "classifies from the first position instead of the mean (a [CLS]-style shortcut without a CLS token)",
+    Entry("classifier_first_token", "AttentionClassifier", _classifier(
+        attend="h, _ = self.attention(self.embedding(ids), mask=(ids != 0)[:, None, :])",
+        pool="logits = self.classifier(h[:, 0])"),
+          "classifies from the first position instead of the mean (a [CLS]-style shortcut without a CLS token)",
       hint="your classifier seems to use the first position's output instead of the mean over the real tokens"),
 ]
 

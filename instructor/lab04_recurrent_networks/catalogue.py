@@ -581,6 +581,34 @@ def attention_context(decoder_state, encoder_states, mask=None):
 # ------------------------------------------------------------------ gru_cell and BiGRUEncoder (issue 21)
 # Kept in one block (MUTANTS += / VARIANTS +=) so that other additions merge cleanly. The BiGRUEncoder entries
 # subclass the reference class (its parameters and initialisation) and replace forward only.
+_BIGRU_BACKWARD = '''
+        bwd, h_b = self.direction(x, reversed(range(T)), *backward_weights)'''
+_BIGRU_RETURN = '''
+        return torch.cat([fwd, bwd.flip(1)], dim=-1), torch.stack([h_f, h_b])'''
+
+
+def _bigru(backward: str = _BIGRU_BACKWARD, returns: str = _BIGRU_RETURN) -> str:
+    """A BiGRUEncoder whose forward runs each direction with ``direction`` (its states stacked in the order
+    computed, (B, T, H), and its last state (B, H)) and differs from a correct one only in the lines given:
+    ``backward``, the backward run (``bwd``, ``h_b``), and ``returns``."""
+    return f'''
+class BiGRUEncoder(BiGRUEncoder):
+    def direction(self, x, steps, w_ih, w_hh, b_ih, b_hh):
+        h, states = x.new_zeros(x.shape[0], self.hidden_size), []
+        for t in steps:
+            h = gru_cell(x[:, t], h, w_ih, w_hh, b_ih, b_hh)
+            states.append(h)
+        return torch.stack(states, 1), h
+
+    def forward(self, x):
+        T = x.shape[1]
+        forward_weights = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+        backward_weights = (self.weight_ih_l0_reverse, self.weight_hh_l0_reverse, self.bias_ih_l0_reverse,
+                            self.bias_hh_l0_reverse)
+        fwd, h_f = self.direction(x, range(T), *forward_weights){backward}{returns}
+'''
+
+
 MUTANTS += [
     Entry("gru_reset_outside_hidden_bias", "gru_cell", '''
 def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
@@ -634,83 +662,31 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
 ''', "calls torch.gru_cell, which the lab forbids",
           hint="torch.gru_cell is not allowed here: compute the three gates with matrix products"),
 
-    Entry("bigru_backward_not_rereversed", "BiGRUEncoder", '''
-class BiGRUEncoder(BiGRUEncoder):
-    def forward(self, x):
-        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
-        fwd, bwd = [], []
-        for t in range(x.shape[1]):
-            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
-            fwd.append(h_f)
-        for t in reversed(range(x.shape[1])):
-            h_b = gru_cell(x[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
-                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
-            bwd.append(h_b)  # in the order computed: position t holds the state of position T - 1 - t
-        return torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1), torch.stack([h_f, h_b])
-''', "the backward states are stacked in the order they were computed, not re-reversed",
+    Entry("bigru_backward_not_rereversed", "BiGRUEncoder", _bigru(returns='''
+        return torch.cat([fwd, bwd], dim=-1), torch.stack([h_f, h_b])  # bwd: last position first'''),
+          "the backward states are stacked in the order they were computed, not re-reversed",
           hint="the backward states come out last position first: reverse them back so that position t holds "
                "the state after reading x_T .. x_t"),
-    Entry("bigru_shared_weights", "BiGRUEncoder", '''
-class BiGRUEncoder(BiGRUEncoder):
-    def forward(self, x):
-        w = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
-        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
-        fwd, bwd = [], [None] * x.shape[1]
-        for t in range(x.shape[1]):
-            h_f = gru_cell(x[:, t], h_f, *w)
-            fwd.append(h_f)
-        for t in reversed(range(x.shape[1])):
-            h_b = gru_cell(x[:, t], h_b, *w)
-            bwd[t] = h_b
-        return torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1), torch.stack([h_f, h_b])
-''', "the backward direction reuses the forward weights",
+    Entry("bigru_shared_weights", "BiGRUEncoder", _bigru(backward='''
+        bwd, h_b = self.direction(x, reversed(range(T)), *forward_weights)'''),
+          "the backward direction reuses the forward weights",
           hint="the backward direction has its own weights, the parameters ending in _reverse"),
-    Entry("bigru_h_n_backward_from_last_position", "BiGRUEncoder", '''
-class BiGRUEncoder(BiGRUEncoder):
-    def forward(self, x):
-        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
-        fwd, bwd = [], [None] * x.shape[1]
-        for t in range(x.shape[1]):
-            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
-            fwd.append(h_f)
-        for t in reversed(range(x.shape[1])):
-            h_b = gru_cell(x[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
-                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
-            bwd[t] = h_b
-        outputs = torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1)], dim=-1)
-        return outputs, outputs[:, -1].reshape(x.shape[0], 2, self.hidden_size).transpose(0, 1)
-''', "h_n taken from the last position for both directions: the backward half there has read x_T only",
+    Entry("bigru_h_n_backward_from_last_position", "BiGRUEncoder", _bigru(returns='''
+        outputs = torch.cat([fwd, bwd.flip(1)], dim=-1)
+        return outputs, outputs[:, -1].reshape(x.shape[0], 2, self.hidden_size).transpose(0, 1)'''),
+          "h_n taken from the last position for both directions: the backward half there has read x_T only",
           hint=("the backward direction reads the sequence from the end, so its last state is the one after reading the "
                "first token, not the one at the last position")),
-    Entry("bigru_flips_the_batch", "BiGRUEncoder", '''
-class BiGRUEncoder(BiGRUEncoder):
-    def forward(self, x):
-        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
-        fwd, bwd = [], []
-        flipped = x.flip(0)  # the batch axis, not the time axis
-        for t in range(x.shape[1]):
-            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
-            fwd.append(h_f)
-            h_b = gru_cell(flipped[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
-                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
-            bwd.append(h_b)
-        return torch.cat([torch.stack(fwd, 1), torch.stack(bwd, 1).flip(0)], dim=-1), torch.stack([h_f, h_b.flip(0)])
-''', "reverses x along dim 0 (the batch) instead of dim 1 (time)",
+    Entry("bigru_flips_the_batch", "BiGRUEncoder", _bigru(
+        backward='''
+        bwd, h_b = self.direction(x.flip(0), range(T), *backward_weights)  # the batch axis, not the time axis''',
+        returns='''
+        return torch.cat([fwd, bwd.flip(0)], dim=-1), torch.stack([h_f, h_b.flip(0)])'''),
+          "reverses x along dim 0 (the batch) instead of dim 1 (time)",
           hint="x is batch-first (B, T, D): reverse the time steps, x.flip(1), not the rows"),
-    Entry("bigru_directions_concatenated_backward_first", "BiGRUEncoder", '''
-class BiGRUEncoder(BiGRUEncoder):
-    def forward(self, x):
-        h_f = h_b = x.new_zeros(x.shape[0], self.hidden_size)
-        fwd, bwd = [], [None] * x.shape[1]
-        for t in range(x.shape[1]):
-            h_f = gru_cell(x[:, t], h_f, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
-            fwd.append(h_f)
-        for t in reversed(range(x.shape[1])):
-            h_b = gru_cell(x[:, t], h_b, self.weight_ih_l0_reverse, self.weight_hh_l0_reverse,
-                           self.bias_ih_l0_reverse, self.bias_hh_l0_reverse)
-            bwd[t] = h_b
-        return torch.cat([torch.stack(bwd, 1), torch.stack(fwd, 1)], dim=-1), torch.stack([h_b, h_f])
-''', "the backward direction first in the concatenation and in h_n",
+    Entry("bigru_directions_concatenated_backward_first", "BiGRUEncoder", _bigru(returns='''
+        return torch.cat([bwd.flip(1), fwd], dim=-1), torch.stack([h_b, h_f])'''),
+          "the backward direction first in the concatenation and in h_n",
           hint=("the two directions look swapped: as in nn.GRU(bidirectional=True), the left-to-right states come first, "
                "in the outputs' features and in h_n")),
 ]

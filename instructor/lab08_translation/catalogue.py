@@ -85,6 +85,25 @@ def greedy_decode(model, src, max_len, bos_id=1, eos_id=2):
 ''' + body
 
 
+_GREEDY_NEXT = "model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, model.pad_id)"
+
+
+def _greedy_steps(loop: str = "while ys.shape[1] < max_len", nxt: str = _GREEDY_NEXT, stop: str = "done.all()") -> str:
+    """A greedy_decode that differs from a correct one only in what is given: ``loop``, the head of the loop over
+    the steps; ``nxt``, each row's next token (B,); ``stop``, when to stop early ('' for never)."""
+    stop = f"\n        if {stop}:\n            break" if stop else ""
+    return _greedy(f'''
+    memory = model.encode(src)
+    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    {loop}:
+        nxt = {nxt}
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        done = done | (nxt == eos_id){stop}
+    return ys
+''')
+
+
 MUTANTS = [
     # ---------------------------------------------------------------------------------- TransformerDecoderBlock
     Entry("block_tgt_mask_ignored", "TransformerDecoderBlock", _block('''
@@ -329,81 +348,26 @@ def decoder_io(tgt):
           hint="with label smoothing, the epsilon goes uniformly over ALL V words (eps / V each, the true word "
                "included), as F.cross_entropy(label_smoothing=...) does, not eps / (V - 1) over the others"),
     # --------------------------------------------------------------------------------------------- greedy_decode
-    Entry("greedy_eos_rows_not_padded", "greedy_decode", _greedy('''
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    while ys.shape[1] < max_len:
-        nxt = model.decode(ys, memory, src)[:, -1].argmax(-1)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-        if done.all():
-            break
-    return ys
-'''), "finished rows keep the model's words after EOS instead of pads",
+    Entry("greedy_eos_rows_not_padded", "greedy_decode", _greedy_steps(
+        nxt="model.decode(ys, memory, src)[:, -1].argmax(-1)"),
+          "finished rows keep the model's words after EOS instead of pads",
           hint="after a row has produced EOS, fill its new columns with model.pad_id, whatever the model says"),
-    Entry("greedy_no_early_stop", "greedy_decode", _greedy('''
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(max_len - 1):
-        nxt = model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, model.pad_id)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-    return ys
-'''), "always runs to max_len columns",
+    Entry("greedy_no_early_stop", "greedy_decode", _greedy_steps(loop="for _ in range(max_len - 1)", stop=""),
+          "always runs to max_len columns",
           hint="stop as soon as every row has produced EOS: your output always has max_len columns"),
-    Entry("greedy_stops_at_first_eos", "greedy_decode", _greedy('''
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    while ys.shape[1] < max_len:
-        nxt = model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, model.pad_id)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-        if done.any():
-            break
-    return ys
-'''), "stops when any row finishes (any instead of all)",
+    Entry("greedy_stops_at_first_eos", "greedy_decode", _greedy_steps(stop="done.any()"),
+          "stops when any row finishes (any instead of all)",
           hint="you stop when the first row produces EOS: keep going until EVERY row has produced it"),
-    Entry("greedy_first_position", "greedy_decode", _greedy('''
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    while ys.shape[1] < max_len:
-        nxt = model.decode(ys, memory, src)[:, 0].argmax(-1).masked_fill(done, model.pad_id)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-        if done.all():
-            break
-    return ys
-'''), "takes the argmax of the first position's logits at every step",
+    Entry("greedy_first_position", "greedy_decode", _greedy_steps(
+        nxt="model.decode(ys, memory, src)[:, 0].argmax(-1).masked_fill(done, model.pad_id)"),
+          "takes the argmax of the first position's logits at every step",
           hint="the next word comes from the logits of the LAST position, not the first"),
-    Entry("greedy_pad_hardcoded", "greedy_decode", _greedy('''
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    while ys.shape[1] < max_len:
-        nxt = model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, 0)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-        if done.all():
-            break
-    return ys
-'''), "pads finished rows with 0 instead of model.pad_id",
+    Entry("greedy_pad_hardcoded", "greedy_decode", _greedy_steps(
+        nxt="model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, 0)"),
+          "pads finished rows with 0 instead of model.pad_id",
           hint="pad finished rows with model.pad_id, not a hard-coded 0"),
-    Entry("greedy_max_len_generated", "greedy_decode", _greedy('''
-    memory = model.encode(src)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        nxt = model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, model.pad_id)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-        if done.all():
-            break
-    return ys
-'''), "max_len new tokens (max_len + 1 columns) instead of max_len columns with BOS",
+    Entry("greedy_max_len_generated", "greedy_decode", _greedy_steps(loop="for _ in range(max_len)"),
+          "max_len new tokens (max_len + 1 columns) instead of max_len columns with BOS",
           hint="max_len counts the BOS column: at most max_len - 1 new tokens"),
 ]
 
@@ -556,6 +520,37 @@ _BEAM_TAIL = '''
     longest = max(map(len, rows))
     return torch.tensor([row + [model.pad_id] * (longest - len(row)) for row in rows], device=src.device)
 '''
+
+
+def _beam_extend(log_probs: str = "torch.log_softmax(logits, dim=-1)") -> str:
+    """The lines of a beam step that extend every live hypothesis by every token, scored with ``log_probs``
+    ((k, V), from the last position's ``logits``), and keep the best (``scores``, ``token`` and ``live``)."""
+    return f'''
+            k = len(live)
+            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]
+            total = (scores.to(logits.dtype)[:, None] + {log_probs}).flatten()
+            scores, best = total.topk(min(beam_size - len(finished), total.numel()))
+            token = best % logits.shape[1]
+            live = torch.cat([live[best // logits.shape[1]], token[:, None]], dim=1)'''
+
+
+_BEAM_RANK = "(score / max(len(tokens) - 1, 1) ** length_penalty, tokens)"
+
+
+def _beam(extend: str = _beam_extend(), finish: str = _BEAM_RANK) -> str:
+    """A beam_search that differs from a correct one only in what is given: ``extend``, a step's extension of the
+    live hypotheses (see ``_beam_extend``); ``finish``, what a finished hypothesis is ranked by, with its tokens."""
+    return _BEAM_HEAD + f'''
+        while len(live) and live.shape[1] < max_len:{extend}
+            done = token == eos_id
+            for tokens, score in zip(live[done].tolist(), scores[done].tolist()):
+                finished.append({finish})
+            live, scores = live[~done], scores[~done]
+        for tokens, score in zip(live.tolist(), scores.tolist()):
+            finished.append({finish})
+''' + _BEAM_TAIL
+
+
 MUTANTS += [
     Entry("beam_no_finish_at_eos", "beam_search", _BEAM_HEAD + '''
         while live.shape[1] < max_len:  # hypotheses ending in EOS stay in the beam and keep growing
@@ -568,49 +563,18 @@ MUTANTS += [
             finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
 ''' + _BEAM_TAIL, "hypotheses that produced EOS are not finished: they stay in the beam and keep growing",
           hint="a hypothesis that ends with EOS is finished: take it out of the beam (the beam shrinks by one)"),
-    Entry("beam_no_length_penalty", "beam_search", _BEAM_HEAD + '''
-        while len(live) and live.shape[1] < max_len:
-            k = len(live)
-            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]
-            total = (scores.to(logits.dtype)[:, None] + torch.log_softmax(logits, dim=-1)).flatten()
-            scores, best = total.topk(min(beam_size - len(finished), total.numel()))
-            token = best % logits.shape[1]
-            live = torch.cat([live[best // logits.shape[1]], token[:, None]], dim=1)
-            done = token == eos_id
-            finished += [(s, t) for t, s in zip(live[done].tolist(), scores[done].tolist())]
-            live, scores = live[~done], scores[~done]
-        finished += [(s, t) for t, s in zip(live.tolist(), scores.tolist())]
-''' + _BEAM_TAIL, "picks the final hypothesis by its summed log-probability, without the length penalty",
+    Entry("beam_no_length_penalty", "beam_search", _beam(finish="(score, tokens)"),
+          "picks the final hypothesis by its summed log-probability, without the length penalty",
           hint="compare finished hypotheses by score / length ** length_penalty (length: the tokens after BOS)"),
-    Entry("beam_one_parent_only", "beam_search", _BEAM_HEAD + '''
-        while len(live) and live.shape[1] < max_len:
+    Entry("beam_one_parent_only", "beam_search", _beam(extend='''
             logits = model.decode(live[:1], memory, source)[:, -1]  # only the best hypothesis is extended
             total = scores[0].to(logits.dtype) + torch.log_softmax(logits[0], dim=-1)
             scores, token = total.topk(min(beam_size - len(finished), total.numel()))
-            live = torch.cat([live[:1].expand(len(token), -1), token[:, None]], dim=1)
-            done = token == eos_id
-            for tokens, score in zip(live[done].tolist(), scores[done].tolist()):
-                finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
-            live, scores = live[~done], scores[~done]
-        for tokens, score in zip(live.tolist(), scores.tolist()):
-            finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
-''' + _BEAM_TAIL, "extends only the best hypothesis each step: every kept extension comes from one parent",
+            live = torch.cat([live[:1].expand(len(token), -1), token[:, None]], dim=1)'''),
+          "extends only the best hypothesis each step: every kept extension comes from one parent",
           hint="form the extensions of every live hypothesis and keep the best over all of them together"),
-    Entry("beam_raw_logits", "beam_search", _BEAM_HEAD + '''
-        while len(live) and live.shape[1] < max_len:
-            k = len(live)
-            logits = model.decode(live, memory.expand(k, *memory.shape[1:]), source.expand(k, -1))[:, -1]
-            total = (scores.to(logits.dtype)[:, None] + logits).flatten()  # logits, not log-probabilities
-            scores, best = total.topk(min(beam_size - len(finished), total.numel()))
-            token = best % logits.shape[1]
-            live = torch.cat([live[best // logits.shape[1]], token[:, None]], dim=1)
-            done = token == eos_id
-            for tokens, score in zip(live[done].tolist(), scores[done].tolist()):
-                finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
-            live, scores = live[~done], scores[~done]
-        for tokens, score in zip(live.tolist(), scores.tolist()):
-            finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
-''' + _BEAM_TAIL, "adds raw logits instead of log-probabilities: the scores of different hypotheses do not compare",
+    Entry("beam_raw_logits", "beam_search", _beam(extend=_beam_extend(log_probs="logits")),
+          "adds raw logits instead of log-probabilities: the scores of different hypotheses do not compare",
           hint="score the extensions with log_softmax of the logits: raw logits of different rows are not on one scale"),
 ]
 

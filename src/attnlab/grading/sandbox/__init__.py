@@ -31,8 +31,9 @@ Worker start: where the mechanism is ``bubblewrap`` or ``unshare``, the grader i
 One job per module: ``limits`` (:class:`Limits` and how they are applied), ``host`` (what this machine offers),
 ``mounts`` (what the worker may see), ``mechanisms`` (one class per mechanism), ``isolation`` (which mechanism is
 used and what it enforces: ``available``, ``probe``), ``uids`` (dedicated uids), ``proctable`` (reading /proc),
-``sandboxed`` (the running worker, ``kill_tree``), ``zygote``, ``forked``, ``newroot`` and ``syscalls`` (the
-fork path) and ``launch`` (``spawn``, ``run_once``). This module is the public
+``running`` (what every running worker shares: its stderr tail, exit status, ``kill_tree`` and
+release), ``sandboxed`` (a worker started by the mechanism's command), ``zygote``, ``forked``, ``newroot`` and
+``syscalls`` (the fork path) and ``launch`` (``spawn``, ``run_once``). This module is the public
 face: import from here.
 """
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .mechanisms import BWRAP, UNSHARE, _minimal_env
 from .mounts import _plan, _with_parents
-from .sandboxed import _TAIL_BYTES
+from .running import _KILL_DEADLINE_S, RunningWorker
 
 if TYPE_CHECKING:
     from .mechanisms import Mechanism, _Job
@@ -31,7 +31,6 @@ ENV_START = "ATTNLAB_WORKER_START"
 _STARTS = ("auto", "fork", "cold")
 _READY_TIMEOUT_S = 30.0  # the sandbox's set-up in the child (mounts, a copy of the workdir)
 _ZYGOTE_START_TIMEOUT_S = 120.0  # importing torch on a loaded machine
-_KILL_DEADLINE_S = 10.0
 _RLIMITS = (("RLIMIT_AS", "memory_bytes"), ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_NPROC", "max_processes"),
             ("RLIMIT_FSIZE", "file_size_bytes"), ("RLIMIT_NOFILE", "open_files"))
 
@@ -225,22 +224,17 @@ def start_forked(job: _Job) -> Forked:
                   newroot=newroot)
 
 
-class Forked:
+class Forked(RunningWorker):
     """A worker forked from the zygote into its sandbox; the interface of :class:`Sandboxed` (``pid`` is the pid
     1 of its namespace, as seen from here). The status pipe says ``pid``, ``ready`` (or ``error``) and ``exit``."""
 
     def __init__(self, job: _Job, *, stdin: int, stdout: int, stderr: int, status: int, newroot: str):
-        self.report, self.mechanism, self.uid = job.report, job.report.mechanism, job.uid
-        self._lock_fd, self._newroot = job.lock_fd, newroot
-        self.stdin, self.stdout = os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb")
-        self._stderr = os.fdopen(stderr, "rb")
+        super().__init__(job.report, mechanism=job.report.mechanism, namespaces=True, uid=job.uid,
+                         lock_fd=job.lock_fd, cleanup_dirs=[newroot])
         self._status = os.fdopen(status, "rb")
         self.pid, self._pidfd, self._code, self._error = None, None, None, ""
         self._ready, self._exited = threading.Event(), threading.Event()
-        self._killed, self._kill_lock = False, threading.Lock()
-        self._stderr_tail = bytearray()
-        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._stderr_thread.start()
+        self._take_pipes(os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb"), os.fdopen(stderr, "rb"))
         threading.Thread(target=self._read_status, daemon=True).start()
         if not self._ready.wait(_READY_TIMEOUT_S) or self._error:
             why = self._error or f"no answer from the sandbox's set-up within {_READY_TIMEOUT_S:g} s"
@@ -269,25 +263,9 @@ class Forked:
         self._ready.set()
         self._exited.set()
 
-    def _drain_stderr(self) -> None:
-        try:
-            for chunk in iter(lambda: self._stderr.read1(65536), b""):
-                self._stderr_tail += chunk
-                del self._stderr_tail[:-_TAIL_BYTES]
-        except (OSError, ValueError):
-            pass
-
-    def stderr_tail(self) -> bytes:
-        return bytes(self._stderr_tail)
-
-    @staticmethod
-    def _mapped(code: int | None) -> int | None:
-        # pid 1 of the namespace reports a worker killed by signal N as 128 + N, as bwrap does
-        return -(code - 128) if code is not None and 128 < code < 128 + signal.NSIG else code
-
     @property
     def returncode(self) -> int | None:
-        return self._mapped(self._code) if self._exited.is_set() else None
+        return self._exit_status(self._code) if self._exited.is_set() else None
 
     def poll(self) -> int | None:
         return self.returncode
@@ -295,47 +273,23 @@ class Forked:
     def wait(self, timeout: float | None = None) -> int:
         if not self._exited.wait(timeout):
             raise subprocess.TimeoutExpired("attnlab worker", timeout)
-        return self._mapped(self._code)
+        return self._exit_status(self._code)
 
-    def kill_tree(self) -> None:
-        """Kill pid 1 of the namespace: the kernel kills everything in it. Idempotent."""
-        with self._kill_lock:
-            if self._killed:
-                return
-            deadline = time.monotonic() + _KILL_DEADLINE_S
-            while not self._exited.is_set() and time.monotonic() < deadline:
-                if self._pidfd is not None:
-                    try:
-                        signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-                    except OSError:
-                        pass
-                self._exited.wait(0.05)
-            self._killed = True
-            self._release()
+    def _kill(self) -> None:
+        """Kill pid 1 of the namespace: the kernel kills everything in it."""
+        deadline = time.monotonic() + _KILL_DEADLINE_S
+        while not self._exited.is_set() and time.monotonic() < deadline:
+            if self._pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
+            self._exited.wait(0.05)
 
-    def _release(self) -> None:
-        for f in (self.stdin,):
-            try:
-                f.close()
-            except OSError:
-                pass
+    def _release_own(self) -> None:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-        try:
-            os.rmdir(self._newroot)
-        except OSError:
-            pass
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
 
-    def __enter__(self) -> Forked:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.kill_tree()
-        self._stderr_thread.join(1)
-        for pipe in (self.stdout, self._stderr, self._status):
-            if not pipe.closed:
-                pipe.close()
+    def _read_pipes(self) -> tuple:
+        return (*super()._read_pipes(), self._status)

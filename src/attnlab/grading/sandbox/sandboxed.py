@@ -1,77 +1,49 @@
-"""A worker running in its sandbox (:class:`Sandboxed`, Popen-like): its pipes, the tail of its stderr, its exit
-status, and ``kill_tree``, which ends it and everything it started, then releases what the sandbox held."""
+"""A worker started by its mechanism's own command (:class:`Sandboxed`, Popen-like; what every running worker shares
+is :class:`~.running.RunningWorker`): its process, its exit status, and ``_kill``, which ends it and everything it
+started, found by namespace, process group, uid or token."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from .proctable import _descendants, _has_token, _processes
+from .running import _KILL_DEADLINE_S, RunningWorker
 
 if TYPE_CHECKING:
     from .isolation import IsolationReport
     from .mechanisms import Mechanism
 
-_KILL_DEADLINE_S = 10.0
-_TAIL_BYTES = 64 * 1024
 
-
-class Sandboxed:
+class Sandboxed(RunningWorker):
     """A worker in its sandbox; Popen-like. ``pid`` is the process the grader started (bwrap or unshare in the
     namespace mechanisms). As with Popen, ``wait()`` returns -N when the worker died of signal N."""
 
     def __init__(self, argv, *, kind: Mechanism, report: IsolationReport, cwd: str | None, env: dict,
                  pass_fds=(), preexec_fn=None, uid: int | None = None, lock_fd: int | None = None,
                  token: bytes | None = None, cleanup_dirs=(), restore_owner: str | None = None):
-        self.report = report
-        self.mechanism = kind.name
-        self._namespaces = kind.namespaces
-        self.uid = uid
-        self._lock_fd, self._token = lock_fd, token
-        self._cleanup_dirs, self._restore_owner = list(cleanup_dirs), restore_owner
-        self._killed = False
-        self._kill_lock = threading.Lock()
+        super().__init__(report, mechanism=kind.name, namespaces=kind.namespaces, uid=uid, lock_fd=lock_fd,
+                         cleanup_dirs=cleanup_dirs)
+        self._token, self._restore_owner = token, restore_owner
         self._popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        cwd=cwd, env=env, pass_fds=tuple(pass_fds), start_new_session=True,
                                        preexec_fn=preexec_fn)
         self.pid = self._popen.pid
-        self.stdin, self.stdout = self._popen.stdin, self._popen.stdout
-        self._stderr_tail = bytearray()
-        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._stderr_thread.start()
-
-    def _drain_stderr(self) -> None:
-        try:
-            for chunk in iter(lambda: self._popen.stderr.read1(65536), b""):
-                self._stderr_tail += chunk
-                del self._stderr_tail[:-_TAIL_BYTES]
-        except (OSError, ValueError):  # closed by __exit__
-            pass
-
-    def stderr_tail(self) -> bytes:
-        """The last 64 KiB the worker wrote to stderr (stderr is drained so that the worker never blocks on it)."""
-        return bytes(self._stderr_tail)
-
-    def _status(self, code: int | None) -> int | None:
-        # bwrap and the unshare script report a worker killed by signal N as 128 + N
-        if code is not None and self._namespaces and 128 < code < 128 + signal.NSIG:
-            return -(code - 128)
-        return code
+        self._take_pipes(self._popen.stdin, self._popen.stdout, self._popen.stderr)
 
     @property
     def returncode(self) -> int | None:
-        return self._status(self._popen.returncode)
+        return self._exit_status(self._popen.returncode)
 
     def poll(self) -> int | None:
-        return self._status(self._popen.poll())
+        return self._exit_status(self._popen.poll())
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit status; raises subprocess.TimeoutExpired after `timeout` seconds (then call kill_tree)."""
-        return self._status(self._popen.wait(timeout))
+        return self._exit_status(self._popen.wait(timeout))
 
     def _members(self, started: bool) -> set[int]:
         """Live processes of this sandbox, the started process itself excluded. `started`: it is still unreaped,
@@ -102,51 +74,22 @@ class Sandboxed:
                     pass
             time.sleep(0.02)
 
-    def kill_tree(self) -> None:
-        """Kill the worker and everything it started, detached children included. Idempotent."""
-        with self._kill_lock:
-            if self._killed:
-                return
-            # bwrap and unshare exit only after the namespace's init, whose death kills the whole namespace: once
-            # they are gone nothing is left. Without a pid namespace, orphans are found by uid or token.
-            running = self._popen.poll() is None
-            if running:
-                self._sweep(started=True)
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            if self._popen.poll() is None:
-                self._popen.kill()
-            self._popen.wait()
-            if not self._namespaces:
-                self._sweep(started=False)
-            self._killed = True
-            self._release()
+    def _kill(self) -> None:
+        # bwrap and unshare exit only after the namespace's init, whose death kills the whole namespace: once they
+        # are gone nothing is left. Without a pid namespace, orphans are found by uid or token.
+        running = self._popen.poll() is None
+        if running:
+            self._sweep(started=True)
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self._popen.poll() is None:
+            self._popen.kill()
+        self._popen.wait()
+        if not self._namespaces:
+            self._sweep(started=False)
 
-    def _release(self) -> None:
-        if self.stdin and not self.stdin.closed:
-            try:
-                self.stdin.close()
-            except OSError:
-                pass
+    def _release_own(self) -> None:
         if self._restore_owner is not None:  # setpriv-only: give the workdir back to the grader
             os.chown(self._restore_owner, os.getuid(), os.getgid())
-        for d in self._cleanup_dirs:
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def __enter__(self) -> Sandboxed:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.kill_tree()
-        self._stderr_thread.join(1)
-        for pipe in (self.stdout, self._popen.stderr):
-            if pipe and not pipe.closed:
-                pipe.close()
