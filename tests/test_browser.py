@@ -143,9 +143,10 @@ def _launch(pw):
     return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
-def _student_session(url: str, shots: Path) -> dict[str, str]:
-    """Open the lab, run the set-up, then the check with the stub, a syntax error, a wrong and a right answer;
-    the output text of each step, a screenshot of each."""
+def _student_session(url: str, shots: Path, definition: str, name: str, steps) -> dict[str, str]:
+    """Open the lab, run the set-up, then for each (step, answer) of ``steps`` type the answer (None: leave the stub)
+    into the cell starting ``definition`` and run it and ``grader.check(name)``; the output text of each, and a
+    screenshot of each step."""
     from playwright.sync_api import sync_playwright
 
     seen = {}
@@ -155,17 +156,14 @@ def _student_session(url: str, shots: Path) -> dict[str, str]:
         page.screenshot(path=str(shots / "1-opened.png"))
         seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))
         _run(page, _cell(page, "import matplotlib.pyplot as plt"))
-
-        question = _cell(page, "def simple_self_attention(x):")
-        check = _cell(page, 'grader.check("simple_self_attention")')
-        for shot, (step, answer) in enumerate((("blank", None), ("syntax", BROKEN), ("wrong", WRONG), ("right", RIGHT)),
-                                              start=2):
+        question, check = _cell(page, definition), _cell(page, f'grader.check("{name}")')
+        for shot, (step, answer) in enumerate(steps, start=2):
             if answer is not None:
                 _type_answer(page, question, answer)
             seen[f"{step}-cell"] = _run(page, question)
             seen[step] = _run(page, check)
             check.scroll_into_view_if_needed()
-            page.screenshot(path=str(shots / f"{shot}-{step}.png"))
+            page.screenshot(path=str(shots / f"{shot}-{name}-{step}.png"))
         browser.close()
     (shots / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
     return seen
@@ -175,7 +173,9 @@ def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab, tmp_path)
     shots = tmp_path / "browser"
     shots.mkdir()
     print(f"screenshots: {shots}")
-    seen = _student_session(jupyterlab["lab05_self_attention"], shots)
+    seen = _student_session(jupyterlab["lab05_self_attention"], shots, "def simple_self_attention(x):",
+                            "simple_self_attention",
+                            (("blank", None), ("syntax", BROKEN), ("wrong", WRONG), ("right", RIGHT)))
 
     assert re.search(r"attnlab lab05_self_attention: .*(cpu|CPU|cuda|CUDA)", seen["setup"]), seen["setup"]
     assert "Traceback" not in seen["setup"]
@@ -199,27 +199,11 @@ def test_a_student_runs_the_setup_answers_wrong_then_right(jupyterlab, tmp_path)
 def test_a_new_question_blank_wrong_right(jupyterlab, tmp_path):
     """lab04's gru_cell as a student meets it: the stub's check says so in one line; a swapped update gate fails
     the worked example with the numbers; the right answer passes."""
-    from playwright.sync_api import sync_playwright
-
     shots = tmp_path / "browser"
     shots.mkdir()
     print(f"screenshots: {shots}")
-    seen = {}
-    with sync_playwright() as pw:
-        browser = _launch(pw)
-        page = _open(browser, jupyterlab["lab04_recurrent_networks"])
-        seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))
-        _run(page, _cell(page, "import matplotlib.pyplot as plt"))
-        question, check = _cell(page, "def gru_cell("), _cell(page, 'grader.check("gru_cell")')
-        for step, answer in (("blank", None), ("wrong", GRU_WRONG), ("right", GRU_RIGHT)):
-            if answer is not None:
-                _type_answer(page, question, answer)
-            seen[f"{step}-cell"] = _run(page, question)
-            seen[step] = _run(page, check)
-            check.scroll_into_view_if_needed()
-            page.screenshot(path=str(shots / f"gru_cell-{step}.png"))
-        browser.close()
-    (shots / "what-the-student-sees.txt").write_text("\n\n".join(f"== {k}\n{v}" for k, v in seen.items()))
+    seen = _student_session(jupyterlab["lab04_recurrent_networks"], shots, "def gru_cell(", "gru_cell",
+                            (("blank", None), ("wrong", GRU_WRONG), ("right", GRU_RIGHT)))
 
     assert "Traceback" not in seen["setup"], seen["setup"]
     assert seen["blank"].strip() == "[FAIL] gru_cell: not written yet", seen["blank"]
