@@ -300,9 +300,8 @@ def main(argv=None) -> int:
         return 0
     kinds = ["reference"] + ([] if args.reference_only else ["variant"]) + (["mutant"] if args.mutants else [])
     wanted = list(range(args.start, args.start + args.seeds))
-    seeds = {lab_id: [s for s in wanted if not (args.resume and s in done)]
-             for lab_id, done in ((lab, sweep_ledger.covered(ROOT, lab, kinds) if args.resume else set())
-                                  for lab in lab_ids)}
+    done = {lab_id: sweep_ledger.covered(ROOT, lab_id, kinds) if args.resume else set() for lab_id in lab_ids}
+    seeds = {lab_id: [s for s in wanted if s not in done[lab_id]] for lab_id in lab_ids}
     lab_ids = [lab_id for lab_id in lab_ids if seeds[lab_id]]
     wall = time.perf_counter()
     totals = sweep(lab_ids, seeds, jobs=args.jobs, mutants=args.mutants,

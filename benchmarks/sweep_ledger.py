@@ -30,10 +30,21 @@ from pathlib import Path
 LEDGER = Path("benchmarks") / "records" / "seed_sweep.jsonl"  # relative to the repository root
 
 
+_DIGESTS: dict[bytes, str] = {}  # raw SHA-256 -> digest: a ledger of many lines names the same files
+
+
 def _sha256(path: Path) -> str:
-    """The SHA-256 of the file, or for Python source of its syntax tree without docstrings."""
+    """The SHA-256 of the file, or for Python source of its syntax tree without docstrings (the tree is parsed once
+    per content in this process)."""
     data = path.read_bytes()
-    if path.suffix == ".py":
+    raw = hashlib.sha256(data).digest()
+    if raw not in _DIGESTS:
+        _DIGESTS[raw] = _digest(data, path.suffix == ".py")
+    return _DIGESTS[raw]
+
+
+def _digest(data: bytes, python: bool) -> str:
+    if python:
         try:
             tree = ast.parse(data)
         except (SyntaxError, ValueError):
