@@ -309,3 +309,26 @@ def test_a_diagnosis_stops_at_its_wall_backstop_however_little_cpu_it_used(monke
     assert deadline.passed()
     monkeypatch.setattr(d, "WALL_BACKSTOP", 1000)
     assert not d.Deadline.after(0.5).passed()
+
+
+def test_a_compiled_candidate_is_the_catalogue_entry_run_afresh(lab):
+    """The diagnosis compiles each catalogue entry once per process (``_Compiled``): a later candidate has
+    ``student_with``'s source, replies as it does, and runs in a fresh namespace (a global set by one replay is gone
+    in the next)."""
+    from attnlab.grading.diagnose import _Compiled
+
+    _, _, ref_code = lab
+    catalogue = Catalogue(ref_code, (), ())
+    entry = Entry("counts_calls", "double", "CALLS = []\n\ndef double(x):\n    CALLS.append(1)\n    return 2 * x + len(CALLS)\n")
+    compiled = _Compiled(size=1)
+    first, again = compiled.candidate(catalogue, entry), compiled.candidate(catalogue, entry)
+    assert again is not first and again.code == first.code == student_with(ref_code, entry).code
+    x = torch.arange(3.0)
+    for student in (first, again):  # each candidate counts its own calls from zero
+        assert torch.equal(student.call("double", x).output, 2 * x + 1)
+    assert len(compiled.code) == 1
+    other = Entry("plus_two", "double", "def double(x):\n    return 2 * x + 2\n")
+    assert torch.equal(compiled.candidate(catalogue, other).call("double", x).output, 2 * x + 2)
+    assert list(compiled.code)[0][1] == "plus_two"  # at most `size` kept: the oldest went
+    with pytest.raises(CatalogueError, match="broken"):
+        compiled.candidate(catalogue, Entry("broken", "double", "def double(x):\n    return x +\n"))
