@@ -319,7 +319,8 @@ def test_a_compiled_candidate_is_the_catalogue_entry_run_afresh(lab):
 
     _, _, ref_code = lab
     catalogue = Catalogue(ref_code, (), ())
-    entry = Entry("counts_calls", "double", "CALLS = []\n\ndef double(x):\n    CALLS.append(1)\n    return 2 * x + len(CALLS)\n")
+    counts = "CALLS = []\n\ndef double(x):\n    CALLS.append(1)\n    return 2 * x + len(CALLS)\n"
+    entry = Entry("counts_calls", "double", counts)
     compiled = _Compiled(size=1)
     first, again = compiled.candidate(catalogue, entry), compiled.candidate(catalogue, entry)
     assert again is not first and again.code == first.code == student_with(ref_code, entry).code
