@@ -5,10 +5,11 @@
 For each lab: a batch of at least 20 submissions (the solution, the blank notebook and catalogued mutants,
 repeated), graded with --jobs 1 and --jobs 2; `otter run` of the solution with the lab's Otter zip, and single
 `attnlab grade`s of the same file. Prints, per lab, one row of the table in benchmarks/README.md: wall per
-submission at --jobs 1 and 2, the median and slowest single submission (at --jobs 2), the grader process's peak
-resident memory over the --jobs 2 batch (both jobs are threads of it) and how much of it the batch added, the
-single grade and the ratio to Otter. The worker's start (fork from the zygote, or cold) is printed once:
-ATTNLAB_WORKER_START=cold gives the cold figures.
+submission at --jobs 1 and 2, the median and slowest single submission (at --jobs 2), the peak resident memory of
+a grader process over the --jobs 2 batch (the largest of its grader processes, forks of this one: grading/pool.py)
+and how much of it the batch added, the single grade and the ratio to Otter. The worker's start (fork from the
+zygote, or cold) is printed once: ATTNLAB_WORKER_START=cold gives the cold figures; ATTNLAB_GRADER_POOL=threads
+the --jobs 2 figures with the jobs as threads of one grader (as before grading/pool.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from attnlab.course import load_course
 from attnlab.demo import make_demo_submissions
 from attnlab.grading.batch import grade_batch
+from attnlab.grading.pool import start_method
 from attnlab.grading.runner import grade_submission
 
 HEADER = ("| lab | s/submission --jobs 1 | s/submission --jobs 2 | median | slowest | grader peak MiB (+batch) "
@@ -57,7 +59,7 @@ def _batch(lab, batch: Path, out: Path, jobs: int) -> tuple[float, list[float], 
     summary = grade_batch(lab.autograder_dir, [str(batch)], out_dir=out, jobs=jobs, progress=False)
     wall = time.perf_counter() - start
     per = [r["elapsed_s"] for r in summary.results]
-    peak = _rss_mib("VmHWM")
+    peak = max([_rss_mib("VmHWM"), *summary.process_peaks_mib])  # grader processes are forks of this one
     return wall / len(per), per, peak, peak - base
 
 
@@ -107,7 +109,8 @@ def main() -> None:
     labs = course.select(None if args.labs == "all" else args.labs.split(","))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, load average {load:.1f} at "
-          f"the start; worker start: {os.environ.get('ATTNLAB_WORKER_START', 'auto')}")
+          f"the start; worker start: {os.environ.get('ATTNLAB_WORKER_START', 'auto')}; --jobs 2 as "
+          f"{'grader processes' if start_method() == 'processes' else 'threads'}")
     print(HEADER, flush=True)
     for lab in labs:
         print(lab_row(lab, args.copies, args.otter_runs), flush=True)

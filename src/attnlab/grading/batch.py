@@ -1,5 +1,6 @@
 """Grade many submissions: collect the files, keep one shard, skip what is already graded, grade the rest
-on ``jobs`` workers, and write ``results.json`` + ``feedback.md`` per submission and a gradebook row.
+on ``jobs`` workers (forked grader processes with the real grader, ``grading/pool.py``; threads for a custom
+``grade_fn``), and write ``results.json`` + ``feedback.md`` per submission and a gradebook row.
 
 A submission is keyed by its file name (``alice.ipynb``); its outputs go to ``out_dir/<stem>/``. Every
 selected file gets a row, whatever it contains: a notebook the grader cannot read scores 0 with messages
@@ -23,7 +24,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from attnlab.grading.bundle import manifest_lab, manifest_questions
+from attnlab.grading import pool
+from attnlab.grading.bundle import load_bundle, manifest_lab, manifest_questions
 from attnlab.grading.feedback import write_feedback
 from attnlab.grading.gradebook import (
     DEFAULT_NAME,
@@ -57,12 +59,14 @@ class BatchSummary:
     results: list[dict] = field(default_factory=list)
     elapsed_s: float = 0.0
     interrupted: bool = False
+    jobs_as: str = "one at a time"  # or "2 grader processes", "2 threads"
+    process_peaks_mib: list[float] = field(default_factory=list)  # each grader process's peak resident MiB
 
     def __str__(self) -> str:
         text = f"{self.lab}: {self.graded} graded, {self.skipped} skipped (already graded)"
         if self.failed:
             text += f", {self.failed} failed (grader error, recorded as 0; rerun to retry)"
-        text += f" in {self.elapsed_s:.1f} s"
+        text += f" in {self.elapsed_s:.1f} s" + (f" on {self.jobs_as}" if self.jobs_as != "one at a time" else "")
         return text + (" (interrupted: rerun the same command to resume)" if self.interrupted else "")
 
 
@@ -203,8 +207,13 @@ def _grade_one(grade_fn, lab_dir, path: Path) -> tuple[dict, str | None]:
             return result, None
         except InvalidResult as exc:
             error = f"grade_fn returned an invalid result: {exc}"
+    return _grader_failure(lab_dir, path, error, time.monotonic() - start)
+
+
+def _grader_failure(lab_dir, path: Path, error: str, elapsed_s: float = 0.0) -> tuple[dict, str]:
+    """The row of a submission the grader failed on: score 0, the student told it is not their fault."""
     failure = ungraded(path, manifest_questions(lab_dir), STUDENT_MESSAGE_ON_GRADER_ERROR,
-                       isolation="not run (grader error)", elapsed_s=time.monotonic() - start)
+                       isolation="not run (grader error)", elapsed_s=elapsed_s)
     return validate_result(failure), error
 
 
@@ -236,6 +245,7 @@ def grade_batch(
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: expected a whole number of workers, 1 or more")
     shard_spec = parse_shard(shard) if shard is not None else None
+    in_processes = grade_fn is None and jobs > 1 and pool.start_method() == "processes"
     grade_fn = grade_submission if grade_fn is None else grade_fn
     out_dir = Path(out_dir)
     start = time.monotonic()
@@ -252,11 +262,18 @@ def grade_batch(
         todo = _todo(submissions, book, lab, summary, regrade=regrade)
         bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
         finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
-        if jobs == 1:
+        work = lambda item: _grade_one(grade_fn, lab_dir, item[1])  # noqa: E731 - one line, used below
+        if jobs == 1 or len(todo) < 2:
             for item in todo:
-                finish(item, _grade_one(grade_fn, lab_dir, item[1]))
+                finish(item, work(item))
+        elif in_processes:
+            summary.jobs_as = f"{jobs} grader processes"
+            _preload(lab_dir)
+            summary.process_peaks_mib = pool.run_in_processes(
+                todo, jobs, work, finish, lambda item, why: _grader_failure(lab_dir, item[1], why))
         else:
-            _run_pool(todo, jobs, lambda item: _grade_one(grade_fn, lab_dir, item[1]), finish)
+            summary.jobs_as = f"{jobs} threads"
+            _run_pool(todo, jobs, work, finish)
     except KeyboardInterrupt:
         summary.interrupted = True
         raise BatchInterrupted(summary) from None
@@ -268,6 +285,15 @@ def grade_batch(
         if own_gradebook:
             book.close()
     return summary
+
+
+def _preload(lab_dir) -> None:
+    """Load the bundle once before the grader processes fork, so that they share it (each would load it on its
+    first grade otherwise). A bundle that does not load is left to each grade, which reports it as before."""
+    try:
+        load_bundle(lab_dir)
+    except Exception:  # noqa: BLE001 - grade_submission raises it again, per submission, as a grader error
+        pass
 
 
 def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *, regrade: bool) -> list[tuple]:

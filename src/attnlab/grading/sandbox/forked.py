@@ -175,6 +175,25 @@ def zygote_for(env: dict[str, str] | None) -> _Zygote:
     return zygote
 
 
+def _forget_zygotes() -> None:
+    """In a forked child (a batch's grader process, ``grading/pool.py``): the parent's zygotes are the parent's. Their
+    sockets would carry two processes' requests at once, and a lock held by a parent thread at the fork would never
+    be released here: start afresh (closing only this process's copy of each socket)."""
+    global _ZYGOTES_LOCK
+    for zygote in _ZYGOTES.values():
+        if isinstance(zygote, _Zygote):
+            try:
+                zygote.sock.close()
+            except OSError:
+                pass
+    _ZYGOTES.clear()
+    _ZYGOTES_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_zygotes)
+
+
 def prestart(env: dict[str, str] | None) -> None:
     """Start the zygote for ``env`` (as ``spawn`` gets it) in the background: it imports torch while the grader
     loads its bundle."""

@@ -1,0 +1,117 @@
+"""pool: a batch's jobs as forked grader processes. Every item comes back once, in parallel; a process that dies
+loses no row; Ctrl-C (an error in ``finish``) leaves no process behind; and ``grade_batch`` with the real grader
+uses it, giving the same rows as one job at a time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+
+from attnlab.grading import pool
+from attnlab.grading.batch import grade_batch
+
+pytestmark = pytest.mark.skipif(pool.start_method() != "processes", reason="forked grader processes need Linux")
+
+
+def _work(item):
+    time.sleep(0.2)
+    if item == "dies":
+        os._exit(3)
+    if item == "killed":
+        os.kill(os.getpid(), 9)
+    return (item, os.getpid())
+
+
+def test_every_item_comes_back_once_from_two_processes_at_once():
+    finished = []
+    peaks = pool.run_in_processes([f"s{i}" for i in range(6)], 2, _work, lambda i, o: finished.append((i, o)),
+                                  lost=lambda i, why: pytest.fail(f"{i} lost: {why}"))
+    assert sorted(i for i, _ in finished) == [f"s{i}" for i in range(6)]
+    assert all(o[0] == i for i, o in finished)
+    pids = {o[1] for _, o in finished}
+    assert len(pids) == 2 and os.getpid() not in pids  # two children, none of them this process
+    assert len(peaks) == 2 and all(p > 0 for p in peaks)
+
+
+@pytest.mark.parametrize("bad", ["dies", "killed"])
+def test_a_process_that_dies_loses_no_row_and_is_replaced(bad):
+    finished = {}
+    items = ["a", bad, "b", "c", "d"]
+    pool.run_in_processes(items, 2, _work, lambda i, o: finished.__setitem__(i, o),
+                          lost=lambda i, why: ("lost", why))
+    assert sorted(finished) == sorted(items)
+    assert finished[bad][0] == "lost"
+    why = finished[bad][1]
+    assert "died while grading" in why and ("exit code 3" if bad == "dies" else "killed by signal 9") in why
+    assert all(finished[i][0] == i for i in items if i != bad)
+
+
+def test_an_error_in_finish_stops_every_process():
+    seen_pids = []
+
+    def finish(item, outcome):
+        seen_pids.append(outcome[1])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pool.run_in_processes([f"s{i}" for i in range(6)], 2, _work, finish, lost=lambda i, why: None)
+    time.sleep(0.1)
+    for pid in seen_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # reaped: not even a zombie left
+    assert not [p for p in __import__("multiprocessing").active_children() if p.name == "attnlab-grader"]
+
+
+def test_threads_on_request(monkeypatch):
+    monkeypatch.setenv(pool.POOL_ENV, "threads")
+    assert pool.start_method() == "threads"
+
+
+def test_the_real_grader_in_processes_gives_the_rows_of_one_job(built_course, tmp_path):
+    lab = built_course / "autograder" / "lab99_demo"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for i in range(2):
+        shutil.copy(built_course / "solutions" / "lab99_demo" / "lab99_demo.ipynb", subs / f"good{i}.ipynb")
+        shutil.copy(built_course / "labs" / "lab99_demo" / "lab99_demo.ipynb", subs / f"blank{i}.ipynb")
+    (subs / "broken.ipynb").write_bytes(b"not json")
+    one = grade_batch(lab, [subs], out_dir=tmp_path / "one", progress=False)
+    two = grade_batch(lab, [subs], out_dir=tmp_path / "two", jobs=2, progress=False)
+    assert two.jobs_as == "2 grader processes" and "on 2 grader processes" in str(two)
+    assert len(two.process_peaks_mib) == 2
+
+    def rows(summary):
+        return {r["key"]: (r["score"], r["max_score"], r["grader_error"],
+                           {q: v["score"] for q, v in r["questions"].items()}) for r in summary.results}
+
+    assert rows(one) == rows(two)
+    assert {k: v[0] for k, v in rows(two).items()} == {"blank0.ipynb": 0.0, "blank1.ipynb": 0.0,
+                                                         "broken.ipynb": 0.0, "good0.ipynb": 3.0,
+                                                         "good1.ipynb": 3.0}
+
+
+def _zygote_pid(item):
+    from attnlab.grading.sandbox import forked
+
+    inherited = len(forked._ZYGOTES)  # the parent's zygotes, as this fork sees them before its first grade
+    return inherited, forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}).proc.pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the zygote serves a root grader")
+def test_a_grader_process_starts_its_own_zygote_and_leaves_its_parents_alone():
+    from attnlab.grading.sandbox import forked
+
+    try:
+        ours = forked.zygote_for({"ATTNLAB_POOL_TEST": "1"})
+    except forked.ZygoteUnavailable as exc:
+        pytest.skip(f"no zygote here: {exc}")
+    theirs = []
+    pool.run_in_processes(["a", "b"], 2, _zygote_pid, lambda i, o: theirs.append(o), lost=lambda i, why: why)
+    assert [inherited for inherited, _ in theirs] == [0, 0]  # forgotten at the fork (its lock may be held)
+    pids = [pid for _, pid in theirs]
+    assert len(set(pids)) == 2 and ours.proc.pid not in pids  # each its own zygote
+    assert ours.alive()  # the children closed only their copies of its socket
+    assert forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}) is ours  # still this process's, not restarted
