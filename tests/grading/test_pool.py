@@ -115,3 +115,53 @@ def test_a_grader_process_starts_its_own_zygote_and_leaves_its_parents_alone():
     assert len(set(pids)) == 2 and ours.proc.pid not in pids  # each its own zygote
     assert ours.alive()  # the children closed only their copies of its socket
     assert forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}) is ours  # still this process's, not restarted
+
+
+CTRL_C = """
+import signal, sys
+from attnlab.grading.batch import BatchInterrupted, grade_batch
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell without job control ignores it: take it back
+try:
+    grade_batch(sys.argv[1], [sys.argv[2]], out_dir=sys.argv[3], jobs=2, progress=False)  # {marker}
+except BatchInterrupted as exc:
+    print("interrupted:", exc.summary.graded, exc.summary.jobs_as, flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_on_grader_processes_keeps_the_rows_and_leaves_no_process(built_course, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    from attnlab.grading.gradebook import open_gradebook
+
+    marker = f"attnlab-pool-test-{uuid.uuid4().hex}"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for i in range(12):
+        shutil.copy(built_course / "solutions" / "lab99_demo" / "lab99_demo.ipynb", subs / f"s{i:02d}.ipynb")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C.replace("{marker}", marker),
+                             str(built_course / "autograder" / "lab99_demo"), str(subs), str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def recorded():
+        if not (out / "gradebook.db").exists():
+            return 0
+        with open_gradebook(out / "gradebook.db") as book:
+            return len(book.rows("lab99_demo"))
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and recorded() < 2:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    graded = int(stdout.split("interrupted:")[1].split()[0])
+    assert "2 grader processes" in stdout
+    assert 2 <= recorded() == graded < 12
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    assert not left, f"grader processes left running: {left}"
