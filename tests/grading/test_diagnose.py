@@ -312,16 +312,16 @@ def test_a_diagnosis_stops_at_its_wall_backstop_however_little_cpu_it_used(monke
 
 
 def test_a_compiled_candidate_is_the_catalogue_entry_run_afresh(lab):
-    """The diagnosis compiles each catalogue entry once per process (``_Compiled``): a later candidate has
+    """The diagnosis compiles each catalogue entry once per process (``candidates.Compiled``): a later candidate has
     ``student_with``'s source, replies as it does, and runs in a fresh namespace (a global set by one replay is gone
     in the next)."""
-    from attnlab.grading.diagnose import _Compiled
+    from attnlab.grading.candidates import Compiled
 
     _, _, ref_code = lab
     catalogue = Catalogue(ref_code, (), ())
     counts = "CALLS = []\n\ndef double(x):\n    CALLS.append(1)\n    return 2 * x + len(CALLS)\n"
     entry = Entry("counts_calls", "double", counts)
-    compiled = _Compiled(size=1)
+    compiled = Compiled(size=1)
     first, again = compiled.candidate(catalogue, entry), compiled.candidate(catalogue, entry)
     assert again is not first and again.code == first.code == student_with(ref_code, entry).code
     x = torch.arange(3.0)

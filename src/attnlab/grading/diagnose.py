@@ -26,7 +26,6 @@ import logging
 import threading
 import time
 import warnings
-from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -35,9 +34,10 @@ import numpy as np
 import torch
 
 from ..buildchain.transforms.strip_solutions import NOT_WRITTEN
-from .api import LocalStudent, StudentAPI
+from .api import StudentAPI
+from .candidates import compiled_candidate
 from .checks import compare_values
-from .mutants import Catalogue, CatalogueError, Entry, student_with
+from .mutants import Catalogue, CatalogueError, Entry
 from .safe_text import clip
 from .wire import ObjectHandle
 
@@ -256,48 +256,6 @@ def _random_reply(candidate: StudentAPI, op: str, payload: dict, value: Any) -> 
     return not _same(op, value, again)
 
 
-CANDIDATES_KEPT = 256  # compiled catalogue entries kept per process: a course's catalogues are about 300 entries
-
-
-class _Compiled:
-    """Each catalogue entry's code (the reference, then the entry's definitions), compiled once per process.
-
-    ``mutants.student_with`` compiles the reference and the entry every time it is called: about 3 ms per lab08
-    candidate, 14% of a diagnosis (a diagnosis replays 10-30 candidates; measured on lab08's
-    ``block_tgt_mask_ignored``). The compiled code is reused; each candidate still runs it in a fresh namespace,
-    so no state passes from one replay to the next. The first use of an entry goes through ``student_with`` itself
-    (its source, its file name, its ``CatalogueError`` for a broken entry), so the two cannot drift apart."""
-
-    def __init__(self, size: int = CANDIDATES_KEPT):
-        self.size, self.lock = size, threading.Lock()
-        self.code: OrderedDict[tuple[str, str, str, str], tuple[Any, str]] = OrderedDict()
-
-    def candidate(self, catalogue: Catalogue, entry: Entry) -> StudentAPI:
-        key = (catalogue.reference_code, entry.name, entry.question, entry.source)
-        with self.lock:
-            found = self.code.get(key)
-            if found is not None:
-                self.code.move_to_end(key)
-        if found is None:
-            student = student_with(catalogue.reference_code, entry)  # CatalogueError naming a broken entry
-            compiled = compile(student.code, f"<catalogue {entry.name}>", "exec")
-            with self.lock:
-                self.code[key] = (compiled, student.code)
-                while len(self.code) > self.size:
-                    self.code.popitem(last=False)
-            return student
-        compiled, source = found
-        namespace: dict[str, Any] = {"__name__": "__attnlab_code__"}  # as LocalStudent.from_code
-        try:
-            exec(compiled, namespace)  # noqa: S102 - the instructor's catalogue: trusted code
-        except Exception:  # noqa: BLE001 - ran before, fails now: student_with says so, naming the entry
-            return student_with(catalogue.reference_code, entry)
-        return LocalStudent(namespace, source)
-
-
-_COMPILED = _Compiled()
-
-
 def _failed_tests(suite, questions: dict) -> dict[str, list[str]]:
     """Question -> the names of its failed hidden tests worth diagnosing (not an unwritten stub)."""
     out: dict[str, list[str]] = {}
@@ -322,7 +280,7 @@ def diagnose(suite, catalogue: Catalogue, recorder: Recorder, questions: dict, *
 
     def matches(entry: Entry, exchanges: list[Exchange]) -> bool:
         # a broken entry raises CatalogueError naming it: an instructor's bug, reported by name_mistakes
-        return behaves_like(exchanges, _COMPILED.candidate(catalogue, entry), deadline)
+        return behaves_like(exchanges, compiled_candidate(catalogue, entry), deadline)
 
     for question, tests in _failed_tests(suite, questions).items():
         exchanges = [x for t in tests for x in recorder.failed.get(t, [])][:MAX_EXCHANGES]
