@@ -262,18 +262,7 @@ def grade_batch(
         todo = _todo(submissions, book, lab, summary, regrade=regrade)
         bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
         finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
-        work = lambda item: _grade_one(grade_fn, lab_dir, item[1])  # noqa: E731 - one line, used below
-        if jobs == 1 or len(todo) < 2:
-            for item in todo:
-                finish(item, work(item))
-        elif in_processes:
-            summary.jobs_as = f"{jobs} grader processes"
-            _preload(lab_dir)
-            summary.process_peaks_mib = pool.run_in_processes(
-                todo, jobs, work, finish, lambda item, why: _grader_failure(lab_dir, item[1], why))
-        else:
-            summary.jobs_as = f"{jobs} threads"
-            _run_pool(todo, jobs, work, finish)
+        _grade_all(todo, lab_dir, grade_fn, jobs, finish, summary, in_processes=in_processes)
     except KeyboardInterrupt:
         summary.interrupted = True
         raise BatchInterrupted(summary) from None
@@ -285,6 +274,25 @@ def grade_batch(
         if own_gradebook:
             book.close()
     return summary
+
+
+def _grade_all(todo, lab_dir, grade_fn, jobs: int, finish, summary: BatchSummary, *, in_processes: bool) -> None:
+    """Grade ``todo`` one at a time, in ``jobs`` grader processes (``pool.py``) or on ``jobs`` threads, calling
+    ``finish`` in this thread for each; ``summary.jobs_as`` says which."""
+    def work(item):
+        return _grade_one(grade_fn, lab_dir, item[1])
+
+    if jobs == 1 or len(todo) < 2:
+        for item in todo:
+            finish(item, work(item))
+    elif in_processes:
+        summary.jobs_as = f"{jobs} grader processes"
+        _preload(lab_dir)
+        summary.process_peaks_mib = pool.run_in_processes(
+            todo, jobs, work, finish, lambda item, why: _grader_failure(lab_dir, item[1], why))
+    else:
+        summary.jobs_as = f"{jobs} threads"
+        _run_pool(todo, jobs, work, finish)
 
 
 def _preload(lab_dir) -> None:
