@@ -96,25 +96,49 @@ def test_the_real_grader_in_processes_gives_the_rows_of_one_job(built_course, tm
 def _zygote_pid(item):
     from attnlab.grading.sandbox import forked
 
-    inherited = len(forked._ZYGOTES)  # the parent's zygotes, as this fork sees them before its first grade
+    inherited = sum(k[1] == (("ATTNLAB_POOL_TEST", "1"),) for k in forked._ZYGOTES)  # the parent's, as seen here
     return inherited, forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}).proc.pid
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the zygote serves a root grader")
-def test_a_grader_process_starts_its_own_zygote_and_leaves_its_parents_alone():
+def test_the_grader_processes_share_their_parents_zygote_and_leave_it_serving():
     from attnlab.grading.sandbox import forked
 
     try:
         ours = forked.zygote_for({"ATTNLAB_POOL_TEST": "1"})
     except forked.ZygoteUnavailable as exc:
         pytest.skip(f"no zygote here: {exc}")
+    if ours.shared is None:
+        pytest.skip("no shared-memory lock here: each grader process starts its own zygote")
     theirs = []
-    pool.run_in_processes(["a", "b"], 2, _zygote_pid, lambda i, o: theirs.append(o), lost=lambda i, why: why)
-    assert [inherited for inherited, _ in theirs] == [0, 0]  # forgotten at the fork (its lock may be held)
-    pids = [pid for _, pid in theirs]
-    assert len(set(pids)) == 2 and ours.proc.pid not in pids  # each its own zygote
-    assert ours.alive()  # the children closed only their copies of its socket
-    assert forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}) is ours  # still this process's, not restarted
+    pool.run_in_processes(["a", "b", "c", "d"], 2, _zygote_pid, lambda i, o: theirs.append(o),
+                          lost=lambda i, why: why)
+    assert [inherited for inherited, _ in theirs] == [1, 1, 1, 1]  # kept at the fork: its lock holds across forks
+    assert {pid for _, pid in theirs} == {ours.proc.pid}  # no zygote of their own
+    assert ours.alive() and forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}) is ours  # still this process's
+
+
+def test_a_fork_forgets_a_zygote_whose_lock_holds_in_one_process_only(monkeypatch):
+    from attnlab.grading.sandbox import forked
+
+    monkeypatch.setattr(forked, "_shared_lock", lambda: None)
+    try:
+        ours = forked.zygote_for({"ATTNLAB_POOL_TEST": "2"})
+    except forked.ZygoteUnavailable as exc:
+        pytest.skip(f"no zygote here: {exc}")
+    assert ours.shared is None
+    theirs = []
+
+    def zygote_pid(item):
+        inherited = any(k[1] == (("ATTNLAB_POOL_TEST", "2"),) for k in forked._ZYGOTES)
+        return inherited, forked.zygote_for({"ATTNLAB_POOL_TEST": "2"}).proc.pid
+
+    pool.run_in_processes(["a", "b"], 2, zygote_pid, lambda i, o: theirs.append(o), lost=lambda i, why: why)
+    assert [inherited for inherited, _ in theirs] == [False, False]
+    assert ours.proc.pid not in {pid for _, pid in theirs}  # each started its own
+    assert ours.alive() and forked.zygote_for({"ATTNLAB_POOL_TEST": "2"}) is ours
+    ours.close()
+    forked._ZYGOTES.pop(next(k for k in forked._ZYGOTES if k[1] == (("ATTNLAB_POOL_TEST", "2"),)), None)
 
 
 CTRL_C = """

@@ -25,7 +25,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from attnlab.grading import pool
-from attnlab.grading.bundle import load_bundle, manifest_lab, manifest_questions
+from attnlab.grading.bundle import manifest_lab, manifest_questions
 from attnlab.grading.feedback import write_feedback
 from attnlab.grading.gradebook import (
     DEFAULT_NAME,
@@ -37,7 +37,7 @@ from attnlab.grading.gradebook import (
     validate_result,
 )
 from attnlab.grading.gradescope import write_results_json
-from attnlab.grading.runner import grade_submission, ungraded
+from attnlab.grading.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.safe_text import for_terminal, readable_name
 from attnlab.grading.scheduler import is_auto, shard_from_environment
 
@@ -287,21 +287,12 @@ def _grade_all(todo, lab_dir, grade_fn, jobs: int, finish, summary: BatchSummary
             finish(item, work(item))
     elif in_processes:
         summary.jobs_as = f"{jobs} grader processes"
-        _preload(lab_dir)
+        warm_up(lab_dir)  # the bundle and the zygote, shared by the forks
         summary.process_peaks_mib = pool.run_in_processes(
             todo, jobs, work, finish, lambda item, why: _grader_failure(lab_dir, item[1], why))
     else:
         summary.jobs_as = f"{jobs} threads"
         _run_pool(todo, jobs, work, finish)
-
-
-def _preload(lab_dir) -> None:
-    """Load the bundle once before the grader processes fork, so that they share it (each would load it on its
-    first grade otherwise). A bundle that does not load is left to each grade, which reports it as before."""
-    try:
-        load_bundle(lab_dir)
-    except Exception:  # noqa: BLE001 - grade_submission raises it again, per submission, as a grader error
-        pass
 
 
 def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *, regrade: bool) -> list[tuple]:

@@ -7,14 +7,15 @@ Measured on the 2-core machine, quiet, lab08's batch of 20 (``benchmarks/README.
 submission) sat on that figure while the machine's two cores were 30% idle. Forked graders each have their own
 lock.
 
-Each child is a fork of the batch's process, taken before any grading (the lab's bundle loaded, so the children
-share it); it starts its own zygote on its first grade (``sandbox/forked.py``: zygotes are per process, and a
-fork forgets its parent's). A child gets one item at a time through a pipe and sends back ``work(item)``'s
-outcome: trusted grader code's result; the student's code still runs in its own sandboxed worker, one per
-submission, as with threads. A child that dies mid-grade (killed for memory, a crash in a library) loses no
-row: its item gets ``lost(item, why)``'s outcome (a grader error, retried next run) and a new child takes its
-place. Ctrl-C (or an error in ``finish``) stops the children with SIGTERM, which ends a grade in progress through
-its ``finally`` blocks (its worker is killed); their in-flight results are dropped, as with threads.
+Each child is a fork of the batch's process, taken before any grading, after ``runner.warm_up`` loaded the lab's
+bundle and started the workers' zygote: the children share both (``sandbox/forked.py``: the zygote's lock is a
+semaphore that holds across the forks, and a request and its reply are one step under it). A child gets one item at
+a time through a pipe and sends back ``work(item)``'s outcome: trusted grader code's result; the student's code
+still runs in its own sandboxed worker, one per submission, as with threads. A child that dies mid-grade (killed
+for memory, a crash in a library) loses no row: its item gets ``lost(item, why)``'s outcome (a grader error,
+retried next run) and a new child takes its place. Ctrl-C (or an error in ``finish``) stops the children with
+SIGTERM, which ends a grade in progress through its ``finally`` blocks (its worker is killed); their in-flight
+results are dropped, as with threads.
 
 Linux only (``fork`` after torch is imported is not safe on macOS), and ``ATTNLAB_GRADER_POOL=threads`` keeps
 threads (``start_method`` says which is in force).

@@ -48,6 +48,19 @@ def _worker_env() -> dict[str, str]:
             "PYTHONPATH": str(Path(attnlab.__file__).resolve().parent.parent)}
 
 
+def warm_up(lab_dir) -> None:
+    """Before a batch forks its grader processes (``pool.py``): load the bundle and start the workers' zygote in this
+    process, so that the forks share both. A bundle that does not load is left to each grade, which reports it."""
+    from .sandbox import prestart
+
+    _one_thread()
+    prestart(_worker_env(), wait=True)
+    try:
+        load_bundle(lab_dir)
+    except Exception:  # noqa: BLE001 - grade_submission raises it again, per submission, as a grader error
+        pass
+
+
 def _one_thread() -> None:
     """Grading runs torch on one thread in this process too (for good: the setting is the process's). The
     reference's tensors are small, and on a busy machine intra-op threads wait on each other: measured on a

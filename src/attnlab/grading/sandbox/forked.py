@@ -1,6 +1,7 @@
 """Starting a worker by fork from a warm zygote (``zygote.py``), the grader's side: when the fork path applies
 (``fork_unusable``), the zygote for this Python and environment (one per grader process, started once, restarted
-when it died), and :class:`Forked`, the running worker with the same interface as :class:`Sandboxed`.
+when it died; a batch's grader processes, forks of one grader, share it: ``grading/pool.py``), and
+:class:`Forked`, the running worker with the same interface as :class:`Sandboxed`.
 
 ``ATTNLAB_WORKER_START``: ``auto`` (default: fork where possible, else a cold start, and the report says why),
 ``fork`` (fork or fail) or ``cold`` (always the mechanism's own command, as before the zygote).
@@ -9,7 +10,9 @@ when it died), and :class:`Forked`, the running worker with the same interface a
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import select
 import signal
 import socket
 import stat
@@ -86,14 +89,25 @@ def _config_dir() -> str:
     return tempfile.mkdtemp(prefix="attnlab-zygote-")
 
 
+def _shared_lock():
+    """A lock that holds across this process's threads and its forks (a semaphore in shared memory), or None where
+    there is none to be had (no ``/dev/shm``): the zygote then serves this process only."""
+    try:
+        return multiprocessing.get_context("fork").Lock()
+    except (OSError, ValueError, ImportError):
+        return None
+
+
 class _Zygote:
-    """One zygote process and the socket to it; ``request`` is thread-safe."""
+    """One zygote process and the socket to it; ``request`` is safe from threads and, where ``shared``, from forks of
+    the process that started it (a request and its reply are one step under the lock, whoever sends it)."""
 
     def __init__(self, env: dict[str, str]):
         env = _minimal_env("/", "/tmp", env)
         self.config_dir = _config_dir()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock, self.lock = ours, threading.Lock()
+        self.shared = _shared_lock()
+        self.sock, self.lock, self.owner = ours, self.shared or threading.Lock(), os.getpid()
         # one thread: OpenBLAS would otherwise start its pool when numpy is imported (forked workers share the
         # zygote's libraries as loaded, so they compute single-threaded, as the grader's worker asks anyway)
         zygote_env = {**env, "MPLBACKEND": "Agg", "MPLCONFIGDIR": self.config_dir, "HOME": self.config_dir,
@@ -123,7 +137,16 @@ class _Zygote:
         return json.loads(data)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if os.getpid() == self.owner:
+            return self.proc.poll() is None
+        # a fork of the owner (pool.py): the zygote is not our child; it has exited when its end of the socket hung up
+        poller = select.poll()
+        poller.register(self.sock, select.POLLHUP | select.POLLERR)
+        try:
+            os.kill(self.proc.pid, 0)
+        except OSError:
+            return False
+        return not poller.poll(0)
 
     def request(self, spec: dict, fds: list[int]) -> int:
         """Ask for one sandboxed worker; the monitor's pid."""
@@ -138,7 +161,9 @@ class _Zygote:
         return int(reply["pid"])
 
     def close(self) -> None:
-        self.sock.close()  # the zygote exits on EOF
+        self.sock.close()  # the zygote exits on EOF (from every process that holds the socket)
+        if os.getpid() != self.owner:
+            return  # the owner waits for it
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -175,30 +200,33 @@ def zygote_for(env: dict[str, str] | None) -> _Zygote:
     return zygote
 
 
-def _forget_zygotes() -> None:
-    """In a forked child (a batch's grader process, ``grading/pool.py``): the parent's zygotes are the parent's. Their
-    sockets would carry two processes' requests at once, and a lock held by a parent thread at the fork would never
-    be released here: start afresh (closing only this process's copy of each socket)."""
+def _after_fork_in_child() -> None:
+    """In a forked child (a batch's grader process, ``grading/pool.py``): keep the parent's zygotes whose lock is
+    shared, forget the others (their socket would carry two processes' requests at once; only this process's copy
+    of it is closed), and take a new registry lock (a parent thread may have held the old one at the fork)."""
     global _ZYGOTES_LOCK
-    for zygote in _ZYGOTES.values():
-        if isinstance(zygote, _Zygote):
+    _ZYGOTES_LOCK = threading.Lock()
+    for key, zygote in list(_ZYGOTES.items()):
+        if isinstance(zygote, _Zygote) and zygote.shared is None:
             try:
                 zygote.sock.close()
             except OSError:
                 pass
-    _ZYGOTES.clear()
-    _ZYGOTES_LOCK = threading.Lock()
+            del _ZYGOTES[key]
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_zygotes)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def prestart(env: dict[str, str] | None) -> None:
+def prestart(env: dict[str, str] | None, *, wait: bool = False) -> None:
     """Start the zygote for ``env`` (as ``spawn`` gets it) in the background: it imports torch while the grader
-    loads its bundle."""
+    loads its bundle. ``wait``: here and now (a batch, before it forks the grader processes that share it)."""
     if start_mode() != "cold" and os.geteuid() == 0 and sys.platform.startswith("linux"):
-        threading.Thread(target=lambda: _quietly(zygote_for, env), daemon=True, name="attnlab-zygote").start()
+        if wait:
+            _quietly(zygote_for, env)
+        else:
+            threading.Thread(target=lambda: _quietly(zygote_for, env), daemon=True, name="attnlab-zygote").start()
 
 
 def _quietly(fn, *args) -> None:
