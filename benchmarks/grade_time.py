@@ -28,19 +28,11 @@ from pathlib import Path
 from attnlab.course import load_course
 from attnlab.demo import make_demo_submissions
 from attnlab.grading.batch import grade_batch
-from attnlab.grading.pool import start_method
+from attnlab.grading.pool import resident_mib, start_method
 from attnlab.grading.runner import grade_submission
 
 HEADER = ("| lab | s/submission --jobs 1 | s/submission --jobs 2 | median | slowest | grader peak MiB (+batch) "
           "| one grade s | otter run s | ratio |\n|---|---|---|---|---|---|---|---|---|")
-
-
-def _rss_mib(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _reset_peak() -> None:
@@ -54,12 +46,12 @@ def _reset_peak() -> None:
 def _batch(lab, batch: Path, out: Path, jobs: int) -> tuple[float, list[float], float, float]:
     """(wall per submission, each submission's time, the grader's peak resident MiB, the part above its start)."""
     _reset_peak()
-    base = _rss_mib("VmRSS")
+    base = resident_mib("VmRSS")
     start = time.perf_counter()
     summary = grade_batch(lab.autograder_dir, [str(batch)], out_dir=out, jobs=jobs, progress=False)
     wall = time.perf_counter() - start
     per = [r["elapsed_s"] for r in summary.results]
-    peak = max([_rss_mib("VmHWM"), *summary.process_peaks_mib])  # grader processes are forks of this one
+    peak = max([resident_mib("VmHWM"), *summary.process_peaks_mib])  # grader processes are forks of this one
     return wall / len(per), per, peak, peak - base
 
 

@@ -23,6 +23,7 @@ threads (``start_method`` says which is in force).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import signal
@@ -43,12 +44,13 @@ def start_method() -> str:
     return "processes"
 
 
-def _peak_rss_mib() -> float:
-    """This process's peak resident memory (the kernel's high-water mark), MiB; 0 where /proc lacks it."""
+def resident_mib(field: str = "VmHWM") -> float:
+    """This process's resident memory in MiB as ``/proc/self/status`` gives it: ``VmHWM``, its peak (the kernel's
+    high-water mark), or ``VmRSS``, now; 0 where /proc lacks it."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -71,7 +73,7 @@ def _serve(conn, work: Callable[[Any], Any]) -> None:
         if item is None:
             return
         outcome = work(item)
-        conn.send((outcome, _peak_rss_mib()))
+        conn.send((outcome, resident_mib()))
 
 
 class _Child:
@@ -129,38 +131,34 @@ def run_in_processes(todo, jobs: int, work, finish, lost) -> list[float]:
     waiting = iter(todo)
     children: list[_Child] = []
     peaks: list[float] = []
+
+    def start(item) -> None:
+        child = _Child(context, work)
+        children.append(child)
+        child.give(item)
+
     try:
-        for _ in range(jobs):
-            item = next(waiting, None)
-            if item is None:
-                break
-            child = _Child(context, work)
-            children.append(child)
-            child.give(item)
+        for item in itertools.islice(waiting, jobs):
+            start(item)
         while any(c.item is not None for c in children):
             busy = [c for c in children if c.item is not None]
             ready = set(wait_ready([c.conn for c in busy] + [c.proc.sentinel for c in busy]))
             for child in busy:
                 if child.conn not in ready and child.proc.sentinel not in ready:
                     continue
-                item = child.item
                 outcome, died = child.receive()
-                if died is not None:
+                item, child.item = child.item, None
+                if died is not None:  # this child is done for: a lost row, and a new child for what follows
                     outcome = lost(item, died)
-                    child.item = None
-                    peaks.append(child.peak_mib)
                     child.stop()
+                    peaks.append(child.peak_mib)
                     children.remove(child)
-                    following = next(waiting, None)
-                    finish(item, outcome)
-                    if following is not None:
-                        child = _Child(context, work)
-                        children.append(child)
-                        child.give(following)
-                    continue
-                child.item = None
                 finish(item, outcome)
-                child.give(next(waiting, None))
+                following = next(waiting, None)
+                if following is not None and died is None:
+                    child.give(following)
+                elif following is not None:
+                    start(following)
     finally:
         for child in children:
             child.stop()
