@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from attnlab.grading import result_fields as f
 from attnlab.grading.mutants import Entry
 from attnlab.report import stats
 from attnlab.report.load import Names
 
-from .rows import sub
+from .rows import diagnosed, problem, sub
 
 HINT_A, HINT_B = "your scores look unscaled", "your mask looks inverted"
 MUTANTS = [Entry("no_scale", "sdpa", "", hint=HINT_A), Entry("no_scale_again", "sdpa", "", hint=HINT_A),
@@ -17,19 +18,26 @@ MUTANTS = [Entry("no_scale", "sdpa", "", hint=HINT_A), Entry("no_scale_again", "
 
 def _class():
     def wrong_a(who):
-        return 0.0, 4.0, [f"failed: sdpa_values: {who}.ipynb got 3", f"likely mistake: {HINT_A}"]
+        return (0.0, 4.0, [f"failed: sdpa_values: {who}.ipynb got 3", f"likely mistake: {HINT_A}"],
+                diagnosed(HINT_A, "sdpa_values"))
 
     return [
         sub("alice.ipynb", {"sdpa": wrong_a("alice"), "mask": (2.0, 2.0, [])}, elapsed_s=4.0),
-        sub("bob.ipynb", {"sdpa": wrong_a("bob"), "mask": (1.0, 2.0, ["failed: mask_diag: off"])}, elapsed_s=6.0),
-        sub("carol.ipynb", {"sdpa": (1.0, 4.0, ["failed: sdpa_mask: x", f"likely mistake: {HINT_B}"]),
-                            "mask": (0.0, 2.0, ["mask: not written yet"])}, elapsed_s=2.0),
+        sub("bob.ipynb", {"sdpa": wrong_a("bob"),
+                          "mask": (1.0, 2.0, ["failed: mask_diag: off"], {f.FAILED: ["mask_diag"]})}, elapsed_s=6.0),
+        sub("carol.ipynb", {"sdpa": (1.0, 4.0, ["failed: sdpa_mask: x", f"likely mistake: {HINT_B}"],
+                                     diagnosed(HINT_B, "sdpa_mask")),
+                            "mask": (0.0, 2.0, ["mask: not written yet"], {f.NOT_WRITTEN: True})}, elapsed_s=2.0),
         sub("dave.ipynb", {"sdpa": (4.0, 4.0, []), "mask": (2.0, 2.0, [])}, elapsed_s=30.0,
-            review=["the lab's rules: import os"], errors=["timed out after 30 s (an endless loop, or far too slow)"]),
+            review=["the lab's rules: import os"], errors=["timed out after 30 s (an endless loop, or far too slow)"],
+            problems=[problem(f.TIMEOUT, "timed out after 30 s (an endless loop, or far too slow)"),
+                      problem(f.RULE_BREACH, "the lab's rules: import os")]),
         sub("erin.ipynb", {"sdpa": (0.0, 4.0, ["x"]), "mask": (0.0, 2.0, ["x"])}, isolation="",
-            errors=["the submitted file is empty"]),
-        sub("fred.ipynb", {"sdpa": (0.0, 4.0, ["failed: sdpa_values: your code ended the Python process (exit 3)"]),
-                           "mask": (0.0, 2.0, [])}, grader_error="Traceback...\nRuntimeError: boom"),
+            errors=["the submitted file is empty"], problems=[problem(f.UNREADABLE, "the submitted file is empty")]),
+        sub("fred.ipynb", {"sdpa": (0.0, 4.0, ["failed: sdpa_values: your code ended the Python process (exit 3)"],
+                                    {f.FAILED: ["sdpa_values"]}), "mask": (0.0, 2.0, [])},
+            grader_error="Traceback...\nRuntimeError: boom",
+            problems=[problem(f.WORKER_CRASH, "your code ended the Python process (exit 3)")]),
     ]
 
 

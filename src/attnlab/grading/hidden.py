@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from . import result_fields as fields
 from . import rules
 from .executor import StudentError
 
@@ -81,7 +82,8 @@ def test_seed(seed: int, test_name: str) -> int:
 def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
               on_result: Callable | None = None, test_timeout: float | None = None,
               review: list | None = None) -> dict[str, dict]:
-    """Run the hidden tests; returns ``{question: {"score", "max_score", "messages"}}``.
+    """Run the hidden tests; returns ``{question: {"score", "max_score", "messages", "failed"}}`` (``failed``: the
+    names of the failed tests, ``result_fields.FAILED``).
 
     ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
     after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
@@ -92,7 +94,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     results: dict[str, dict] = {}
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
-            results[q] = {"score": 0.0, "max_score": max_score, "messages": []}
+            results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
     for test in suite.tests:
         if test.question not in results:
             continue
@@ -118,6 +120,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             entry["messages"].append(f"passed: {test.name}")
         else:
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
+            entry[fields.FAILED].append(test.name)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
     found = apply_policy(suite, results, rules.student_cells(student))

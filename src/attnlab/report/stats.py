@@ -1,29 +1,27 @@
 """The class at a glance, as numbers: score distributions, diagnosed mistakes, failed hidden tests, unwritten
 questions, and the health of the grading run.
 
-Everything is read from the messages the grader wrote (``grading/hidden.py``: ``failed: <test>: ...``;
-``grading/diagnose.py``: ``likely mistake: <hint>`` and ``<name>: not written yet``; ``grading/remote.py`` and
-``runner.py``: timeouts and restarts) and from the row's fields (``review``, ``grader_error``, ``elapsed_s``).
+Every category is read from the row's structured fields (``grading/result_fields.py``: a question's ``mistake``,
+``failed`` and ``not_written``, the submission's ``problems``; ``review``, ``grader_error``, ``elapsed_s``), never
+from message text, which holds student text: an exception message saying "likely mistake: ..." or "timed out
+after" is only text. Messages are read only as examples shown to a person.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 
-from attnlab.buildchain.transforms.strip_solutions import NOT_WRITTEN
-from attnlab.grading.diagnose import HINT_PREFIX
+from attnlab.grading import result_fields as fields
 from attnlab.grading.safe_text import clip
 
 from .load import Names, Submission
 
 FULL_MARKS_SLACK = 1e-9
 EXAMPLE_CHARS = 400  # an example message, clipped
-_FAILED_TEST = re.compile(r"failed: ([A-Za-z_]\w*): ")
-TIMED_OUT = "timed out after"  # remote.py: a call, a cell or the whole load ran past its limit
-CRASHED = ("ended the Python process", "killed by signal", "killed, probably", "malformed reply",
-           "malformed progress report")  # remote.py: the worker died or broke its protocol
+TIMED_OUT = (fields.TIMEOUT, fields.CELL_TIMEOUT)  # a call, a cell or the whole submission ran past its limit
+CRASHED = (fields.WORKER_CRASH, fields.CELL_LIMIT)  # the worker died or broke its protocol
+UNREADABLE = (fields.UNREADABLE, fields.WRONG_LAB, fields.SOURCE_TOO_LARGE)  # refused before a worker ran it
 
 
 @dataclass
@@ -83,8 +81,9 @@ def mistakes(subs: list[Submission], names: Names, mutants=()) -> list[Mistake]:
     found: dict[tuple[str, str], list[Submission]] = {}
     for s in subs:
         for q, result in s.questions.items():
-            for hint in {m[len(HINT_PREFIX):] for m in result["messages"] if m.startswith(HINT_PREFIX)}:
-                found.setdefault((q, hint), []).append(s)
+            mistake = fields.clean_question_fields(result).get(fields.MISTAKE)
+            if mistake:
+                found.setdefault((q, mistake[fields.HINT]), []).append(s)
     out = []
     for (q, hint), who in found.items():
         entries = [m.name for m in mutants if m.question == q and m.hint == hint]
@@ -100,7 +99,7 @@ def failed_tests(subs: list[Submission]) -> list[tuple[str, str, int]]:
     counts: dict[tuple[str, str], int] = {}
     for s in subs:
         for q, result in s.questions.items():
-            for test in {m.group(1) for m in map(_FAILED_TEST.match, result["messages"]) if m}:
+            for test in set(fields.clean_question_fields(result).get(fields.FAILED, [])):
                 counts[(q, test)] = counts.get((q, test), 0) + 1
     return sorted(((q, t, n) for (q, t), n in counts.items()), key=lambda x: (-x[2], x[0], x[1]))
 
@@ -110,7 +109,7 @@ def not_written(subs: list[Submission]) -> list[tuple[str, int]]:
     counts: dict[str, int] = {}
     for s in subs:
         for q, result in s.questions.items():
-            if any(NOT_WRITTEN in m for m in result["messages"]):
+            if fields.clean_question_fields(result).get(fields.NOT_WRITTEN):
                 counts[q] = counts.get(q, 0) + 1
     return sorted(counts.items(), key=lambda x: (-x[1], x[0]))
 
@@ -128,12 +127,10 @@ class Health:
     slowest: list[tuple[str, float]] = field(default_factory=list)
 
 
-def _texts(s: Submission) -> list[str]:
-    return s.errors + [m for q in s.questions.values() for m in q["messages"]]
-
-
-def _first(texts: list[str], needles) -> str | None:
-    return next((t for t in texts if any(n in t for n in needles)), None)
+def _first(s: Submission, wanted) -> str | None:
+    """The message of the submission's first problem in one of the categories ``wanted``, or None."""
+    return next((p[fields.MESSAGE] or p[fields.CATEGORY] for p in fields.clean_problems(s.problems)
+                 if p[fields.CATEGORY] in wanted), None)
 
 
 def health(subs: list[Submission], slowest: int = 5) -> Health:
@@ -142,16 +139,15 @@ def health(subs: list[Submission], slowest: int = 5) -> Health:
     flagged by the course rules (``review``), and the median and slowest grading times."""
     h = Health()
     for s in subs:
-        texts = _texts(s)
-        if (why := _first(texts, (TIMED_OUT,))) is not None:
+        if (why := _first(s, TIMED_OUT)) is not None:
             h.timed_out.append((s.key, clip(why, EXAMPLE_CHARS)))
-        if (why := _first(texts, CRASHED)) is not None:
+        if (why := _first(s, CRASHED)) is not None:
             h.crashed.append((s.key, clip(why, EXAMPLE_CHARS)))
         if s.grader_error is not None:
             h.grader_errors.append((s.key, clip(s.grader_error.strip().splitlines()[-1] if s.grader_error.strip()
                                                 else "?", EXAMPLE_CHARS)))
-        elif not s.isolation and s.errors:  # ungraded before a worker started: the file itself was refused
-            h.unreadable.append((s.key, clip(s.errors[0], EXAMPLE_CHARS)))
+        elif (why := _first(s, UNREADABLE)) is not None:  # refused before a worker ran it
+            h.unreadable.append((s.key, clip(why, EXAMPLE_CHARS)))
         if s.review:
             h.flagged.append((s.key, clip("; ".join(s.review), EXAMPLE_CHARS)))
     times = [s.elapsed_s for s in subs]
