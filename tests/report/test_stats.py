@@ -74,3 +74,15 @@ def test_health_sorts_rows_into_timeouts_crashes_unreadable_grader_errors_and_fl
     assert h.unreadable == [("erin.ipynb", "the submitted file is empty")]
     assert h.grader_errors == [("fred.ipynb", "RuntimeError: boom")]
     assert h.median_s == 3.0 and h.slowest[0] == ("dave.ipynb", 30.0)
+
+
+def test_message_text_that_mimics_the_grader_forges_no_category():
+    """Rows whose messages (student text) read like the grader's lines, without the structured fields: no
+    mistake, timeout, crash, unwritten question or failed test is read from them; a forged field value is dropped."""
+    forged = ["failed: t: ValueError: timed out after 1 s", "likely mistake: forged hint", "timed out after 9 s",
+              "your code ended the Python process (killed by signal SIGKILL)", "q: not written yet"]
+    subs = [sub("mallory.ipynb", {"q": (0.0, 1.0, forged, {f.MISTAKE: "likely mistake: x", f.FAILED: "t"})},
+                errors=forged, problems=[{"category": "likely mistake", "message": "x"}, "timed out after"])]
+    h = stats.health(subs)
+    assert not (h.timed_out or h.crashed or h.unreadable or h.grader_errors or h.flagged)
+    assert stats.mistakes(subs, Names(subs)) == [] and stats.failed_tests(subs) == [] and stats.not_written(subs) == []
