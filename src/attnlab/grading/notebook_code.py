@@ -196,8 +196,8 @@ def read_cells(path: str | Path, data: bytes | None = None) -> list[CodeCell]:
     data = read_submission(path) if data is None else data
     items = data.count(b",") + data.count(b"[") + data.count(b"{")
     if items > MAX_JSON_ITEMS:  # each JSON value is a Python object: count them before any is made
-        raise SourceTooLarge(f"the notebook file holds {items:,} JSON values (commas, lists, objects)",
-                             MAX_JSON_ITEMS)
+        raise SourceTooLarge(f"the notebook file has {items:,} commas, brackets and braces (each may start a "
+                             "value the grader would hold)", MAX_JSON_ITEMS)
     try:
         nb = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
