@@ -12,7 +12,7 @@ NAME = "<img src=x onerror=alert(3)>.ipynb"  # a file name holds no "/"
 
 
 def test_esc_escapes_markup_quotes_and_controls():
-    assert esc(PAYLOAD) == "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;\\x1b[2K\\u202e"
+    assert esc(PAYLOAD) == "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;\\x1b[2K&lt;U+202E&gt;"
     assert esc('" \'') == "&quot; &#x27;"
 
 

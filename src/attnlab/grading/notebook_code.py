@@ -26,6 +26,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .safe_text import escape_controls
+
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 UNREADABLE = ("this notebook could not be read: {why}; simplify the cell it names (or the notebook) "
               "and submit again")
@@ -71,8 +73,8 @@ MAX_QUOTE = 50  # characters of a student's line quoted in a description
 
 
 def _quote(text: str) -> str:
-    """A short, one-line quote of student text (backticks and control characters dropped)."""
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text.replace("`", "'")).split())
+    """A short, one-line quote of student text (backticks replaced, invisible characters shown by ``safe_text``)."""
+    text = " ".join(escape_controls(text.replace("`", "'")).split())
     return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3].rstrip() + "..."
 
 
