@@ -159,3 +159,18 @@ def test_hostile_message_text_makes_no_category(lab_dir, built_course, tmp_path)
     h = stats.health(subs)
     assert not (h.timed_out or h.crashed or h.unreadable or h.grader_errors or h.flagged)
     assert stats.mistakes(subs, Names(subs)) == [] and stats.failed_tests(subs) == [("double", "double_values", 1)]
+
+
+def test_a_cell_past_its_time_and_a_submission_past_its_time_have_their_categories(lab_dir, built_course, tmp_path):
+    import nbformat
+
+    nb = nbformat.read(built_course / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("while True:\n    pass\n"))
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nb, path)
+    res = grade_submission(lab_dir, path, cell_timeout=1.0)
+    assert res["score"] == 3.0
+    assert [(p["category"], p["cell"].split(" under ")[0]) for p in res["problems"]] == [
+        ("cell_timeout", "the cell starting `while True:`")]
+    res = grade_submission(lab_dir, path, cell_timeout=30.0, load_timeout=60.0, timeout=2.0)
+    assert res["score"] == 0.0 and "timeout" in {p["category"] for p in res["problems"]}, res["problems"]
