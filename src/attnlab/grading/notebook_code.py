@@ -74,8 +74,12 @@ MAX_QUOTE = 50  # characters of a student's line quoted in a description
 
 def _quote(text: str) -> str:
     """A short, one-line quote of student text (backticks replaced, invisible characters shown by ``safe_text``)."""
-    text = " ".join(escape_controls(text.replace("`", "'")).split())
-    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3].rstrip() + "..."
+    text = " ".join(re.split(r"[ \t\n]+", escape_controls(text.replace("`", "'")).strip(" \t\n")))
+    if len(text) <= MAX_QUOTE:
+        return text
+    cut = text[:MAX_QUOTE - 3]
+    partial = re.search(r"(<(U(\+[0-9A-F]{0,6})?)?|\\(x[0-9a-f]?)?)$", cut)  # never half an escape
+    return (cut[:partial.start()] if partial else cut).rstrip() + "..."
 
 
 def describe_cell(source: str, section: str = "") -> str:
