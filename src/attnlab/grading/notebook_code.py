@@ -43,8 +43,9 @@ MAX_CODE_LINES = 5_000
 MAX_AST_NODES = 30_000  # syntax nodes of all graded cells
 MAX_AST_DEPTH = 100  # nesting of syntax nodes in one cell
 TOO_LARGE = ("the graded code is too large for the grader: {what}, over the limit of {limit:,}; the graded cells "
-             "score 0. Keep the graded cells to your answers (delete pasted data, generated code and long "
-             "experiments) and submit again")
+             "score 0. {fix} and submit again")
+KEEP_ANSWERS = "Keep the graded cells to your answers (delete pasted data, generated code and long experiments)"
+CLEAR_OUTPUTS = "Clear the outputs (Edit > Clear Outputs of All Cells), keep the graded cells to your answers"
 
 SKIP_TAGS = {"otter_ignore", "attnlab_setup"}
 
@@ -56,8 +57,8 @@ class SubmissionError(Exception):
 class SourceTooLarge(SubmissionError):
     """The graded code is past a limit of the grader's own analysis (``MAX_*``); ``cell`` names the cell."""
 
-    def __init__(self, what: str, limit: int, cell: str | None = None):
-        super().__init__(TOO_LARGE.format(what=what, limit=limit))
+    def __init__(self, what: str, limit: int, cell: str | None = None, fix: str = KEEP_ANSWERS):
+        super().__init__(TOO_LARGE.format(what=what, limit=limit, fix=fix))
         self.cell = cell
 
 
@@ -203,7 +204,7 @@ def read_cells(path: str | Path, data: bytes | None = None) -> list[CodeCell]:
     items = data.count(b",") + data.count(b"[") + data.count(b"{")
     if items > MAX_JSON_ITEMS:  # each JSON value is a Python object: count them before any is made
         raise SourceTooLarge(f"the notebook file has {items:,} commas, brackets and braces (each may start a "
-                             "value the grader would hold)", MAX_JSON_ITEMS)
+                             "value the grader would hold)", MAX_JSON_ITEMS, fix=CLEAR_OUTPUTS)
     try:
         nb = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
