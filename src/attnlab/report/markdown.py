@@ -10,6 +10,7 @@ from attnlab.grading.gradebook import format_score
 from attnlab.grading.safe_text import for_markdown, markdown_inline
 
 from .build import ClassReport
+from .categories import CATEGORIES
 from .page import MAX_LISTED, VERDICT
 
 
@@ -24,9 +25,8 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def _health(r: ClassReport) -> list[str]:
     h = r.health
     lines = ["## Health", ""]
-    for title, items in (("Timed out", h.timed_out), ("Crashed the worker", h.crashed),
-                         ("Could not be read (or another lab's notebook)", h.unreadable),
-                         ("Grader errors", h.grader_errors), ("Flagged by the course rules", h.flagged)):
+    for category, title in CATEGORIES.items():
+        items = h.of(category)
         lines.append(f"- {title}: {len(items)}"
                      + (" (" + ", ".join(markdown_inline(r.names(k)) for k, _ in items) + ")" if items else ""))
     slow = ", ".join(f"{markdown_inline(r.names(k))} {s:.1f} s" for k, s in h.slowest)
@@ -43,7 +43,9 @@ def render(r: ClassReport) -> str:
     lines += ["## Mistakes", ""]
     for i, m in enumerate(r.mistakes, start=1):
         entries = ", ".join(m.entries) or "no catalogue entry"
-        lines += [f"{i}. **{m.count}** x `{m.question}` ({markdown_inline(entries)}): {markdown_inline(m.hint)}", ""]
+        who = ", ".join(markdown_inline(r.names(k)) for k in sorted(m.students, key=r.names))
+        lines += [f"{i}. **{m.count}** x `{m.question}` ({markdown_inline(entries)}): {markdown_inline(m.hint)}", "",
+                  f"   Made by: {who}", ""]
         if m.example:
             lines += [for_markdown(m.example), ""]
     if not r.mistakes:
@@ -55,8 +57,13 @@ def render(r: ClassReport) -> str:
     lines += _table(["question", "submissions"], [[f"`{q}`", str(n)] for q, n in r.not_written])
     lines += _health(r)
     lines += ["## Similarity", "", f"> {VERDICT}", "",
-              f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}% (see the page for the "
+              f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}%; {len(r.pairs)} pairs in "
+              f"{len(r.clusters)} clusters; {min(len(r.pairs), MAX_LISTED)} pairs listed (see the page for the "
               "side-by-side view).", ""]
+    lines += _table(["cluster", "submissions", "pairs", "top score", "matches a known solution"],
+                    [[str(i), ", ".join(markdown_inline(m) for m in c.members), str(c.pairs), f"{100 * c.top:.0f}%",
+                      "; ".join(f"{markdown_inline(m)}: {markdown_inline(k)} {100 * v:.0f}%" for m, k, v in c.known)
+                      or "-"] for i, c in enumerate(r.clusters, start=1)]) if r.clusters else []
     listed = [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
               for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
     lines += _table(["#", "submission", "submission", "score"], listed) if listed else ["No pair above the threshold.", ""]
