@@ -152,8 +152,8 @@ def _similarity(r: ClassReport) -> str:
     rows = [[str(i), str(number.get(p.a, "")), esc(p.a), esc(p.b), f"{100 * p.score:.0f}%"]
             for i, p in enumerate(listed, start=1)]
     views = [_pair_view(i, p) for i, p in enumerate(r.pairs, start=1) if p.code_a or p.code_b]
-    counts = (f"<p><b>{_count(len(r.pairs), 'pair')}</b> above the threshold in <b>"
-              f"{_count(len(r.clusters), 'cluster')}</b>; the table shows {len(listed)} of the {len(r.pairs)} pairs, "
+    counts = (f"<p><strong>{_count(len(r.pairs), 'pair')}</strong> above the threshold in <strong>"
+              f"{_count(len(r.clusters), 'cluster')}</strong>; the table shows {len(listed)} of the {len(r.pairs)} pairs, "
               f"and the first {len(views)} side by side below it.</p>")
     return ("<section id='similarity'><h2>Similarity</h2>"
             f"<p class='note'>{esc(VERDICT)}</p>"
