@@ -57,13 +57,13 @@ def test_health_and_the_students_view_list_every_problem_with_its_student():
     assert [k for k, _ in h.of("rule_breach")] == ["forbidden.ipynb", "imports.ipynb"]
     assert [k for k, _ in h.timed_out] == ["hangs.ipynb", "loops.ipynb"]
     page = render(compute("lab05", subs, figures=False))
-    students = page.split("<section id='students'>")[1]
+    students = page.split("<section id='students' class='fit'>")[1]
     for s in subs:
         row = students.split(f">{s.key}</span>")[1].split("</tr>")[0]
         for p in problems(s):
             assert f"<b class='bad'>{SHORT[p.category]}</b>" in row, s.key
             assert f">{s.key}</a>" in page.split("<section id='health'>")[1].split("</section>")[0]
-    assert "<span class='nw'>r 0/1</span> <b class='blank'>not written yet</b>" in students
+    assert "<span class='nw'>r 0/1</span> <b class='blank nw'>not written yet</b>" in students
     order = [students.index(f">{k}</span>") for k in ("hangs.ipynb", "fine.ipynb", "loops.ipynb")]
     assert order == sorted(order)  # 0/2, then 1/3, then full marks
 
@@ -80,7 +80,7 @@ def test_one_student_in_nine_pairs_is_one_cluster_and_reference_matches_are_mark
     assert len(pairs) == 10 and [(m.a, m.b) for m in matches] == [("lone", REFERENCE), ("s3", REFERENCE)]
     found = clusters(pairs, matches)
     assert [c.members for c in found] == [["lone"], ["x", "y"], ["hub"] + [f"s{i}" for i in range(9)]]
-    assert found[2].pairs == 9 and found[2].known == [("s3", REFERENCE, 0.85)] and found[0].top == 1.0
+    assert found[2].pairs == 9 and found[2].known == [("s3", REFERENCE, 0.85)] and found[0].top == 0.0
     assert cluster_of(found)["s5"] == 3
 
 

@@ -64,7 +64,7 @@ def graded(tmp_path_factory):
 
 
 def _section(html: str, name: str) -> str:
-    return re.search(rf"<section id='{name}'>(.*?)</section>", html, re.S).group(1)
+    return re.search(rf"<section id='{name}'[^>]*>(.*?)</section>", html, re.S).group(1)
 
 
 def test_health_lists_the_timeout_the_cell_limit_the_forbidden_call_and_the_syntax_error(graded):

@@ -21,7 +21,8 @@ KNOWN_SUFFIXES = (".ipynb", ".py")
 
 @dataclass
 class Cluster:
-    """Submissions (shown names, sorted) linked by pairs; ``pairs``: how many; ``top``: the highest score in it;
+    """Submissions (shown names, sorted) linked by pairs; ``pairs``: how many; ``top``: their highest score (0 for a
+    cluster of one);
     ``known``: ``(member, known source, score)`` of each match to a known source, best first."""
 
     members: list[str]
@@ -90,12 +91,13 @@ def clusters(pairs: list[Pair], matches: list[Pair] = ()) -> list[Cluster]:
         c = groups[root(p.a)]
         c.pairs, c.top = c.pairs + 1, max(c.top, p.score)
     for m in matches:
-        c = groups[root(m.a)]
-        c.known.append((m.a, m.b, m.score))
-        c.top = max(c.top, m.score)
+        groups[root(m.a)].known.append((m.a, m.b, m.score))
     for c in groups.values():
         c.known.sort(key=lambda k: (-k[2], k[0], k[1]))
-    return sorted(groups.values(), key=lambda c: (-c.top, -len(c.members), c.members[0]))
+    # the highest score first, pair or known match; on a tie the cluster whose own pair scores it (a copy between
+    # students) before one whose members match a known solution
+    return sorted(groups.values(), key=lambda c: (-max(c.top, c.known[0][2] if c.known else 0.0), -c.top,
+                                                  -len(c.members), c.members[0]))
 
 
 def cluster_of(found: list[Cluster]) -> dict[str, int]:

@@ -40,10 +40,11 @@ def _similarity(r: ClassReport) -> list[str]:
               f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}%; {len(r.pairs)} pairs in "
               f"{len(r.clusters)} clusters; {min(len(r.pairs), MAX_LISTED)} pairs listed (see the page for the "
               "side-by-side view).", ""]
-    lines += _table(["cluster", "submissions", "pairs", "top score", "matches a known solution"],
-                    [[str(i), ", ".join(markdown_inline(m) for m in c.members), str(c.pairs), f"{100 * c.top:.0f}%",
-                      "; ".join(f"{markdown_inline(m)}: {markdown_inline(k)} {100 * v:.0f}%" for m, k, v in c.known)
-                      or "-"] for i, c in enumerate(r.clusters, start=1)]) if r.clusters else []
+    rows = [[str(i), ", ".join(markdown_inline(m) for m in c.members), str(c.pairs),
+             f"{100 * c.top:.0f}%" if c.pairs else "-",
+             "; ".join(f"{markdown_inline(m)}: {markdown_inline(k)} {100 * v:.0f}%" for m, k, v in c.known) or "-"]
+            for i, c in enumerate(r.clusters, start=1)]
+    lines += _table(["cluster", "submissions", "pairs", "top score", "matches a known solution"], rows) if rows else []
     listed = [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
               for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
     lines += _table(["#", "submission", "submission", "score"], listed) if listed else ["No pair above the threshold.", ""]

@@ -38,6 +38,8 @@ img { max-width: 100%; }
 .bad { color: #b00020; }
 .known { background: #e8d6ff; padding: 0 .3em; border-radius: 3px; white-space: nowrap; }
 .index { line-height: 1.8; }
+.fit table { width: 100%; }
+.any { overflow-wrap: anywhere; min-width: 16em; }
 """
 
 
@@ -71,13 +73,13 @@ def _scores(r: ClassReport) -> str:
 def _mistakes(r: ClassReport) -> str:
     ids = students.anchors(r)
     rows = [[str(i), str(m.count), esc(m.question), esc(", ".join(m.entries) or "-"), esc(m.hint),
-             ", ".join(f"<a href='#{ids[k]}'>{esc(r.names(k))}</a>" for k in sorted(m.students, key=r.names)),
+             "<br>".join(f"<a href='#{ids[k]}'>{esc(r.names(k))}</a>" for k in sorted(m.students, key=r.names)),
              f"<pre>{esc(m.example)}</pre>"] for i, m in enumerate(r.mistakes, start=1)]
     failed = [[esc(q), esc(t), str(n)] for q, t, n in r.failed_tests]
     unwritten = [[esc(q), str(n)] for q, n in r.not_written]
-    return ("<section id='mistakes'><h2>Mistakes</h2><p>Diagnosed mistakes (the grader's <code>likely mistake</code>"
-            " lines), ranked by the number of submissions that made them; the example is one failed test's message,"
-            " anonymised.</p>"
+    return ("<section id='mistakes'><h2>Mistakes</h2><p>Diagnosed mistakes (the grader's "
+            "<code>likely mistake</code> lines), ranked by the number of submissions that made them, with who made "
+            "them; the example is one failed test's message, anonymised.</p>"
             + (_table(["#", "submissions", "question", "catalogue entry", "hint", "who", "example message"], rows,
                       numeric=(0, 1)) if rows else "<p>No mistake was diagnosed.</p>")
             + _figure(r, "mistakes", "most frequent mistakes")
@@ -138,7 +140,8 @@ def _clusters(r: ClassReport) -> str:
     if not r.clusters:
         return ""
     rows = [[str(i), str(len(c.members)), ", ".join(f"<span class='nw'>{esc(m)}</span>" for m in c.members),
-             str(c.pairs), f"{100 * c.top:.0f}%", _known_marks(c) or "-"] for i, c in enumerate(r.clusters, start=1)]
+             str(c.pairs), f"{100 * c.top:.0f}%" if c.pairs else "-", _known_marks(c) or "-"]
+            for i, c in enumerate(r.clusters, start=1)]
     return ("<h3>Clusters</h3><p>Submissions linked by pairs above the threshold (connected components: one student "
             "in several pairs is one cluster), highest score first; marked where a member matches a known solution"
             f" ({esc(', '.join(r.known)) or 'none compared: add them with attnlab report --known FILE_OR_DIR'}).</p>"

@@ -24,7 +24,7 @@ from .load import Submission
 if TYPE_CHECKING:
     from .build import ClassReport
 
-NOTE_CHARS, MAX_NOTES = 300, 4  # a row's notes: each clipped, the rest counted
+NOTE_CHARS, MAX_NOTES = 240, 3  # a row's notes: each clipped, the rest counted
 FEEDBACK = "feedback.md"
 
 
@@ -88,23 +88,25 @@ def render(r: ClassReport, esc, table) -> str:
     rows, ids = [], anchors(r)
     for i, s in enumerate(by_total(r.submissions, r.names), start=1):
         losses = [f"<span class='nw'>{esc(q)} {format_score(sc)}/{format_score(mx)}</span>"
-                  + (" <b class='blank'>not written yet</b>" if blank else "") for q, sc, mx, blank in lost(s)]
+                  + (" <b class='blank nw'>not written yet</b>" if blank else "") for q, sc, mx, blank in lost(s)]
+        found = problems(s)
         trouble = [f"<b class='bad'>{SHORT[p.category]}</b>: {esc(clip(r.names.scrub(s.key, p.text), NOTE_CHARS))}"
-                   for p in problems(s)]
-        notes = cap_messages(row_notes({"review": s.review, "errors": s.errors}), MAX_NOTES)
-        shown = set(p.text for p in problems(s))
-        trouble += [esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes if n not in shown]
+                   for p in found]
+        shown = {p.text for p in found}  # the problems' own lines, and the review items a rule breach lists
+        review = [] if any(p.category == "rule_breach" for p in found) else s.review
+        notes = cap_messages([n for n in row_notes({"review": review, "errors": s.errors}) if n not in shown], MAX_NOTES)
+        trouble += [esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes]
         link = r.feedback.get(s.key)
         rows.append([str(i), f"<span id='{ids[s.key]}'>{esc(r.names(s.key))}</span>",
                      f"<span class='nw'>{format_score(s.score)} / {format_score(s.max_score)}</span>",
                      "<br>".join(losses) or "-", "<br>".join(map(esc, mistake_names(s, r.mutants))) or "-",
-                     "<br>".join(trouble) or "-",
+                     f"<div class='any'>{'<br>'.join(trouble)}</div>" if trouble else "-",
                      f"<a href='{esc(link)}'>feedback</a>" if link else "<i>not found</i>"])
     index = " · ".join(f"<a href='#{ids[s.key]}'>{esc(r.names(s.key))}</a>"
                        for s in sorted(r.submissions, key=lambda s: r.names(s.key)))
     links = ("feedback links left out (anonymised: a path names its student)" if r.names.anonymise
              else f"{len(r.feedback)} of {len(r.submissions)} feedback files found beside the gradebook")
-    return ("<section id='students'><h2>Students</h2>"
+    return ("<section id='students' class='fit'><h2>Students</h2>"
             "<p>Lowest total first: who needs help. Per question: the points lost (<b class='blank'>not written "
             "yet</b> marked); the mistakes the grader diagnosed, by catalogue name; what went wrong in grading; "
             f"the feedback the student read ({links}).</p>"
