@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from .safe_text import for_terminal
 
-FALLBACK_SIZE = (100, 24)  # columns, rows
+FALLBACK_SIZE = (120, 24)  # columns, rows (the table after the batch falls back to 120 columns too)
 REFRESH_S = 1.0  # the live line's redraw period: progress shows within this of the batch starting
 _DRAWING = threading.Lock()  # held while the redraw thread writes; a fork waits for it
 
