@@ -8,6 +8,8 @@ a problem" (stale outputs, a surviving mutant).
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -102,22 +104,49 @@ def json_rows(results: list[dict]) -> list[dict]:
     return [{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r} for r in results]
 
 
-def score_table(results: list[dict]) -> str:
+def score_table(results: list[dict], width: int | None = None) -> str:
     """One line per result; the student's file name and messages with control characters escaped; a row with
     items for a person to review (``result["review"]``) says ``needs review`` first. Two files with the same name
-    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``)."""
+    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``).
+    ``width``: the line's length, the notes abbreviated to fit with a visible ``… (+N more)``; default: the
+    terminal's width when standard output is one, else no limit (a log keeps every note)."""
     from .grading.safe_text import for_terminal, readable_name
 
     if not results:
         return "no submissions"
+    if width is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size((120, 24)).columns
     names = [for_terminal(readable_name(n)) for n in _distinct_names([r["submission"] for r in results])]
-    width = max(len(n) for n in names)
-    lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
+    name_width = max(len(n) for n in names)
+    room = None if width is None else max(MIN_NOTES_WIDTH, width - name_width - 28)
+    lines = [f"{'submission':<{name_width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
-        note = for_terminal(_notes(r))[:70]
-        lines.append(f"{name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
+        note = abbreviated(for_terminal(_notes(r)), room)
+        lines.append(f"{name:<{name_width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
+
+
+MIN_NOTES_WIDTH = 40
+
+
+def abbreviated(text: str, room: int | None) -> str:
+    """``text`` when it fits in ``room`` characters, else cut after its last whole item (items end at ``, `` or
+    ``; ``) that leaves room for ``… (+N more)``, N counting the items left out."""
+    if room is None or len(text) <= room:
+        return text
+    items = re.split(r"(?<=[,;]) ", text)
+    kept = ""
+    for i, item in enumerate(items):
+        candidate = f"{kept} {item}" if kept else item
+        rest = len(items) - i - 1
+        if len(candidate) + (len(f" … (+{rest} more)") if rest else 0) > room:
+            if kept:
+                return f"{kept} … (+{rest + 1} more)"
+            tail = f" (+{rest} more)" if rest else ""
+            return item[:max(1, room - len(tail) - 1)] + "…" + tail
+        kept = candidate
+    return kept
 
 
 def _distinct_names(paths: list) -> list[str]:
@@ -183,10 +212,11 @@ def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
 
 
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
-           threshold: float | None = None, root: str | None = None) -> int:
+           threshold: float | None = None, known: list[str] = (), root: str | None = None) -> int:
     """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
-    beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity."""
+    beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
+    a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
     from .grading.mutants import load_catalogue
     from .report import build_report
     from .report.load import ReportInputError
@@ -195,6 +225,10 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     if threshold is not None and not 0 < threshold <= 1:
         raise UsageError(f"--threshold {threshold:g} is not a share: pass a number above 0 and at most 1 (0.8: "
                          "80% of each side's fingerprints found in the other)")
+    missing = [k for k in known if not Path(k).exists()]
+    if missing:
+        raise UsageError(f"--known {', '.join(missing)}: no such file or folder; pass notebooks, .py files or "
+                         "folders of them")
     course = _course(root)
 
     def mutants(lab_id: str):
@@ -204,12 +238,14 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     try:
         done = build_report(target, html=html, lab=lab, mutants=mutants, anonymise=anonymise,
                             template=lambda lab_id: _lab(course, lab_id).student_notebook,
+                            reference=lambda lab_id: _lab(course, lab_id).solution_notebook, known=known,
                             threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
     except (FileNotFoundError, ReportInputError) as exc:
         raise UsageError(str(exc)) from None
     r = done.report
     print(f"attnlab report: {r.lab}, {len(r.submissions)} submissions, {len(r.mistakes)} distinct mistakes, "
-          f"{len(r.pairs)} similar pairs (threshold {r.threshold:g}), in {done.seconds:.1f} s")
+          f"{len(r.pairs)} similar pairs in {len(r.clusters)} clusters (threshold {r.threshold:g}), "
+          f"{len(r.known_matches)} matches to known solutions, in {done.seconds:.1f} s")
     print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
     return 0
 
