@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=commands.catalogue)
 
     r = sub.add_parser("release", help="write a student repository a course can push: notebooks, kit, README")
-    r.add_argument("out", help="the folder to write (its .git is kept, everything else replaced)")
+    r.add_argument("out", help="the student repository to write: its .git and the labs already released into it are "
+                              "kept, the rest replaced, and only once every check passed")
     r.add_argument("--url", required=True, help="where the course pushes OUT, e.g. https://github.com/you/course")
     r.add_argument("--labs", nargs="*", default=S, help="lab ids to release (default: all)")
     r.add_argument("--closed", nargs="*", default=S,
@@ -62,6 +63,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--gradescope", default=S,
                    help="folder for the Gradescope zips, installing the kit from --url (default: OUT-gradescope; "
                         "never inside OUT: they hold the hidden tests)")
+    r.add_argument("--replace-all", action="store_true", default=S,
+                   help="drop the labs already in OUT that this release does not write (default: keep them)")
     r.set_defaults(func=commands.release)
 
     d = sub.add_parser("demo", help="build everything and grade sample submissions")

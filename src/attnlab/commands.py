@@ -148,21 +148,25 @@ def _notes(result: dict) -> str:
 
 
 def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
-            branch: str = "main", gradescope: str | None = None, root: str | None = None) -> int:
+            branch: str = "main", gradescope: str | None = None, replace_all: bool = False,
+            root: str | None = None) -> int:
     """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence) for the
     labs that give no code of an open lab, and their Gradescope zips installing from the same ``url`` into
     ``gradescope`` (default: ``OUT-gradescope`` beside OUT); ``closed`` marks labs closed for this release
-    (``lab05`` or ``lab05,lab06``)."""
+    (``lab05`` or ``lab05,lab06``). The labs already in OUT stay unless ``replace_all``; a failed gate leaves OUT
+    as it was."""
     from .release import release as run_release
 
     course = _course(root)
     try:
         course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
         done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch,
-                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope")
+                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope", replace_all=replace_all)
     except (CourseError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"{exc} ({out} is left as it was)") from None
     print(f"attnlab release: released {', '.join(done.released)}")
+    if done.kept:
+        print(f"attnlab release: kept from the earlier release in {out}: {', '.join(done.kept)}")
     for reason in done.held_back.values():
         print(f"attnlab release: held back: {reason}")
     print(f"attnlab release: wrote {len(done.written)} files to {out}; the leak gate found no instructor material. "
