@@ -50,6 +50,16 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("lab")
     c.set_defaults(func=commands.catalogue)
 
+    _release_parser(sub)
+
+    d = sub.add_parser("demo", help="build everything and grade sample submissions")
+    d.add_argument("--lab", default=S)
+    d.add_argument("--out", default=S)
+    d.set_defaults(func=commands.demo)
+    return p
+
+
+def _release_parser(sub) -> None:
     r = sub.add_parser("release", help="write a student repository a course can push: notebooks, kit, README")
     r.add_argument("out", help="the student repository to write: its .git and the labs already released into it are "
                               "kept, the rest replaced, and only once every check passed")
@@ -66,12 +76,6 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--replace-all", action="store_true", default=S,
                    help="drop the labs already in OUT that this release does not write (default: keep them)")
     r.set_defaults(func=commands.release)
-
-    d = sub.add_parser("demo", help="build everything and grade sample submissions")
-    d.add_argument("--lab", default=S)
-    d.add_argument("--out", default=S)
-    d.set_defaults(func=commands.demo)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -177,13 +177,25 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
 
 
 def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
-    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV; ``csv`` ``-``
-    writes it to standard output (the count goes to standard error)."""
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV, with the course's
+    roster (``roster:`` in course.yml) when it has one; ``csv`` ``-`` writes it to standard output (the count goes
+    to standard error)."""
     from .grading.batch import export_gradebook
 
-    rows = export_gradebook(target, csv)
+    roster = _roster(root)
+    rows = export_gradebook(target, csv, roster=roster)
     print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}", file=sys.stderr if csv == "-" else None)
     return 0
+
+
+def _roster(root):
+    """The course's roster, or None outside a course (a gradebook can be exported anywhere)."""
+    try:
+        return load_course(root).roster or None
+    except FileNotFoundError:
+        return None
+    except CourseError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
@@ -193,6 +205,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity."""
     from .grading.mutants import load_catalogue
     from .report import build_report
+    from .report.exports import not_on_roster
     from .report.load import ReportInputError
     from .report.similarity import DEFAULT_THRESHOLD
 
@@ -208,14 +221,23 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     try:
         done = build_report(target, html=html, lab=lab, mutants=mutants, anonymise=anonymise,
                             template=lambda lab_id: _lab(course, lab_id).student_notebook,
-                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold, roster=course.roster)
     except (FileNotFoundError, ReportInputError) as exc:
         raise UsageError(str(exc)) from None
     r = done.report
+    _say_not_on_roster(not_on_roster(r, course.roster))
     print(f"attnlab report: {r.lab}, {len(r.submissions)} submissions, {len(r.mistakes)} distinct mistakes, "
           f"{len(r.pairs)} similar pairs (threshold {r.threshold:g}), in {done.seconds:.1f} s")
     print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
     return 0
+
+
+def _say_not_on_roster(names: list[str]) -> None:
+    if names:
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        print(f"attnlab report: {len(names)} submission(s) not on the roster in instructor/course.yml, flagged "
+              f"NOT ON ROSTER in the CSVs: {shown}; add them (submission: their file's stem) before importing",
+              file=sys.stderr)
 
 
 def catalogue(*, lab: str, root: str | None = None) -> int:

@@ -1,5 +1,6 @@
 """The course: where the repository is, which labs exist, how a lab id resolves (``lab05`` -> ``lab05_self_attention``),
-what Gradescope shows students of each lab and when (``gradescope:``, course-wide and per lab: ``Visibility``),
+what Gradescope shows students of each lab and when (``gradescope:``, course-wide and per lab: ``Visibility``), who
+each submission is (``roster:``, a list or a CSV file: ``attnlab.roster``),
 and which labs are still open (the one owner of that: a lab is closed by ``closed: true``, by a ``due:`` date that has
 passed, or by the release's ``--closed``; otherwise it is open)."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import yaml
 
 from .grading.bundle import CATALOGUE, HIDDEN_TESTS
 from .grading.gradescope import VISIBILITIES, Visibility
+from .roster import Roster, RosterError, roster_from
 
 COURSE_FILE = Path("instructor") / "course.yml"
 # The install_spec the kit once shipped with: no repository answers it, so a notebook built with it cannot set up.
@@ -113,6 +115,7 @@ class Course:
     name: str
     install_spec: str
     labs: tuple[Lab, ...]
+    roster: Roster = field(default_factory=Roster, compare=False)  # ``roster:``: who each submission is
 
     def lab(self, name: str) -> Lab:
         """Resolve a lab id or its short form (``lab05``)."""
@@ -203,4 +206,8 @@ def load_course(root: str | Path | None = None) -> Course:
     data = yaml.load((root / COURSE_FILE).read_text(), Loader=_Loader) or {}
     visibility = parse_visibility("the course", data.get("gradescope"), Visibility())
     labs = tuple(_lab_entry(item, root, visibility) for item in data.get("labs", []))
-    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs)
+    try:
+        roster = roster_from(data.get("roster"), (root / COURSE_FILE).parent)
+    except RosterError as exc:
+        raise CourseError(f"{COURSE_FILE}: {exc}") from None
+    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs, roster)
