@@ -93,3 +93,20 @@ def test_a_roster_listed_in_course_yml_and_its_errors(tmp_path):
                          ("roster:\n  - {submission: b}\n  - {submission: b}", "'b' twice")]:
         with pytest.raises(CourseError, match=message):
             _course_with_roster(tmp_path / str(abs(hash(bad))), bad)
+
+
+def test_attnlab_gradebook_exports_with_the_course_roster(tmp_path, capsys):
+    from attnlab.cli import main
+    from attnlab.grading.gradebook import open_gradebook
+
+    course = _course_with_roster(tmp_path, "roster: roster.csv")
+    with open_gradebook(tmp_path / "gradebook.db") as book:
+        for key, score in (("bob.ipynb", 2.0), ("dave.ipynb", 1.0)):
+            book.record("lab05_x", key, f"/s/{key}", key[0] * 64, {
+                "submission": key, "score": score, "max_score": 2.0, "isolation": "fake", "elapsed_s": 0.1,
+                "errors": [], "questions": {"q1": {"score": score, "max_score": 2.0, "messages": []}}})
+    assert main(["--root", str(course.root), "gradebook", str(tmp_path / "gradebook.db"), "--csv", "-"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "submission,name,login,email,score,max_score,q1,notes",
+        "bob.ipynb,Bob Stone,bstone,bstone@uni.example,2,2,2,",
+        "dave.ipynb,NOT ON ROSTER: dave,dave,,1,2,1,"]
