@@ -130,3 +130,19 @@ def test_replace_all_keeps_only_the_labs_asked_for(course, tmp_path, capsys):
     assert done.kept == [] and sorted(p.name for p in (out / "labs").iterdir()) == ["lab03_convolutions"]
     readme = (out / "README.md").read_text()
     assert course.lab("lab03").title in readme and course.lab("lab01").title not in readme
+
+
+def test_a_release_into_the_current_folder_stages_beside_it(course, tmp_path, monkeypatch):
+    out = tmp_path / "students"
+    out.mkdir()
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / "stale.txt").write_text("from an older release")
+    monkeypatch.chdir(out)
+    done = release(course, [course.lab("lab01")], ".", url=URL)
+    assert done.released == ["lab01_text_as_vectors"]
+    assert (out / "labs" / "lab01_text_as_vectors" / "lab01_text_as_vectors.ipynb").is_file()
+    assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n" and not (out / "stale.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["students"]  # no staging or previous folder left
+    assert sorted(p.name for p in out.iterdir()) == [".git", ".gitignore", "LICENSE", "README.md", "docs", "labs",
+                                                    "pyproject.toml", "src"]

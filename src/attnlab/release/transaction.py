@@ -1,6 +1,6 @@
 """A release as a transaction: everything is written into a staging folder beside OUT, every gate runs there, and
-only then does the staging folder take OUT's place (OUT's ``.git`` moved into it). A gate that fails removes the
-staging folder: OUT is left as it was, byte for byte, and no flagged file is left anywhere.
+only then does the staged content replace OUT's (all but its ``.git``). A gate that fails removes the staging
+folder: OUT is left as it was, byte for byte, and no flagged file is left anywhere.
 
 ``kept_labs`` is what ``--labs`` keeps: the labs a previous release put in OUT (``labs/<lab>/``) that this release
 does not write; they are copied into the staging folder as they are, so releasing lab11 never deletes lab01.
@@ -14,12 +14,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KEPT = ".git"  # OUT's history: moved into the new release, never rewritten
+KEPT = ".git"  # OUT's history: never moved, never rewritten
 
 
 @contextlib.contextmanager
 def staging(out: Path):
-    """A fresh folder beside ``out`` (the same file system, so the swap is a rename), removed unless swapped in."""
+    """A fresh folder beside ``out`` (the same file system, so the swap is renames), removed when done."""
+    out = out.resolve()  # ``.`` too: the staging folder goes beside the folder, never inside it
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.release-", dir=out.parent))
     try:
@@ -53,24 +54,26 @@ def write_files(stage: Path, files: dict[Path, bytes]) -> None:
 
 
 def swap_in(stage: Path, out: Path) -> None:
-    """Make ``stage`` the new ``out``, carrying ``out/.git`` over; the old content goes only once the new is in
-    place (a failure in between puts the old ``out`` back)."""
-    if not out.exists():
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(stage, 0o777 & ~umask)  # mkdtemp's 0700 would lock a course's helpers out
-        os.rename(stage, out)
-        return
-    shutil.copymode(out, stage)
-    if (out / KEPT).exists():
-        os.rename(out / KEPT, stage / KEPT)
-    old = out.with_name(stage.name + ".old")
-    os.rename(out, old)
+    """Make the content of ``out`` (but its ``.git``) that of ``stage``: the old entries move aside, the staged ones
+    move in (renames on one file system), and the old ones go only then; a failure in between puts them back.
+    ``out`` itself stays the same folder (a shell inside it, its permissions and its ``.git`` are untouched)."""
+    out.mkdir(parents=True, exist_ok=True)
+    old = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.previous-", dir=out.resolve().parent))
+    moved_old: list[str] = []
+    moved_new: list[str] = []
     try:
-        os.rename(stage, out)
+        for child in sorted(out.iterdir()):
+            if child.name != KEPT:
+                os.rename(child, old / child.name)
+                moved_old.append(child.name)
+        for child in sorted(stage.iterdir()):
+            os.rename(child, out / child.name)
+            moved_new.append(child.name)
     except OSError:
-        os.rename(old, out)
-        if (stage / KEPT).exists():
-            os.rename(stage / KEPT, out / KEPT)
+        for name in moved_new:
+            os.rename(out / name, stage / name)
+        for name in moved_old:
+            os.rename(old / name, out / name)
         raise
-    shutil.rmtree(old)
+    finally:
+        shutil.rmtree(old)
