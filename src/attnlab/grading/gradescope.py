@@ -1,8 +1,9 @@
 """Gradescope output: a grading result as Gradescope's ``results.json``.
 
 Schema (https://gradescope-autograders.readthedocs.io/en/latest/specs/): top-level ``score``,
-``execution_time`` (seconds), ``output`` (text shown above the tests) and ``tests``, one per question with
-``name``, ``score``, ``max_score``, ``output`` and ``visibility``. Like the feedback file, it is built from
+``execution_time`` (seconds), ``output`` (text shown above the tests), ``visibility`` (the tests' default) and
+``tests``, "Your notebook" then one per question, with ``name``, ``score``, ``max_score``, ``output`` and
+``visibility``. Like the feedback file, it is built from
 the student-facing fields of the result only.
 
 Every text field is plain text (``output_format`` ``"text"``, at the top, as the tests' default and on each
