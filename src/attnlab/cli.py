@@ -37,21 +37,25 @@ def parser() -> argparse.ArgumentParser:
     gb.add_argument("--csv", required=True, help="the CSV file to write; - for standard output")
     gb.set_defaults(func=commands.gradebook)
 
-    rp = sub.add_parser("report", help="the class at a glance: an HTML page, a Markdown summary, score CSVs")
-    rp.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
-    rp.add_argument("--html", default=S, help="the page to write (default: report.html beside the gradebook)")
-    rp.add_argument("--lab", default=S, help="the lab to report on, when the gradebook holds several")
-    rp.add_argument("--anonymise", action="store_true", default=S, help="student-NNN instead of the file names")
-    rp.add_argument("--threshold", type=float, default=S,
-                    help="the similarity (0-1) from which a pair is listed (default: report.similarity.DEFAULT_THRESHOLD)")
-    rp.set_defaults(func=commands.report)
+    _add_report(sub)
 
     c = sub.add_parser("catalogue", help="grade a lab's catalogue of buggy and correct alternative implementations")
     c.add_argument("lab")
     c.set_defaults(func=commands.catalogue)
 
+    _release_parser(sub)
+
+    d = sub.add_parser("demo", help="build everything and grade sample submissions")
+    d.add_argument("--lab", default=S)
+    d.add_argument("--out", default=S)
+    d.set_defaults(func=commands.demo)
+    return p
+
+
+def _release_parser(sub) -> None:
     r = sub.add_parser("release", help="write a student repository a course can push: notebooks, kit, README")
-    r.add_argument("out", help="the folder to write (its .git is kept, everything else replaced)")
+    r.add_argument("out", help="the student repository to write: its .git and the labs already released into it are "
+                              "kept, the rest replaced, and only once every check passed")
     r.add_argument("--url", required=True, help="where the course pushes OUT, e.g. https://github.com/you/course")
     r.add_argument("--labs", nargs="*", default=S, help="lab ids to release (default: all)")
     r.add_argument("--closed", nargs="*", default=S,
@@ -62,13 +66,23 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--gradescope", default=S,
                    help="folder for the Gradescope zips, installing the kit from --url (default: OUT-gradescope; "
                         "never inside OUT: they hold the hidden tests)")
+    r.add_argument("--replace-all", action="store_true", default=S,
+                   help="drop the labs already in OUT that this release does not write (default: keep them)")
     r.set_defaults(func=commands.release)
 
-    d = sub.add_parser("demo", help="build everything and grade sample submissions")
-    d.add_argument("--lab", default=S)
-    d.add_argument("--out", default=S)
-    d.set_defaults(func=commands.demo)
-    return p
+
+def _add_report(sub) -> None:
+    rp = sub.add_parser("report", help="the class at a glance: an HTML page, a Markdown summary, score CSVs")
+    rp.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    rp.add_argument("--html", default=S, help="the page to write (default: report.html beside the gradebook)")
+    rp.add_argument("--lab", default=S, help="the lab to report on, when the gradebook holds several")
+    rp.add_argument("--anonymise", action="store_true", default=S, help="student-NNN instead of the file names")
+    rp.add_argument("--threshold", type=float, default=S,
+                    help="the similarity (0-1) from which a pair is listed (default: report.similarity.DEFAULT_THRESHOLD)")
+    rp.add_argument("--known", nargs="+", default=S, metavar="FILE_OR_DIR",
+                    help="solutions to mark matches with (a public solution, last year's): notebooks, .py files or "
+                         "folders of them; the lab's reference solution is always compared")
+    rp.set_defaults(func=commands.report)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,8 @@ a problem" (stale outputs, a surviving mutant).
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -102,22 +104,49 @@ def json_rows(results: list[dict]) -> list[dict]:
     return [{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r} for r in results]
 
 
-def score_table(results: list[dict]) -> str:
+def score_table(results: list[dict], width: int | None = None) -> str:
     """One line per result; the student's file name and messages with control characters escaped; a row with
     items for a person to review (``result["review"]``) says ``needs review`` first. Two files with the same name
-    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``)."""
+    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``).
+    ``width``: the line's length, the notes abbreviated to fit with a visible ``… (+N more)``; default: the
+    terminal's width when standard output is one, else no limit (a log keeps every note)."""
     from .grading.safe_text import for_terminal, readable_name
 
     if not results:
         return "no submissions"
+    if width is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size((120, 24)).columns
     names = [for_terminal(readable_name(n)) for n in _distinct_names([r["submission"] for r in results])]
-    width = max(len(n) for n in names)
-    lines = [f"{'submission':<{width}}  {'score':>13}  {'seconds':>7}  notes"]
+    name_width = max(len(n) for n in names)
+    room = None if width is None else max(MIN_NOTES_WIDTH, width - name_width - 28)
+    lines = [f"{'submission':<{name_width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
-        note = for_terminal(_notes(r))[:70]
-        lines.append(f"{name:<{width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
+        note = abbreviated(for_terminal(_notes(r)), room)
+        lines.append(f"{name:<{name_width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
+
+
+MIN_NOTES_WIDTH = 40
+
+
+def abbreviated(text: str, room: int | None) -> str:
+    """``text`` when it fits in ``room`` characters, else cut after its last whole item (items end at ``, `` or
+    ``; ``) that leaves room for ``… (+N more)``, N counting the items left out."""
+    if room is None or len(text) <= room:
+        return text
+    items = re.split(r"(?<=[,;]) ", text)
+    kept = ""
+    for i, item in enumerate(items):
+        candidate = f"{kept} {item}" if kept else item
+        rest = len(items) - i - 1
+        if len(candidate) + (len(f" … (+{rest} more)") if rest else 0) > room:
+            if kept:
+                return f"{kept} … (+{rest + 1} more)"
+            tail = f" (+{rest} more)" if rest else ""
+            return item[:max(1, room - len(tail) - 1)] + "…" + tail
+        kept = candidate
+    return kept
 
 
 def _distinct_names(paths: list) -> list[str]:
@@ -148,21 +177,25 @@ def _notes(result: dict) -> str:
 
 
 def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
-            branch: str = "main", gradescope: str | None = None, root: str | None = None) -> int:
+            branch: str = "main", gradescope: str | None = None, replace_all: bool = False,
+            root: str | None = None) -> int:
     """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence) for the
     labs that give no code of an open lab, and their Gradescope zips installing from the same ``url`` into
     ``gradescope`` (default: ``OUT-gradescope`` beside OUT); ``closed`` marks labs closed for this release
-    (``lab05`` or ``lab05,lab06``)."""
+    (``lab05`` or ``lab05,lab06``). The labs already in OUT stay unless ``replace_all``; a failed gate leaves OUT
+    as it was."""
     from .release import release as run_release
 
     course = _course(root)
     try:
         course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
         done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch,
-                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope")
+                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope", replace_all=replace_all)
     except (CourseError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"{exc} ({out} is left as it was)") from None
     print(f"attnlab release: released {', '.join(done.released)}")
+    if done.kept:
+        print(f"attnlab release: kept from the earlier release in {out}: {', '.join(done.kept)}")
     for reason in done.held_back.values():
         print(f"attnlab release: held back: {reason}")
     print(f"attnlab release: wrote {len(done.written)} files to {out}; the leak gate found no instructor material. "
@@ -173,28 +206,46 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
 
 
 def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
-    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV; ``csv`` ``-``
-    writes it to standard output (the count goes to standard error)."""
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV, with the course's
+    roster (``roster:`` in course.yml) when it has one; ``csv`` ``-`` writes it to standard output (the count goes
+    to standard error)."""
     from .grading.batch import export_gradebook
 
-    rows = export_gradebook(target, csv)
+    roster = _roster(root)
+    rows = export_gradebook(target, csv, roster=roster)
     print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}", file=sys.stderr if csv == "-" else None)
     return 0
 
 
+def _roster(root):
+    """The course's roster, or None outside a course (a gradebook can be exported anywhere)."""
+    try:
+        return load_course(root).roster or None
+    except FileNotFoundError:
+        return None
+    except CourseError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
-           threshold: float | None = None, root: str | None = None) -> int:
+           threshold: float | None = None, known: list[str] = (), root: str | None = None) -> int:
     """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
-    beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity."""
+    beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
+    a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
     from .grading.mutants import load_catalogue
     from .report import build_report
+    from .report.exports import not_on_roster
     from .report.load import ReportInputError
     from .report.similarity import DEFAULT_THRESHOLD
 
     if threshold is not None and not 0 < threshold <= 1:
         raise UsageError(f"--threshold {threshold:g} is not a share: pass a number above 0 and at most 1 (0.8: "
                          "80% of each side's fingerprints found in the other)")
+    missing = [k for k in known if not Path(k).exists()]
+    if missing:
+        raise UsageError(f"--known {', '.join(missing)}: no such file or folder; pass notebooks, .py files or "
+                         "folders of them")
     course = _course(root)
 
     def mutants(lab_id: str):
@@ -204,14 +255,25 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     try:
         done = build_report(target, html=html, lab=lab, mutants=mutants, anonymise=anonymise,
                             template=lambda lab_id: _lab(course, lab_id).student_notebook,
-                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+                            reference=lambda lab_id: _lab(course, lab_id).solution_notebook, known=known,
+                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold, roster=course.roster)
     except (FileNotFoundError, ReportInputError) as exc:
         raise UsageError(str(exc)) from None
     r = done.report
+    _say_not_on_roster(not_on_roster(r, course.roster))
     print(f"attnlab report: {r.lab}, {len(r.submissions)} submissions, {len(r.mistakes)} distinct mistakes, "
-          f"{len(r.pairs)} similar pairs (threshold {r.threshold:g}), in {done.seconds:.1f} s")
+          f"{len(r.pairs)} similar pairs in {len(r.clusters)} clusters (threshold {r.threshold:g}), "
+          f"{len(r.known_matches)} matches to known solutions, in {done.seconds:.1f} s")
     print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
     return 0
+
+
+def _say_not_on_roster(names: list[str]) -> None:
+    if names:
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        print(f"attnlab report: {len(names)} submission(s) not on the roster in instructor/course.yml, flagged "
+              f"NOT ON ROSTER in the CSVs: {shown}; add them (submission: their file's stem) before importing",
+              file=sys.stderr)
 
 
 def catalogue(*, lab: str, root: str | None = None) -> int:

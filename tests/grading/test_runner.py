@@ -128,7 +128,7 @@ def test_a_failing_cell_is_named_by_what_the_student_sees_not_its_position(lab_d
                              "name 'undefined_name' is not defined"]
     syntax = 'the cell starting `def helper(x):` under "Extra work"'
     assert res["problems"] == [  # the categories the grader decided, each with the cell it concerns
-        {"category": "syntax_error", "cell": syntax, "message": f"{syntax} does not parse as Python"},
+        {"category": "syntax_error", "cell": syntax, "message": f"{syntax}, line 2: SyntaxError: invalid syntax"},
         {"category": "cell_error", "cell": syntax, "message": res["errors"][0]},
         {"category": "cell_error", "cell": 'the cell starting `y = 1` under "Extra work"', "message": res["errors"][1]}]
 

@@ -19,6 +19,6 @@ def test_the_summary_lists_scores_mistakes_health_and_pairs_with_student_text_in
     assert "| `q` | 2 | 1.00 | 1 | 50% |" in md and "| **total** | 2 | 1.00 | 1 | 50% |" in md
     assert "1. **1** x `q` (no catalogue entry): hint" in md
     assert "```text\nfailed: t: <script>x</script>\n# Total: 30 / 30\n```" in md  # fenced: inert
-    assert "Flagged by the course rules: 1 (\\# \\[click\\]\\(http://x\\) &lt;b&gt;\\.ipynb)" in md
+    assert "course rules (a forbidden call or construct): 1 (\\# \\[click\\]\\(http://x\\) &lt;b&gt;\\.ipynb)" in md
     assert "\n# [click]" not in md and "<b>" not in md
     assert "No pair above the threshold." in md

@@ -25,3 +25,18 @@ def test_each_figure_is_an_embedded_png():
     _png(plots.mistakes_plot([Mistake("q", "costs $5 and 50% of {x}", [], 3, ""), Mistake("q", "h", ["entry"], 1, "")]))
     _png(plots.mistakes_plot([]))
     _png(plots.timing_plot([1.0, 2.0, 30.0]))
+
+
+def test_axes_that_count_submissions_have_whole_number_ticks(monkeypatch):
+    """Three submissions must not give ticks at 0.5 or 2.5 students (a count axis with fractional students)."""
+    figures = []
+    monkeypatch.setattr(plots, "to_data_uri", lambda fig: figures.append(fig) or "")
+    few = Distribution("total", 30.0, [12.5, 16.5, 30.0])
+    plots.total_plot(few)
+    plots.question_plot([Distribution("q", 2.0, [0.0, 1.0, 2.0])])
+    plots.timing_plot([1.0, 2.0, 3.0])
+    plots.mistakes_plot([Mistake("q", "h", ["entry"], 3, ""), Mistake("q", "g", [], 1, "")])
+    for fig, axis in zip(figures, ("y", "y", "y", "x")):
+        ax = fig.axes[0]
+        ticks = (ax.get_yticks() if axis == "y" else ax.get_xticks()).tolist()
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (axis, ticks)

@@ -15,14 +15,11 @@ import hashlib
 import os
 import re
 import stat
-import sys
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from tqdm.auto import tqdm
 
 from attnlab.grading import pool
 from attnlab.grading.bundle import manifest_lab, manifest_questions
@@ -37,9 +34,10 @@ from attnlab.grading.gradebook import (
     validate_result,
 )
 from attnlab.grading.gradescope import write_results_json
+from attnlab.grading.progress import BatchProgress
 from attnlab.grading.result_fields import GRADER_ERROR, problem
 from attnlab.grading.runner import grade_submission, ungraded, warm_up
-from attnlab.grading.safe_text import for_terminal, readable_name
+from attnlab.grading.safe_text import readable_name
 from attnlab.grading.scheduler import is_auto, shard_from_environment
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
@@ -262,7 +260,7 @@ def grade_batch(
     bar = None
     try:
         todo = _todo(submissions, book, lab, summary, regrade=regrade)
-        bar = tqdm(total=len(todo), desc=f"grading {lab}", unit="submission", disable=not progress)
+        bar = BatchProgress(lab, len(todo), enabled=progress)
         finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
         _grade_all(todo, lab_dir, grade_fn, jobs, finish, summary, in_processes=in_processes)
     except KeyboardInterrupt:
@@ -335,13 +333,11 @@ def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Pat
         if grader_error:
             summary.failed += 1
             last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
-            tqdm.write(for_terminal(f"grader error on {key} (recorded as 0, retried next run): {last_line}"),
-                       file=sys.stderr)
+            bar.note(f"grader error on {key} (recorded as 0, retried next run): {last_line}")
         else:
             summary.graded += 1
-        score = f"{format_score(result['score'])}/{format_score(result['max_score'])}"
-        bar.set_postfix_str(f"{for_terminal(key)}: {score}")
-        bar.update(1)
+        bar.done(key, f"{format_score(result['score'])}/{format_score(result['max_score'])}",
+                 failed=grader_error is not None)
 
     return finish
 
@@ -370,8 +366,9 @@ def _run_pool(todo, jobs: int, work, finish) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def export_gradebook(target, csv_path, lab: str | None = None) -> int:
+def export_gradebook(target, csv_path, lab: str | None = None, roster=None) -> int:
     """``attnlab gradebook DIR --csv FILE``: write the CSV of the gradebook at ``target`` (a directory
-    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL); return the number of rows."""
+    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL), students identified by ``roster``
+    (``attnlab.roster``); return the number of rows."""
     with open_gradebook(target, create=False) as book:
-        return book.export_csv(csv_path, lab=lab)
+        return book.export_csv(csv_path, lab=lab, roster=roster)

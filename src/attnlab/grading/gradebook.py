@@ -64,13 +64,14 @@ _SUBMISSION_COLUMNS = ("lab", "key", "path", "sha256", "score", "max_score", "is
                        "errors", "grader_error", "review", "problems")
 
 
-def _write_csv(f, rows: list[dict], columns: list[str]) -> None:
+def _write_csv(f, rows: list[dict], columns: list[str], roster=None) -> None:
     writer = csv.writer(f, lineterminator="\n")
-    writer.writerow(["submission", "score", "max_score", *map(for_csv, columns), "notes"])
-    writer.writerows([for_csv(row["key"]), format_score(row["score"]), format_score(row["max_score"])]
-                     + [format_score(row["questions"][name]["score"]) if name in row["questions"] else ""
-                        for name in columns] + [for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))]
-                     for row in rows)
+    extra = ["name", "login", "email"] if roster else []  # attnlab.roster.CSV_COLUMNS: Roster.cells(key)
+    writer.writerow(["submission", *extra, "score", "max_score", *map(for_csv, columns), "notes"])
+    writer.writerows([for_csv(row["key"]), *map(for_csv, roster.cells(row["key"]) if roster else []),
+                      format_score(row["score"]), format_score(row["max_score"]),
+                      *(format_score(row["questions"][n]["score"]) if n in row["questions"] else "" for n in columns),
+                      for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))] for row in rows)
 
 
 class InvalidResult(ValueError):
@@ -93,8 +94,7 @@ def validate_result(result) -> dict:
     """Return a clean copy of a ``grade_submission`` result, or raise ``InvalidResult`` naming the bad field.
 
     ``score``, ``max_score`` and ``questions`` are required; ``isolation``, ``elapsed_s``, ``errors`` and
-    ``review`` (what a person must review) default to ``"unknown"``, ``0.0``, ``[]`` and ``[]``; the structured
-    fields (``result_fields``) keep their well-formed values only. Extra keys are dropped.
+    ``review`` default to ``"unknown"``, ``0.0``, ``[]``, ``[]``; extra keys dropped, ``result_fields`` kept clean.
     """
     if not isinstance(result, dict):
         raise InvalidResult(f"the result is a {type(result).__name__}, expected a dict: {result!r:.200}")
@@ -189,8 +189,7 @@ class Gradebook:
             self._add_review_column()
 
     def _add_review_column(self) -> None:
-        """A gradebook written before ``review``, ``problems`` or ``details`` existed gets the columns (NULL in
-        its rows)."""
+        """A gradebook written before ``review``, ``problems`` or ``details`` existed gets them (NULL in its rows)."""
         for table, column in (("submissions", "review"), ("submissions", "problems"), ("questions", "details")):
             if self._dialect == "postgresql":
                 self._execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} TEXT")
@@ -264,10 +263,11 @@ class Gradebook:
                 }
         return list(out.values())
 
-    def export_csv(self, path, lab: str | None = None) -> int:
-        """Write ``submission,score,max_score,<question>...,notes`` with one row per submission; return the
-        number of rows. Question columns follow the order of the result with the most questions (the
-        first such one by key), then any other question in order of appearance; a missing one is empty.
+    def export_csv(self, path, lab: str | None = None, roster=None) -> int:
+        """Write ``submission,score,max_score,<question>...,notes`` with one row per submission (with a ``roster``,
+        ``name,login,email`` after the submission, ``NOT ON ROSTER`` flagged); return the number of rows. Question
+        columns follow the order of the result with the most questions (the first such one by key), then any other
+        question in order of appearance; a missing one is empty.
         ``notes``: ``row_notes`` joined with `` | ``. Text cells go through ``safe_text.for_csv`` (one line,
         a leading ``=``, ``+``, ``-``, ``@`` neutralised: a file name never runs as a spreadsheet formula);
         scores are written as numbers.
@@ -284,12 +284,12 @@ class Gradebook:
         for row in ([most] if most else []) + rows:
             columns += [name for name in row["questions"] if name not in columns]
         if str(path) == "-":  # `--csv -`: standard output, as other command-line tools read it
-            _write_csv(sys.stdout, rows, columns)
+            _write_csv(sys.stdout, rows, columns, roster)
             return len(rows)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as f:
-            _write_csv(f, rows, columns)
+            _write_csv(f, rows, columns, roster)
         return len(rows)
 
     def close(self) -> None:

@@ -102,12 +102,12 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         start = time.monotonic()
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
-        passed, message = False, ""
+        passed, message, forbidden = False, "", False
         try:
             test.func(student, ref, rng)
             passed = True
         except AssertionError as exc:
-            message = str(exc) or "assertion failed"
+            message, forbidden = str(exc) or "assertion failed", isinstance(exc, rules.ForbiddenUse)
         except StudentError as exc:
             message = str(exc)
         except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
@@ -121,6 +121,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         else:
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
             entry[fields.FAILED].append(test.name)
+            if forbidden:
+                entry.setdefault(fields.FORBIDDEN, []).append(test.name)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
     found = apply_policy(suite, results, rules.student_cells(student))

@@ -22,12 +22,16 @@ __all__ = ["RemoteStudent", "WorkerDied"]
 
 
 _CELL_TIMEOUT = re.compile(r"did not finish within [0-9.e+]+ s")  # worker.run_cells' own text, whole
+_CELL_LIMIT = re.compile(r"(MemoryError|RecursionError): ")  # the exception's type, which its text follows
 
 
 def _cell_category(error: str) -> str:
     """A failed cell's category: the worker's timer stopped it (its whole error is ``did not finish within
-    N s``: an exception's text always starts with its type), else the cell raised."""
-    return fields.CELL_TIMEOUT if _CELL_TIMEOUT.fullmatch(error) else fields.CELL_ERROR
+    N s``: an exception's text always starts with its type), it ran out of memory or recursion (the type), else
+    the cell raised."""
+    if _CELL_TIMEOUT.fullmatch(error):
+        return fields.CELL_TIMEOUT
+    return fields.CELL_LIMIT if _CELL_LIMIT.match(error) else fields.CELL_ERROR
 
 
 class WorkerDied(StudentError):

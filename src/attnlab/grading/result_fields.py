@@ -11,6 +11,8 @@ not be listed as timed out or diagnosed. The grader records what it decided, in 
   when the diagnosis named the mistake the answer behaves like (``diagnose.name_mistakes``), else absent.
 - ``result["questions"][q]["failed"]``: the names of the question's failed hidden tests (``hidden.run_suite``).
 - ``result["questions"][q]["not_written"]``: True when every failed test of the question hit its unwritten stub.
+- ``result["questions"][q]["forbidden"]``: the failed tests that failed on a forbidden function (a ``rule_breach``
+  problem each).
 
 ``clean_problems`` and ``clean_question_fields`` keep only well-formed values (a gradebook row, a custom
 ``grade_fn``'s result): an unknown category or a wrong type is dropped, never guessed from text.
@@ -22,6 +24,7 @@ PROBLEMS = "problems"
 CATEGORY, CELL, MESSAGE = "category", "cell", "message"
 MISTAKE, ENTRY, HINT = "mistake", "entry", "hint"
 FAILED = "failed"
+FORBIDDEN = "forbidden"  # a question's failed tests that failed on a lab's forbidden function (rules.ForbiddenUse)
 NOT_WRITTEN = "not_written"
 
 # Problem categories (``result["problems"][i]["category"]``):
@@ -66,14 +69,16 @@ def categories(result) -> set[str]:
 
 
 def clean_question_fields(q: dict) -> dict:
-    """The structured fields of one question's result (``mistake``, ``failed``, ``not_written``), well-formed only."""
+    """The structured fields of one question's result (``mistake``, ``failed``, ``forbidden``, ``not_written``),
+    well-formed only."""
     out: dict = {}
     mistake = q.get(MISTAKE)
     if isinstance(mistake, dict) and isinstance(mistake.get(HINT), str) and isinstance(mistake.get(ENTRY, ""), str):
         out[MISTAKE] = {ENTRY: mistake.get(ENTRY, ""), HINT: mistake[HINT]}
-    failed = q.get(FAILED)
-    if isinstance(failed, (list, tuple)) and all(isinstance(t, str) for t in failed):
-        out[FAILED] = list(failed)
+    for key in (FAILED, FORBIDDEN):
+        names = q.get(key)
+        if isinstance(names, (list, tuple)) and all(isinstance(t, str) for t in names):
+            out[key] = list(names)
     if q.get(NOT_WRITTEN) is True:
         out[NOT_WRITTEN] = True
     return out

@@ -6,6 +6,7 @@ runs in the worker (sandboxed where the machine allows) and only plain data come
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from .notebook_code import (
     code_spans,
     describe_cell,
     joined_source,
+    python_source,
     read_cells,
     read_submission,
 )
@@ -145,10 +147,20 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
 
 def syntax_problems(cells, sent: list[dict]) -> list[dict]:
     """A ``syntax_error`` problem for each graded cell the grader's own parse refuses (``code_spans`` leaves it
-    out of the joined source; the worker's error names the line)."""
+    out of the joined source), with Python's own words for it."""
     parsed = {id(cell) for cell, _, _ in code_spans(cells)}
-    return [fields.problem(fields.SYNTAX_ERROR, f"{where['where']} does not parse as Python", where["where"])
+    return [fields.problem(fields.SYNTAX_ERROR, f"{where['where']}{_parse_error(cell.source)}", where["where"])
             for cell, where in zip(cells, sent) if id(cell) not in parsed]
+
+
+def _parse_error(source: str) -> str:
+    """``, line N: IndentationError: expected an indented block`` for a cell that does not parse (within the
+    limits ``code_spans`` checked)."""
+    try:
+        ast.parse(python_source(source))
+    except SyntaxError as exc:
+        return f", line {exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    return ": does not parse as Python"
 
 
 def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int, test_timeout: float,
@@ -176,4 +188,11 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
     return {"submission": str(path), "lab": bundle.lab, "score": float(sum(q["score"] for q in questions.values())),
             "max_score": float(sum(bundle.questions.values())), "questions": questions, "isolation": "",
             "elapsed_s": 0.0, "errors": errors, "review": review,
-            fields.PROBLEMS: student.problems + [fields.problem(fields.RULE_BREACH, item) for item in review]}
+            fields.PROBLEMS: student.problems + [fields.problem(fields.RULE_BREACH, item) for item in review]
+            + _forbidden_problems(questions)}
+
+
+def _forbidden_problems(questions: dict) -> list[dict]:
+    """A ``rule_breach`` problem for each hidden test that failed on a lab's forbidden function (its message)."""
+    return [fields.problem(fields.RULE_BREACH, next((m for m in q["messages"] if m.startswith(f"failed: {t}: ")), t))
+            for q in questions.values() for t in q.get(fields.FORBIDDEN, [])]

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import plots, similarity, stats
+from . import clusters, plots, similarity, stats
 from .load import Names, Submission, load_submissions
+from .students import feedback_links
 
 
 @dataclass
@@ -24,9 +25,14 @@ class ClassReport:
     failed_tests: list[tuple[str, str, int]]
     not_written: list[tuple[str, int]]
     health: stats.Health
-    pairs: list[similarity.Pair]
+    pairs: list[similarity.Pair]  # of two submissions, highest first
     threshold: float
     compared: int  # submissions whose graded code could be read and compared
+    known_matches: list[similarity.Pair] = field(default_factory=list)  # a submission (a) and a known source (b)
+    clusters: list[clusters.Cluster] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)  # the known sources compared (their labels)
+    feedback: dict[str, str] = field(default_factory=dict)  # key -> link to its feedback file, from the page
+    mutants: list = field(default_factory=list)  # the catalogue's entries, which name the diagnosed mistakes
     generated_at: str = ""
     figures: dict[str, str] = field(default_factory=dict)  # name -> PNG data URI
 
@@ -41,15 +47,19 @@ class ReportFiles:
 
 
 def compute(lab: str, subs: list[Submission], *, mutants=(), template=None, anonymise: bool = False,
-            threshold: float = similarity.DEFAULT_THRESHOLD, figures: bool = True) -> ClassReport:
+            threshold: float = similarity.DEFAULT_THRESHOLD, figures: bool = True, reference=None,
+            known=()) -> ClassReport:
     """The report of ``subs``. ``mutants`` (the catalogue's ``Entry`` list) name the diagnosed mistakes;
-    ``template``: the lab's student notebook, whose cells and fingerprints are left out of the similarity."""
+    ``template``: the lab's student notebook, whose cells and fingerprints are left out of the similarity;
+    ``reference`` (the solution notebook) and ``known`` (files or folders of solutions the instructor adds):
+    marked where a submission matches them (``clusters.py``)."""
     names = Names(subs, anonymise=anonymise)
     total, per_q = stats.distributions(subs)
     ranked = stats.mistakes(subs, names, mutants)
-    pairs, compared = _pairs(subs, names, template, threshold)
+    pairs, matches, labels, compared = _pairs(subs, names, template, threshold, reference, known)
     report = ClassReport(lab, subs, names, total, per_q, ranked, stats.failed_tests(subs), stats.not_written(subs),
-                         stats.health(subs), pairs, threshold, compared,
+                         stats.health(subs), pairs, threshold, compared, matches, clusters.clusters(pairs, matches),
+                         labels, mutants=list(mutants),
                          generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if figures:
         report.figures = {"total": plots.total_plot(total), "questions": plots.question_plot(per_q),
@@ -58,8 +68,9 @@ def compute(lab: str, subs: list[Submission], *, mutants=(), template=None, anon
     return report
 
 
-def _pairs(subs: list[Submission], names: Names, template, threshold: float) -> tuple[list[similarity.Pair], int]:
-    """Similar pairs of the submissions whose file can still be read (shown names in the pairs)."""
+def _pairs(subs: list[Submission], names: Names, template, threshold: float, reference, known):
+    """``(pairs of submissions, matches to known sources, the known sources' labels, submissions compared)``,
+    in shown names; only submissions whose file can still be read take part."""
     sources, template_code = similarity.template_sources(template) if template else (set(), "")
     boilerplate = similarity.template_hashes(template_code)
     named = []
@@ -67,29 +78,43 @@ def _pairs(subs: list[Submission], names: Names, template, threshold: float) -> 
         code = similarity.graded_code(s.path, sources) if s.path and Path(s.path).is_file() else None
         if code is not None:
             named.append((names(s.key), code))
-    return similarity.similar_pairs(similarity.fingerprints(named, boilerplate), threshold), len(named)
+    compared = len(named)
+    extra = clusters.known_sources(reference, known, sources)
+    named += extra
+    prints = similarity.fingerprints(named, boilerplate)
+    found = similarity.similar_pairs(prints, threshold, shown=0)
+    labels = {label for label, _ in extra}
+    pairs, matches = clusters.split_known(found, labels)
+    by_name = {p.name: p for p in prints}
+    for pair in pairs[:similarity.MAX_PAIRS_SHOWN]:
+        similarity.add_regions(pair, by_name[pair.a], by_name[pair.b])
+    return pairs, matches, [label for label, _ in extra], compared
 
 
-def build_report(target, *, html=None, lab: str | None = None, mutants=(), template=None,
-                 anonymise: bool = False, threshold: float = similarity.DEFAULT_THRESHOLD) -> ReportFiles:
+def build_report(target, *, html=None, lab: str | None = None, mutants=(), template=None, reference=None,
+                 known=(), anonymise: bool = False, threshold: float = similarity.DEFAULT_THRESHOLD,
+                 roster=None) -> ReportFiles:
     """Write the report of the gradebook at ``target`` (a grading output folder, a ``.db`` file or a
     ``postgresql://`` URL): the page ``html`` (default: ``report.html`` in the output folder, beside a ``.db``
     file, or in the current folder for a URL), and beside it ``<stem>.md`` (the summary) and ``<stem>-scores.csv``,
-    ``<stem>-canvas.csv``, ``<stem>-moodle.csv`` (per-question scores in three layouts). ``mutants`` and
-    ``template`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab."""
+    ``<stem>-canvas.csv``, ``<stem>-moodle.csv`` (per-question scores in three layouts). ``mutants``, ``template``
+    and ``reference`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab;
+    ``roster`` (``attnlab.roster.Roster``) identifies the students in the exports."""
     from . import exports, markdown, page
 
     start = time.monotonic()
     lab, subs = load_submissions(target, lab)
     report = compute(lab, subs, mutants=mutants(lab) if callable(mutants) else mutants,
                      template=template(lab) if callable(template) else template, anonymise=anonymise,
-                     threshold=threshold)
+                     threshold=threshold, reference=reference(lab) if callable(reference) else reference,
+                     known=known)
     html = Path(html) if html else default_html(target)
+    report.feedback = {} if anonymise else feedback_links(target, subs, html)  # a path names its student
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(page.render(report), encoding="utf-8")
     md = html.with_suffix(".md")
     md.write_text(markdown.render(report), encoding="utf-8")
-    csvs = exports.write_all(report, html.with_name(html.stem))
+    csvs = exports.write_all(report, html.with_name(html.stem), roster)
     return ReportFiles(html, md, csvs, report, time.monotonic() - start)
 
 

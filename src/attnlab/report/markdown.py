@@ -9,7 +9,9 @@ from __future__ import annotations
 from attnlab.grading.gradebook import format_score
 from attnlab.grading.safe_text import for_markdown, markdown_inline
 
+from . import students
 from .build import ClassReport
+from .categories import CATEGORIES, SHORT, problems
 from .page import MAX_LISTED, VERDICT
 
 
@@ -24,13 +26,44 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def _health(r: ClassReport) -> list[str]:
     h = r.health
     lines = ["## Health", ""]
-    for title, items in (("Timed out", h.timed_out), ("Crashed the worker", h.crashed),
-                         ("Could not be read (or another lab's notebook)", h.unreadable),
-                         ("Grader errors", h.grader_errors), ("Flagged by the course rules", h.flagged)):
+    for category, title in CATEGORIES.items():
+        items = h.of(category)
         lines.append(f"- {title}: {len(items)}"
                      + (" (" + ", ".join(markdown_inline(r.names(k)) for k, _ in items) + ")" if items else ""))
     slow = ", ".join(f"{markdown_inline(r.names(k))} {s:.1f} s" for k, s in h.slowest)
     return lines + [f"- Grading time per submission: median {h.median_s:.1f} s; slowest: {slow or '-'}", ""]
+
+
+def _similarity(r: ClassReport) -> list[str]:
+    lines: list[str] = []
+    lines += ["## Similarity", "", f"> {VERDICT}", "",
+              f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}%; {len(r.pairs)} pairs in "
+              f"{len(r.clusters)} clusters; {min(len(r.pairs), MAX_LISTED)} pairs listed (see the page for the "
+              "side-by-side view).", ""]
+    rows = [[str(i), ", ".join(markdown_inline(m) for m in c.members), str(c.pairs),
+             f"{100 * c.top:.0f}%" if c.pairs else "-",
+             "; ".join(f"{markdown_inline(m)}: {markdown_inline(k)} {100 * v:.0f}%" for m, k, v in c.known) or "-"]
+            for i, c in enumerate(r.clusters, start=1)]
+    lines += _table(["cluster", "submissions", "pairs", "top score", "matches a known solution"], rows) if rows else []
+    listed = [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
+              for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
+    lines += _table(["#", "submission", "submission", "score"], listed) if listed else ["No pair above the threshold.", ""]
+    if len(r.pairs) > MAX_LISTED:
+        lines += [f"And {len(r.pairs) - MAX_LISTED} more pairs above the threshold.", ""]
+    return lines
+
+
+def _students(r: ClassReport) -> list[str]:
+    """Lowest total first: the points lost per question, the diagnosed mistakes, the problems (the page's view)."""
+    rows = []
+    for s in students.by_total(r.submissions, r.names):
+        lost = ", ".join(f"`{q}` {format_score(sc)}/{format_score(mx)}" + (" (not written yet)" if blank else "")
+                         for q, sc, mx, blank in students.lost(s))
+        rows.append([markdown_inline(r.names(s.key)), f"{format_score(s.score)} / {format_score(s.max_score)}",
+                     lost or "-", markdown_inline(", ".join(students.mistake_names(s, r.mutants))) or "-",
+                     ", ".join(SHORT[p.category] for p in problems(s)) or "-"])
+    return ["## Students (lowest total first)", "",
+            *_table(["student", "total", "lost", "diagnosed mistakes", "problems"], rows)]
 
 
 def render(r: ClassReport) -> str:
@@ -43,7 +76,9 @@ def render(r: ClassReport) -> str:
     lines += ["## Mistakes", ""]
     for i, m in enumerate(r.mistakes, start=1):
         entries = ", ".join(m.entries) or "no catalogue entry"
-        lines += [f"{i}. **{m.count}** x `{m.question}` ({markdown_inline(entries)}): {markdown_inline(m.hint)}", ""]
+        who = ", ".join(markdown_inline(r.names(k)) for k in sorted(m.students, key=r.names))
+        lines += [f"{i}. **{m.count}** x `{m.question}` ({markdown_inline(entries)}): {markdown_inline(m.hint)}", "",
+                  f"   Made by: {who}", ""]
         if m.example:
             lines += [for_markdown(m.example), ""]
     if not r.mistakes:
@@ -54,12 +89,5 @@ def render(r: ClassReport) -> str:
     lines += ["### Not written yet", ""]
     lines += _table(["question", "submissions"], [[f"`{q}`", str(n)] for q, n in r.not_written])
     lines += _health(r)
-    lines += ["## Similarity", "", f"> {VERDICT}", "",
-              f"{r.compared} submissions compared; threshold {100 * r.threshold:.0f}% (see the page for the "
-              "side-by-side view).", ""]
-    listed = [[str(i), markdown_inline(p.a), markdown_inline(p.b), f"{100 * p.score:.0f}%"]
-              for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
-    lines += _table(["#", "submission", "submission", "score"], listed) if listed else ["No pair above the threshold.", ""]
-    if len(r.pairs) > MAX_LISTED:
-        lines += [f"And {len(r.pairs) - MAX_LISTED} more pairs above the threshold.", ""]
+    lines += _similarity(r) + _students(r)
     return "\n".join(lines)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import html
 
-from attnlab.grading.gradebook import format_score, row_notes
-from attnlab.grading.safe_text import cap_messages, clip, escape_controls
+from attnlab.grading.gradebook import format_score
+from attnlab.grading.safe_text import escape_controls
 
+from . import students
 from .build import ClassReport
+from .categories import CATEGORIES
+from .clusters import Cluster, cluster_of
 from .similarity import NOISE, Pair
 
-NOTE_CHARS, MAX_NOTES = 400, 6  # a submission's notes in its row: each clipped, the rest counted
 MAX_LISTED = 200  # pairs in the table; the first similarity.MAX_PAIRS_SHOWN of them also side by side
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 VERDICT = ("Similarity is evidence to review, never a verdict: students who follow the same lecture write alike "
@@ -31,6 +33,13 @@ mark { background: #ffd27a; }
 .pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
 .note { background: #fff4d6; border-left: 4px solid #e0a800; padding: .5em 1em; }
 img { max-width: 100%; }
+.nw { white-space: nowrap; }
+.blank { color: #a05a00; }
+.bad { color: #b00020; }
+.known { background: #e8d6ff; padding: 0 .3em; border-radius: 3px; white-space: nowrap; }
+.index { line-height: 1.8; }
+.fit table { width: 100%; }
+.any { overflow-wrap: anywhere; min-width: 16em; }
 """
 
 
@@ -62,14 +71,16 @@ def _scores(r: ClassReport) -> str:
 
 
 def _mistakes(r: ClassReport) -> str:
+    ids = students.anchors(r)
     rows = [[str(i), str(m.count), esc(m.question), esc(", ".join(m.entries) or "-"), esc(m.hint),
+             "<br>".join(f"<a href='#{ids[k]}'>{esc(r.names(k))}</a>" for k in sorted(m.students, key=r.names)),
              f"<pre>{esc(m.example)}</pre>"] for i, m in enumerate(r.mistakes, start=1)]
     failed = [[esc(q), esc(t), str(n)] for q, t, n in r.failed_tests]
     unwritten = [[esc(q), str(n)] for q, n in r.not_written]
-    return ("<section id='mistakes'><h2>Mistakes</h2><p>Diagnosed mistakes (the grader's <code>likely mistake</code>"
-            " lines), ranked by the number of submissions that made them; the example is one failed test's message,"
-            " anonymised.</p>"
-            + (_table(["#", "submissions", "question", "catalogue entry", "hint", "example message"], rows,
+    return ("<section id='mistakes'><h2>Mistakes</h2><p>Diagnosed mistakes (the grader's "
+            "<code>likely mistake</code> lines), ranked by the number of submissions that made them, with who made "
+            "them; the example is one failed test's message, anonymised.</p>"
+            + (_table(["#", "submissions", "question", "catalogue entry", "hint", "who", "example message"], rows,
                       numeric=(0, 1)) if rows else "<p>No mistake was diagnosed.</p>")
             + _figure(r, "mistakes", "most frequent mistakes")
             + "<h3>Hidden tests failed most</h3>"
@@ -83,19 +94,18 @@ def _mistakes(r: ClassReport) -> str:
 
 def _listing(r: ClassReport, title: str, items: list[tuple[str, str]]) -> str:
     if not items:
-        return f"<h3>{title}: none</h3>"
-    rows = [[esc(r.names(key)), f"<pre>{esc(r.names.scrub(key, why))}</pre>"] for key, why in items]
-    return f"<h3>{title}: {len(items)}</h3>" + _table(["submission", "why"], rows)
+        return f"<h3>{esc(title)}: none</h3>"
+    ids = students.anchors(r)
+    rows = [[f"<a href='#{ids[key]}'>{esc(r.names(key))}</a>", f"<pre>{esc(r.names.scrub(key, why))}</pre>"]
+            for key, why in items]
+    return f"<h3>{esc(title)}: {len(items)}</h3>" + _table(["submission", "why"], rows)
 
 
 def _health(r: ClassReport) -> str:
     h = r.health
     slow = ", ".join(f"{esc(r.names(k))} ({s:.1f} s)" for k, s in h.slowest)
     return ("<section id='health'><h2>Health</h2>"
-            + _listing(r, "Timed out", h.timed_out) + _listing(r, "Crashed the worker", h.crashed)
-            + _listing(r, "Could not be read (or another lab's notebook)", h.unreadable)
-            + _listing(r, "Grader errors (graded again on the next run)", h.grader_errors)
-            + _listing(r, "Flagged by the course rules (a person reviews them)", h.flagged)
+            + "".join(_listing(r, title, h.of(category)) for category, title in CATEGORIES.items())
             + f"<p>Grading time per submission: median {h.median_s:.1f} s; slowest: {slow or '-'}.</p>"
             + _figure(r, "timing", "grading time per submission") + "</section>")
 
@@ -118,30 +128,47 @@ def _pair_view(i: int, p: Pair) -> str:
             f"<pre>{highlighted(p.code_b, p.regions_b)}</pre></div></div></details>")
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _known_marks(c: Cluster) -> str:
+    return "<br>".join(f"<span class='known'>{esc(m)} matches {esc(k)}: {100 * v:.0f}%</span>" for m, k, v in c.known)
+
+
+def _clusters(r: ClassReport) -> str:
+    if not r.clusters:
+        return ""
+    rows = [[str(i), str(len(c.members)), ", ".join(f"<span class='nw'>{esc(m)}</span>" for m in c.members),
+             str(c.pairs), f"{100 * c.top:.0f}%" if c.pairs else "-", _known_marks(c) or "-"]
+            for i, c in enumerate(r.clusters, start=1)]
+    return ("<h3>Clusters</h3><p>Submissions linked by pairs above the threshold (connected components: one student "
+            "in several pairs is one cluster), highest score first; marked where a member matches a known solution"
+            f" ({esc(', '.join(r.known)) or 'none compared: add them with attnlab report --known FILE_OR_DIR'}).</p>"
+            + _table(["cluster", "size", "submissions", "pairs", "top score", "matches a known solution"], rows,
+                     numeric=(0, 1, 3, 4)))
+
+
 def _similarity(r: ClassReport) -> str:
-    rows = [[str(i), esc(p.a), esc(p.b), f"{100 * p.score:.0f}%"] for i, p in enumerate(r.pairs[:MAX_LISTED], start=1)]
-    more = f"<p>and {len(r.pairs) - MAX_LISTED} more pairs above the threshold.</p>" if len(r.pairs) > MAX_LISTED else ""
-    views = "".join(_pair_view(i, p) for i, p in enumerate(r.pairs, start=1) if p.code_a or p.code_b)
+    number = cluster_of(r.clusters)
+    listed = r.pairs[:MAX_LISTED]
+    rows = [[str(i), str(number.get(p.a, "")), esc(p.a), esc(p.b), f"{100 * p.score:.0f}%"]
+            for i, p in enumerate(listed, start=1)]
+    views = [_pair_view(i, p) for i, p in enumerate(r.pairs, start=1) if p.code_a or p.code_b]
+    counts = (f"<p><strong>{_count(len(r.pairs), 'pair')}</strong> above the threshold in <strong>"
+              f"{_count(len(r.clusters), 'cluster')}</strong>; the table shows {len(listed)} of the {len(r.pairs)} pairs, "
+              f"and the first {len(views)} side by side below it.</p>")
     return ("<section id='similarity'><h2>Similarity</h2>"
             f"<p class='note'>{esc(VERDICT)}</p>"
             f"<p>{r.compared} submissions compared (copydetect's winnowing over the graded cells; the template's "
             f"cells and given code left out). A pair is listed when at least {100 * r.threshold:.0f}% of each "
             f"side's fingerprints (matches of {NOISE} or more characters of code with names and strings "
             "normalised) are found in the other; highlighted: the matching regions.</p>"
-            + (_table(["#", "submission", "submission", "score"], rows, numeric=(0, 3)) + more + views if rows
-               else "<p>No pair above the threshold.</p>")
+            + _clusters(r)
+            + ("<h3>Pairs</h3>" + counts + _table(["#", "cluster", "submission", "submission", "score"], rows,
+                                                 numeric=(0, 1, 4)) + "".join(views) if rows
+               else "<p>No pair of submissions above the threshold.</p>")
             + "</section>")
-
-
-def _submissions(r: ClassReport) -> str:
-    """One row per submission: its score and what explains it (``gradebook.row_notes``: review items, errors)."""
-    rows = []
-    for s in sorted(r.submissions, key=lambda s: r.names(s.key)):
-        notes = cap_messages(row_notes({"review": s.review, "errors": s.errors}), MAX_NOTES)
-        rows.append([esc(r.names(s.key)), f"{format_score(s.score)} / {format_score(s.max_score)}",
-                     f"{s.elapsed_s:.1f}", "<br>".join(esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes)])
-    return ("<section id='submissions'><h2>Submissions</h2>"
-            + _table(["submission", "score", "seconds", "notes"], rows, numeric=(1, 2)) + "</section>")
 
 
 def render(r: ClassReport) -> str:
@@ -154,5 +181,6 @@ def render(r: ClassReport) -> str:
             f"<p>{len(r.submissions)} submissions; names {who}; generated {esc(r.generated_at)} by "
             "<code>attnlab report</code>.</p>"
             "<nav><a href='#scores'>Scores</a> | <a href='#mistakes'>Mistakes</a> | <a href='#health'>Health</a> | "
-            "<a href='#similarity'>Similarity</a> | <a href='#submissions'>Submissions</a></nav>"
-            + _scores(r) + _mistakes(r) + _health(r) + _similarity(r) + _submissions(r) + "</body></html>\n")
+            "<a href='#similarity'>Similarity</a> | <a href='#students'>Students</a></nav>"
+            + _scores(r) + _mistakes(r) + _health(r) + _similarity(r) + students.render(r, esc, _table)
+            + "</body></html>\n")

@@ -177,12 +177,12 @@ def similar_pairs(prints: list[Fingerprint], threshold: float = DEFAULT_THRESHOL
         pair = Pair(prints[a].name, prints[b].name, float(score[a, b]), float(shares[a, b]), float(shares[b, a]),
                     [], [])
         if rank < shown:
-            _add_regions(pair, prints[a], prints[b])
+            add_regions(pair, prints[a], prints[b])
         pairs.append(pair)
     return pairs
 
 
-def _add_regions(pair: Pair, a: Fingerprint, b: Fingerprint) -> None:
+def add_regions(pair: Pair, a: Fingerprint, b: Fingerprint) -> None:
     """The copied regions of both sides (copydetect's slices, mapped back onto the raw code)."""
     from copydetect import compare_files
 

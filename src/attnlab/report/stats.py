@@ -1,10 +1,11 @@
 """The class at a glance, as numbers: score distributions, diagnosed mistakes, failed hidden tests, unwritten
 questions, and the health of the grading run.
 
-Every category is read from the row's structured fields (``grading/result_fields.py``: a question's ``mistake``,
-``failed`` and ``not_written``, the submission's ``problems``; ``review``, ``grader_error``, ``elapsed_s``), never
-from message text, which holds student text: an exception message saying "likely mistake: ..." or "timed out
-after" is only text. Messages are read only as examples shown to a person.
+Every category is read from the row's structured fields (``grading/result_fields.py``), never from message text,
+which holds student text (an exception message saying "likely mistake: ..." or "timed out after" is only text):
+failed tests from a question's ``failed``; a submission's problems, diagnosed mistakes and unwritten questions
+through ``categories`` (the one reader of those); the row's ``elapsed_s``. Messages are read only as examples
+shown to a person.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from dataclasses import dataclass, field
 from attnlab.grading import result_fields as fields
 from attnlab.grading.safe_text import clip
 
+from .categories import CATEGORIES, diagnosed, problems, unwritten
 from .load import Names, Submission
 
 FULL_MARKS_SLACK = 1e-9
 EXAMPLE_CHARS = 400  # an example message, clipped
-TIMED_OUT = (fields.TIMEOUT, fields.CELL_TIMEOUT)  # a call, a cell or the whole submission ran past its limit
-CRASHED = (fields.WORKER_CRASH, fields.CELL_LIMIT)  # the worker died or broke its protocol
-UNREADABLE = (fields.UNREADABLE, fields.WRONG_LAB, fields.SOURCE_TOO_LARGE)  # refused before a worker ran it
 
 
 @dataclass
@@ -66,13 +65,14 @@ def distributions(subs: list[Submission]) -> tuple[Distribution, list[Distributi
 @dataclass
 class Mistake:
     """A diagnosed mistake: its question, the hint students read, the catalogue entries with that hint, how many
-    submissions made it, and one anonymised example of a failed test's message."""
+    submissions made it (``students``: which), and one anonymised example of a failed test's message."""
 
     question: str
     hint: str
     entries: list[str]
     count: int
     example: str
+    students: list[str] = field(default_factory=list)  # the keys of the submissions that made it
 
 
 def mistakes(subs: list[Submission], names: Names, mutants=()) -> list[Mistake]:
@@ -80,17 +80,15 @@ def mistakes(subs: list[Submission], names: Names, mutants=()) -> list[Mistake]:
     catalogued mistakes (``mutants.Entry``), whose names are given for each hint."""
     found: dict[tuple[str, str], list[Submission]] = {}
     for s in subs:
-        for q, result in s.questions.items():
-            mistake = fields.clean_question_fields(result).get(fields.MISTAKE)
-            if mistake:
-                found.setdefault((q, mistake[fields.HINT]), []).append(s)
+        for q, hint in diagnosed(s):
+            found.setdefault((q, hint), []).append(s)
     out = []
     for (q, hint), who in found.items():
         entries = [m.name for m in mutants if m.question == q and m.hint == hint]
         first = min(who, key=lambda s: names.alias(s.key))
         failed = [m for m in first.questions[q]["messages"] if m.startswith("failed: ")]
         example = names.scrub(first.key, clip(failed[0], EXAMPLE_CHARS), always=True) if failed else ""
-        out.append(Mistake(q, hint, entries, len(who), example))
+        out.append(Mistake(q, hint, entries, len(who), example, sorted(s.key for s in who)))
     return sorted(out, key=lambda m: (-m.count, m.question, m.hint))
 
 
@@ -108,48 +106,52 @@ def not_written(subs: list[Submission]) -> list[tuple[str, int]]:
     """``(question, submissions where some part of it says 'not written yet')``, most first."""
     counts: dict[str, int] = {}
     for s in subs:
-        for q, result in s.questions.items():
-            if fields.clean_question_fields(result).get(fields.NOT_WRITTEN):
-                counts[q] = counts.get(q, 0) + 1
+        for q in unwritten(s):
+            counts[q] = counts.get(q, 0) + 1
     return sorted(counts.items(), key=lambda x: (-x[1], x[0]))
 
 
 @dataclass
 class Health:
-    """Rows a person should look at, each as ``(key, one line saying why)``, and the grading time."""
+    """Rows a person should look at: ``listed[category]`` (``categories.CATEGORIES``) as ``(key, one line saying
+    why)``, and the grading time."""
 
-    timed_out: list[tuple[str, str]] = field(default_factory=list)
-    crashed: list[tuple[str, str]] = field(default_factory=list)
-    unreadable: list[tuple[str, str]] = field(default_factory=list)
-    grader_errors: list[tuple[str, str]] = field(default_factory=list)
-    flagged: list[tuple[str, str]] = field(default_factory=list)
+    listed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     median_s: float = 0.0
     slowest: list[tuple[str, float]] = field(default_factory=list)
 
+    def of(self, *names: str) -> list[tuple[str, str]]:
+        return [row for name in names for row in self.listed.get(name, [])]
 
-def _first(s: Submission, wanted) -> str | None:
-    """The message of the submission's first problem in one of the categories ``wanted``, or None."""
-    return next((p[fields.MESSAGE] or p[fields.CATEGORY] for p in fields.clean_problems(s.problems)
-                 if p[fields.CATEGORY] in wanted), None)
+    @property
+    def timed_out(self) -> list[tuple[str, str]]:
+        return self.of("timeout", "cell_timeout")
+
+    @property
+    def crashed(self) -> list[tuple[str, str]]:
+        return self.of("worker_crash")
+
+    @property
+    def unreadable(self) -> list[tuple[str, str]]:
+        return self.of("unreadable", "wrong_lab", "source_too_large")
+
+    @property
+    def grader_errors(self) -> list[tuple[str, str]]:
+        return self.of("grader_error")
+
+    @property
+    def flagged(self) -> list[tuple[str, str]]:
+        return self.of("rule_breach")
 
 
 def health(subs: list[Submission], slowest: int = 5) -> Health:
-    """Timed out (a call, a cell or the load ran past its limit), crashed the worker (it died or broke the
-    protocol), could not be read (never reached a worker: not a notebook, empty, another lab's), grader errors,
-    flagged by the course rules (``review``), and the median and slowest grading times."""
-    h = Health()
+    """Each submission under each of its problems (``categories.problems``: timeouts, cell timeouts and limits,
+    crashes, unreadable files, syntax errors, course-rule breaches, grader errors), and the median and slowest
+    grading times."""
+    h = Health(listed={c: [] for c in CATEGORIES})
     for s in subs:
-        if (why := _first(s, TIMED_OUT)) is not None:
-            h.timed_out.append((s.key, clip(why, EXAMPLE_CHARS)))
-        if (why := _first(s, CRASHED)) is not None:
-            h.crashed.append((s.key, clip(why, EXAMPLE_CHARS)))
-        if s.grader_error is not None:
-            h.grader_errors.append((s.key, clip(s.grader_error.strip().splitlines()[-1] if s.grader_error.strip()
-                                                else "?", EXAMPLE_CHARS)))
-        elif (why := _first(s, UNREADABLE)) is not None:  # refused before a worker ran it
-            h.unreadable.append((s.key, clip(why, EXAMPLE_CHARS)))
-        if s.review:
-            h.flagged.append((s.key, clip("; ".join(s.review), EXAMPLE_CHARS)))
+        for p in problems(s):
+            h.listed[p.category].append((s.key, clip(p.text, EXAMPLE_CHARS)))
     times = [s.elapsed_s for s in subs]
     h.median_s = statistics.median(times) if times else 0.0
     h.slowest = sorted(((s.key, s.elapsed_s) for s in subs), key=lambda x: (-x[1], x[0]))[:slowest]

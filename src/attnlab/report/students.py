@@ -1,0 +1,116 @@
+"""The report per student: who needs help, and where to read what they were told.
+
+The Students view has one row per submission, lowest total first (the page has no script, so the order is
+fixed; an index by name links to each row): the total, the points lost per question with ``not written yet``
+marked, the diagnosed mistakes by catalogue name, the problems of the grading (``categories.problems``) and a
+link to the feedback file the student got. The feedback files are found where ``attnlab grade --out`` wrote
+them (``OUT/<stem>/feedback.md``, ``grading/batch.py: output_folders``); an anonymised page links none (the
+path names the student).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from attnlab.grading.gradebook import format_score, row_notes
+from attnlab.grading.safe_text import cap_messages, clip
+
+from .categories import SHORT, diagnosed, problems, unwritten
+from .load import Submission
+
+if TYPE_CHECKING:
+    from .build import ClassReport
+
+NOTE_CHARS, MAX_NOTES = 240, 3  # a row's notes: each clipped, the rest counted
+FEEDBACK = "feedback.md"
+
+
+def feedback_files(target, subs: list[Submission]) -> dict[str, Path]:
+    """Key -> its feedback file, for the submissions whose file exists in the grading output folder (``target``,
+    or the folder of a ``.db`` target); none for a ``postgresql://`` gradebook."""
+    if "://" in str(target):
+        return {}
+    from attnlab.grading.batch import output_folders
+
+    out = Path(target) if Path(target).is_dir() else Path(target).parent
+    try:
+        folders = output_folders([s.key for s in subs])
+    except ValueError:  # two keys sharing a folder: the batch refused them, so there is nothing to link
+        folders = {}
+    found = {}
+    for s in subs:
+        stem = folders.get(s.key, Path(s.key).stem)
+        for candidate in (out / stem / FEEDBACK, out / f"{stem}.results" / FEEDBACK):
+            if candidate.is_file():
+                found[s.key] = candidate
+                break
+    return found
+
+
+def feedback_links(target, subs: list[Submission], html: Path) -> dict[str, str]:
+    """Key -> the href of its feedback file, relative to the page ``html`` (URL-quoted)."""
+    base = Path(html).resolve().parent
+    return {key: quote(Path(os.path.relpath(path.resolve(), base)).as_posix())
+            for key, path in feedback_files(target, subs).items()}
+
+
+def by_total(subs: list[Submission], names) -> list[Submission]:
+    """Lowest share of the points first (who needs help), then by shown name."""
+    return sorted(subs, key=lambda s: (s.score / s.max_score if s.max_score > 0 else 0.0, names(s.key)))
+
+
+def lost(s: Submission) -> list[tuple[str, float, float, bool]]:
+    """``(question, score, max_score, not written yet)`` of each question that lost points, in result order."""
+    blank = set(unwritten(s))
+    return [(q, float(r["score"]), float(r["max_score"]), q in blank) for q, r in s.questions.items()
+            if float(r["score"]) < float(r["max_score"]) or q in blank]
+
+
+def mistake_names(s: Submission, mutants=()) -> list[str]:
+    """The diagnosed mistakes of ``s`` by catalogue name (``question: hint`` where no entry has that hint)."""
+    out = []
+    for q, hint in diagnosed(s):
+        entries = [m.name for m in mutants if m.question == q and m.hint == hint]
+        out.append(", ".join(entries) if entries else f"{q}: {hint}")
+    return out
+
+
+def anchors(r: ClassReport) -> dict[str, str]:
+    """Key -> the id of its row (by position in key order: no student text in an id)."""
+    return {key: f"student-{i}" for i, key in enumerate(sorted(s.key for s in r.submissions), start=1)}
+
+
+def render(r: ClassReport, esc, table) -> str:
+    """The Students section; ``esc`` and ``table`` are the page's escaping and table helpers."""
+    rows, ids = [], anchors(r)
+    for i, s in enumerate(by_total(r.submissions, r.names), start=1):
+        losses = [f"<span class='nw'>{esc(q)} {format_score(sc)}/{format_score(mx)}</span>"
+                  + (" <b class='blank nw'>not written yet</b>" if blank else "") for q, sc, mx, blank in lost(s)]
+        found = problems(s)
+        trouble = [f"<b class='bad'>{SHORT[p.category]}</b>: {esc(clip(r.names.scrub(s.key, p.text), NOTE_CHARS))}"
+                   for p in found]
+        shown = {p.text for p in found}  # the problems' own lines, and the review items a rule breach lists
+        review = [] if any(p.category == "rule_breach" for p in found) else s.review
+        notes = cap_messages([n for n in row_notes({"review": review, "errors": s.errors}) if n not in shown], MAX_NOTES)
+        trouble += [esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes]
+        link = r.feedback.get(s.key)
+        rows.append([str(i), f"<span id='{ids[s.key]}'>{esc(r.names(s.key))}</span>",
+                     f"<span class='nw'>{format_score(s.score)} / {format_score(s.max_score)}</span>",
+                     "<br>".join(losses) or "-", "<br>".join(map(esc, mistake_names(s, r.mutants))) or "-",
+                     f"<div class='any'>{'<br>'.join(trouble)}</div>" if trouble else "-",
+                     f"<a href='{esc(link)}'>feedback</a>" if link else "<i>not found</i>"])
+    index = " · ".join(f"<a href='#{ids[s.key]}'>{esc(r.names(s.key))}</a>"
+                       for s in sorted(r.submissions, key=lambda s: r.names(s.key)))
+    links = ("feedback links left out (anonymised: a path names its student)" if r.names.anonymise
+             else f"{len(r.feedback)} of {len(r.submissions)} feedback files found beside the gradebook")
+    return ("<section id='students' class='fit'><h2>Students</h2>"
+            "<p>Lowest total first: who needs help. Per question: the points lost (<b class='blank'>not written "
+            "yet</b> marked); the mistakes the grader diagnosed, by catalogue name; what went wrong in grading; "
+            f"the feedback the student read ({links}).</p>"
+            f"<p class='index'>By name: {index}</p>"
+            + table(["#", "student", "total", "lost", "diagnosed mistakes", "problems and notes", "feedback"], rows,
+                    numeric=(0, 2))
+            + "</section>")
