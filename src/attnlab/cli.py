@@ -10,6 +10,16 @@ from . import commands
 S = argparse.SUPPRESS  # leave the default to the function, where it lives once
 
 
+def _gradebook(sub) -> None:
+    gb = sub.add_parser("gradebook", help="export a gradebook to CSV, or check it against a folder of submissions")
+    gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    gb.add_argument("--csv", default=S, help="the CSV file to write; - for standard output")
+    gb.add_argument("--check", default=S, metavar="SUBMISSIONS",
+                    help="list the missing, stale and errored rows of the submissions in this folder; exit 1 if any")
+    gb.add_argument("--lab", default=S, help="the lab, when the gradebook holds several")
+    gb.set_defaults(func=commands.gradebook)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnlab", description="Build, grade and publish the attnlab labs.")
     p.add_argument("--root", default=S, help="the course repository (default: found from the current folder)")
@@ -32,10 +42,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
     g.set_defaults(func=commands.grade)
 
-    gb = sub.add_parser("gradebook", help="export a gradebook to CSV")
-    gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
-    gb.add_argument("--csv", required=True, help="the CSV file to write; - for standard output")
-    gb.set_defaults(func=commands.gradebook)
+    _gradebook(sub)
 
     _add_report(sub)
 
@@ -86,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         return func(**args)
     except commands.UsageError as exc:  # an unknown lab, a missing file: one line, no traceback
         print(f"attnlab {command}: {exc}", file=sys.stderr)
-        return 2
+        return commands.EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """The functions behind the CLI subcommands. Defaults live here, once; ``cli.py`` only parses.
 
 One error style: a mistake the user can fix (an unknown lab, a missing file, a course or master to correct, a stale
-build) raises ``UsageError``, which the CLI prints as one line, exit 2; a return value of 1 means "ran, and found
-a problem" (stale outputs, a surviving mutant).
+build, a gradebook URL that is wrong or does not answer) raises ``UsageError``, which the CLI prints as one line,
+exit 2; a return value of 1 means "ran, and found a problem" (stale outputs, a surviving mutant, a gradebook check
+that lists rows).
+
+Exit statuses, written once here (docs/GRADING_AT_SCALE.md and the README repeat them):
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ import sys
 from pathlib import Path
 
 from .course import CourseError, load_course
+
+EXIT_OK = 0  # done: every submission graded and its gradebook row written
+EXIT_FOUND = 1  # ran and found a problem (build --check, catalogue, gradebook --check)
+EXIT_USAGE = 2  # a usage error: one line, nothing graded
+EXIT_GRADER_ERROR = 3  # grade: the grader failed on a submission (a grader process died...): stored as 0, rerun
+EXIT_UNWRITTEN = 4  # grade: a gradebook row could not be written after the retries (takes precedence over 3)
+EXIT_INTERRUPTED = 130  # grade: Ctrl-C; what was recorded stays, the same command resumes
 
 
 class UsageError(Exception):
@@ -70,16 +80,10 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     if missing:
         raise UsageError(f"no such file or folder: {', '.join(missing)}")
     if out or gradebook or shard:
-        from .grading.batch import BatchInterrupted, grade_batch
-
-        try:
-            summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out or "grading-out", jobs=jobs,
-                                  shard=shard, gradebook=gradebook, regrade=regrade)
-        except BatchInterrupted as exc:
-            print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
-            return 130
-        print(summary, file=sys.stderr)
-        results = summary.results
+        code, results, last = _grade_batch(lab_info, paths, out=out or "grading-out", jobs=jobs, shard=shard,
+                                           gradebook=gradebook, regrade=regrade)
+        if results is None:
+            return code
     else:
         from .grading.batch import collect_submissions
 
@@ -88,11 +92,54 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         results = [grade_submission(lab_info.autograder_dir, f) for f in files]
+        code, last = EXIT_OK, None
     if as_json:
         print(json.dumps(json_rows(results), indent=2))
     else:
         print(score_table(results))
-    return 0
+    if last:
+        sys.stdout.flush()
+        print(last, file=sys.stderr)  # the last line: what to rerun
+    return code
+
+
+def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, gradebook, regrade: bool):
+    """``attnlab grade --out/--gradebook/--shard``: (exit status, results or None when interrupted, the line that
+    says what to rerun or None)."""
+    from .grading.batch import BatchInterrupted, grade_batch, parse_shard
+
+    try:
+        if shard is not None:
+            parse_shard(shard)  # --shard auto without a scheduler: one line, before anything is opened
+        Path(out).mkdir(parents=True, exist_ok=True)
+        summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out, jobs=jobs, shard=shard,
+                              gradebook=gradebook, regrade=regrade)
+    except BatchInterrupted as exc:
+        print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED, None, None
+    except ValueError as exc:  # a bad shard, jobs, gradebook URL or name clash, found before grading starts
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None or Path(exc.filename) not in (Path(out), *Path(out).parents):
+            raise
+        raise UsageError(f"cannot make the output folder {out} ({exc.strerror}): pass a writable --out") from None
+    print(summary, file=sys.stderr)
+    code = EXIT_UNWRITTEN if summary.unwritten else EXIT_GRADER_ERROR if summary.failed else EXIT_OK
+    last = rerun_line(lab_info.id, summary.left, out=out, gradebook=gradebook) if code else None
+    return code, summary.results, last
+
+
+def rerun_line(lab: str, left: dict[str, str], *, out: str, gradebook: str | None) -> str:
+    """The last line of a batch that left submissions: how many, and the command that grades exactly them
+    (no ``--shard``: the files are named; a gradebook URL's password shows as ``***``)."""
+    import shlex
+
+    from .grading.gradebook import redact_url
+
+    command = ["attnlab", "grade", lab, *left.values(), "--out", out]
+    if gradebook:
+        command += ["--gradebook", redact_url(gradebook) if "://" in gradebook else gradebook]
+    return f"attnlab grade: {len(left)} submission(s) left: rerun: {shlex.join(command)}"
 
 
 def json_rows(results: list[dict]) -> list[dict]:
@@ -201,14 +248,47 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
     return 0
 
 
-def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
-    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV; ``csv`` ``-``
-    writes it to standard output (the count goes to standard error)."""
+def gradebook(*, target: str, csv: str | None = None, check: str | None = None, lab: str | None = None,
+              root: str | None = None) -> int:
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV (``csv`` ``-``: to
+    standard output, the count to standard error), and/or ``check`` it against a folder of submissions: one line
+    per missing, stale or errored row, then a summary; ``EXIT_FOUND`` when anything is listed."""
     from .grading.batch import export_gradebook
+    from .grading.gradebook import GradebookError
 
-    rows = export_gradebook(target, csv)
-    print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}", file=sys.stderr if csv == "-" else None)
-    return 0
+    if csv is None and check is None:
+        raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
+    if check is not None and not Path(check).exists():
+        raise UsageError(f"no such file or folder: {check}")
+    try:
+        if csv is not None:
+            rows = export_gradebook(target, csv, lab=lab)
+            print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}",
+                  file=sys.stderr if csv == "-" else None)
+        return _check_gradebook(target, check, lab) if check is not None else EXIT_OK
+    except (FileNotFoundError, GradebookError) as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:  # several labs, two files with one name
+        raise UsageError(str(exc)) from None
+
+
+def _check_gradebook(target: str, submissions: str, lab: str | None) -> int:
+    from .grading.gradebook_check import KINDS, check_gradebook
+    from .grading.safe_text import for_terminal
+
+    done = check_gradebook(target, submissions, lab=lab)
+    for f in done.findings:
+        print(for_terminal(f"{f.kind:<8} {f.key}: {f.detail}"))
+    counts = ", ".join(f"{done.count(kind)} {kind}" for kind in KINDS)
+    print(for_terminal(f"attnlab gradebook --check: {done.lab or 'no lab yet'}, {done.checked} submission(s) in "
+                       f"{submissions}: {done.current()} graded and current; {counts}"))
+    if not done.findings:
+        return EXIT_OK
+    left = {f.key: f.path for f in done.findings}
+    folder = Path(target).is_dir()  # a grading output folder: its gradebook is the default of --out
+    print(rerun_line(done.lab or "LAB", left, out=target if folder else "OUT", gradebook=None if folder else target),
+          file=sys.stderr)
+    return EXIT_FOUND
 
 
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
@@ -217,6 +297,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
+    from .grading.gradebook import GradebookError
     from .grading.mutants import load_catalogue
     from .report import build_report
     from .report.load import ReportInputError
@@ -240,7 +321,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
                             template=lambda lab_id: _lab(course, lab_id).student_notebook,
                             reference=lambda lab_id: _lab(course, lab_id).solution_notebook, known=known,
                             threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
-    except (FileNotFoundError, ReportInputError) as exc:
+    except (FileNotFoundError, ReportInputError, GradebookError) as exc:
         raise UsageError(str(exc)) from None
     r = done.report
     print(f"attnlab report: {r.lab}, {len(r.submissions)} submissions, {len(r.mistakes)} distinct mistakes, "

@@ -1,0 +1,84 @@
+"""``attnlab gradebook TARGET --check SUBMISSIONS``: verify a run in one command.
+
+Every submission file in the folder is looked up in the gradebook by its key (the file name) and listed when its
+row is **missing**, **stale** (the file's sha256 differs from the row's: it changed after it was graded, or the
+row is of another file of that name) or **errored** (the grader itself failed on it: stored as 0, graded again by
+the next run). A row with no file in the folder is not listed (the folder may be one of several).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnlab.grading.batch import collect_submissions, file_sha256
+from attnlab.grading.gradebook import GradebookError, open_gradebook, sqlite_path
+
+KINDS = ("missing", "stale", "errored")
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # one of KINDS
+    key: str  # the submission's file name
+    path: str  # the file in the submissions folder
+    detail: str  # why, in words
+
+
+@dataclass
+class CheckReport:
+    lab: str | None  # None: the gradebook is empty
+    checked: int = 0  # submission files looked up
+    findings: list[Finding] = field(default_factory=list)
+
+    def count(self, kind: str) -> int:
+        return sum(f.kind == kind for f in self.findings)
+
+    def current(self) -> int:
+        """Files with a row of their exact content and no grader error."""
+        return self.checked - len({f.key for f in self.findings})
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in str(text).strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "?"
+
+
+def _gradebook_files(target) -> list[Path]:
+    """The gradebook's own files, never taken as submissions when they lie in the folder."""
+    if "://" in str(target):
+        return []
+    db = sqlite_path(target)
+    return [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+
+
+def _lab(book, lab: str | None) -> str | None:
+    if lab is not None:
+        return lab
+    labs = book.labs()
+    if len(labs) > 1:
+        raise GradebookError(f"the gradebook {book.target} holds several labs ({', '.join(labs)}): pass --lab")
+    return labs[0] if labs else None
+
+
+def check_gradebook(target, submissions, *, lab: str | None = None) -> CheckReport:
+    """Compare the gradebook at ``target`` (folder, .db file or postgresql:// URL) with the submission files in
+    ``submissions`` (a folder or files); ``lab``: which lab's rows (needed when the gradebook holds several)."""
+    files = collect_submissions([submissions] if isinstance(submissions, (str, Path)) else submissions,
+                               exclude=_gradebook_files(target))
+    with open_gradebook(target, create=False) as book:
+        lab = _lab(book, lab)
+        rows = {r["key"]: r for r in book.rows(lab)} if lab is not None else {}
+    report = CheckReport(lab=lab, checked=len(files))
+    for key, path in files.items():
+        row = rows.get(key)
+        if row is None:
+            report.findings.append(Finding("missing", key, str(path), "no row in the gradebook"))
+            continue
+        if row["sha256"] != file_sha256(path):
+            report.findings.append(Finding("stale", key, str(path),
+                                           f"the file differs from the one graded at {row['graded_at']}"))
+        if row["grader_error"] is not None:
+            report.findings.append(Finding("errored", key, str(path),
+                                           f"grader error: {_last_line(row['grader_error'])}"))
+    return report
