@@ -63,10 +63,24 @@ def test_check_of_a_gradebook_in_the_submissions_folder_skips_its_own_files(tmp_
 def test_check_and_csv_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     subs, out = _graded(tmp_path)
     capsys.readouterr()
+    (tmp_path / "junk.db").write_bytes(b"x" * 200)  # long enough for SQLite itself to say so
     for argv, says in (([str(out)], "say what to do: --csv FILE"),
                        ([str(out), "--check", str(tmp_path / "typo")], "no such file or folder"),
                        ([str(tmp_path / "nowhere"), "--check", str(subs)], "no gradebook at"),
-                       (["mysql://h/db", "--check", str(subs)], "unsupported gradebook URL")):
+                       (["mysql://h/db", "--check", str(subs)], "unsupported gradebook URL"),
+                       ([str(subs / "a.ipynb"), "--check", str(subs)], "is not a usable gradebook (not a SQLite file)"),
+                       ([str(tmp_path / "junk.db"), "--csv", "-"], "is not a usable gradebook"),
+                       ([str(out), "--check", str(subs), "--lab", "lab02"], "has no rows of lab 'lab02'; its labs: lab01")):
         assert main(["gradebook", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("attnlab gradebook: ") and says in err and len(err.splitlines()) == 1
+    assert (subs / "a.ipynb").read_bytes() == b"a"  # a submission passed as the gradebook is left as it was
+
+
+def test_a_bad_connection_setting_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    subs, out = _graded(tmp_path)
+    capsys.readouterr()
+    monkeypatch.setenv("ATTNLAB_DB_RETRIES", "many")
+    assert main(["gradebook", str(out), "--check", str(subs)]) == 2
+    assert capsys.readouterr().err == ("attnlab gradebook: ATTNLAB_DB_RETRIES='many' is not a whole number: unset it "
+                                       "or give one (default 5)\n")

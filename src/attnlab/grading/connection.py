@@ -193,12 +193,29 @@ def sqlite_may_pass(exc: Exception) -> bool:
 
 
 def connect_sqlite(path: Path) -> sqlite3.Connection:
-    """A SQLite connection in autocommit mode (transactions are explicit), WAL journal, busy timeout."""
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    """A SQLite connection in autocommit mode (transactions are explicit), WAL journal, busy timeout. A file that is
+    there, not empty and not SQLite is refused, never turned into a database (SQLite would take a short one)."""
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                raise GradebookError(f"{path} is not a usable gradebook (not a SQLite file): pass the gradebook.db "
+                                     "a batch wrote, or a new file name")
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    except sqlite3.OperationalError as exc:
+        if sqlite_may_pass(exc):
+            raise
+        raise GradebookError(f"cannot open the gradebook {path} ({exc}): pass a SQLite file you can write") from None
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     try:
         _enable_wal(conn, path)
         conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.OperationalError) and sqlite_may_pass(exc):
+            raise
+        raise GradebookError(f"{path} is not a usable gradebook ({exc}): pass the gradebook.db a batch wrote, "
+                             "or a new file name") from None
     except BaseException:
         conn.close()
         raise

@@ -53,9 +53,11 @@ def _gradebook_files(target) -> list[Path]:
 
 
 def _lab(book, lab: str | None) -> str | None:
-    if lab is not None:
-        return lab
     labs = book.labs()
+    if lab is not None:
+        if labs and lab not in labs:
+            raise GradebookError(f"the gradebook {book.target} has no rows of lab {lab!r}; its labs: {', '.join(labs)}")
+        return lab
     if len(labs) > 1:
         raise GradebookError(f"the gradebook {book.target} holds several labs ({', '.join(labs)}): pass --lab")
     return labs[0] if labs else None
