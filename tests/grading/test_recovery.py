@@ -7,9 +7,13 @@ and started mid-batch; skipped only where no server binaries are installed (apt-
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -80,6 +84,53 @@ def test_a_restart_mid_batch_ends_with_every_row_written(server, db_url, tmp_pat
     with open_gradebook(db_url) as book:
         assert [r["key"] for r in book.rows()] == [f"s{i:02d}.ipynb" for i in range(10)]
     assert elapsed < 40, elapsed
+
+
+SHARD = textwrap.dedent("""
+    import json, sys, time
+    from attnlab.grading.batch import grade_batch
+
+    def slow(lab, path):
+        time.sleep(0.1)
+        return {"submission": str(path), "score": 1.0, "max_score": 1.0, "questions": {}}
+
+    src, out, shard, gradebook = sys.argv[1:]
+    s = grade_batch("lab01", [src], out_dir=out, shard=shard, gradebook=gradebook, grade_fn=slow, progress=False)
+    print(json.dumps([s.graded, s.failed, s.unwritten]))
+""")
+
+
+def test_shards_in_separate_processes_ride_out_a_restart(server, db_url, tmp_path):
+    """The issue's case: three shard processes, 30 submissions, the server restarted (fast shutdown, 1 s down)
+    once rows are coming in: every shard ends with exit 0 and all 30 rows are written, within 60 s."""
+    import psycopg
+
+    src = write_submissions(tmp_path / "subs", {f"s{i:02d}.ipynb": b"x" * i for i in range(30)})
+    env = dict(os.environ, ATTNLAB_DB_BACKOFF_S="0.5", ATTNLAB_DB_CONNECT_TIMEOUT_S="2")
+    start = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-c", SHARD, str(src), str(tmp_path / "out"), f"{i}/3", db_url],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i in (1, 2, 3)]
+    written = 0
+    while written < 4 and time.monotonic() - start < 60:  # the shards are under way
+        time.sleep(0.1)
+        try:
+            with psycopg.connect(db_url, autocommit=True) as conn:
+                written = conn.execute("SELECT count(*) FROM submissions").fetchone()[0]
+        except psycopg.Error:  # the tables are not there yet
+            pass
+    server.stop("fast")
+    time.sleep(1.0)
+    server.start()
+    outcomes = [p.communicate(timeout=120) for p in procs]
+    elapsed = time.monotonic() - start
+    assert 4 <= written < 30
+    assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in outcomes]
+    counts = [json.loads(out.strip().splitlines()[-1]) for out, _ in outcomes]
+    assert sum(c[0] for c in counts) == 30 and all(c[1:] == [0, 0] for c in counts)
+    with open_gradebook(db_url) as book:
+        assert [r["key"] for r in book.rows()] == [f"s{i:02d}.ipynb" for i in range(30)]
+    assert elapsed < 60, elapsed
 
 
 def test_a_server_down_for_good_exits_4_naming_every_file_left(server, db_url, built_course, tmp_path,
