@@ -10,7 +10,8 @@
   whole transaction runs again on a new one after a pause that doubles (``BACKOFF_S``), ``retries`` times. A
   transaction is all or nothing, so a retried row is never half written, and replaying an upsert is harmless.
   After the last try ``GradebookUnavailable`` names the database and the last error. While the database stays
-  down, later transactions try once each (no repeated pauses) until one succeeds.
+  down, later transactions fail at once for the longest pause, then try once each, until one succeeds: a
+  database down for good costs a batch seconds, not a connect timeout per row.
 
 The bounds come from the environment, for a course whose database restarts slowly (``docs/GRADING_AT_SCALE.md``):
 ``ATTNLAB_DB_CONNECT_TIMEOUT_S``, ``ATTNLAB_DB_READ_TIMEOUT_S``, ``ATTNLAB_DB_RETRIES``, ``ATTNLAB_DB_BACKOFF_S``.
@@ -100,13 +101,18 @@ class Link:
         self._transient = transient
         self.bounds = bounds
         self._interrupt = interrupt
-        self._down = False
+        self._down_at: float | None = None  # when the last try of a failed run ended
+        self._down_why = ""
         self.conn = None
         self.run(lambda conn: None)  # the first connection, with the same retries
 
     def run(self, op: Callable[[Any], Any]):
         """``op(conn)``: one whole transaction; run again on a new connection after a connection failure."""
-        tries = 1 if self._down else self.bounds.retries + 1
+        hold = self.bounds.pause(self.bounds.retries)  # the longest pause: a database down for good costs nothing
+        if self._down_at is not None and time.monotonic() - self._down_at < hold:
+            raise GradebookUnavailable(f"gradebook {self.target} is down ({self._down_why}; tried again "
+                                       f"{hold:g} s after the last try): check that the database is up, then rerun")
+        tries = 1 if self._down_at is not None else self.bounds.retries + 1
         start, last = time.monotonic(), None
         for attempt in range(tries):
             fired = None
@@ -117,7 +123,7 @@ class Link:
                     self.conn = self._connect()
                 with self._watchdog() as fired:
                     result = op(self.conn)
-                self._down = False
+                self._down_at = None
                 return result
             except self._transient as exc:
                 if not self._retry_if(exc):
@@ -125,10 +131,10 @@ class Link:
                 last = exc if fired is None or not fired.is_set() else TimeoutError(
                     f"no answer within {self.bounds.read_timeout_s:g} s (ATTNLAB_DB_READ_TIMEOUT_S)")
                 self.drop()
-        self._down = True
+        self._down_at, self._down_why = time.monotonic(), _last_line(last)
         raise GradebookUnavailable(
             f"gradebook {self.target} did not answer: {tries} tr{'y' if tries == 1 else 'ies'} in "
-            f"{time.monotonic() - start:.1f} s, last: {_last_line(last)}; check that the database is up and "
+            f"{time.monotonic() - start:.1f} s, last: {self._down_why}; check that the database is up and "
             "reachable, then rerun") from last
 
     @contextmanager
