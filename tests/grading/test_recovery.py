@@ -244,3 +244,34 @@ def test_a_killed_grader_process_makes_the_exit_non_zero(built_course, tmp_path,
     assert "grader process died while grading this submission (killed by signal 9" in rows["b.ipynb"]["grader_error"]
     assert rows["b.ipynb"]["score"] == 0.0
     assert rows["a.ipynb"]["grader_error"] is None and rows["a.ipynb"]["score"] == 1.0
+
+
+def test_a_sqlite_lock_held_past_the_busy_timeout_is_retried_then_reported(tmp_path, monkeypatch):
+    """Another program holds the SQLite gradebook's write lock: the row waits out the busy timeout, is retried, and
+    is written once the lock goes; a lock that never goes leaves the row reported, the batch going on."""
+    import sqlite3
+
+    from attnlab.grading import connection
+
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setenv("ATTNLAB_DB_RETRIES", "2")
+    monkeypatch.setenv("ATTNLAB_DB_BACKOFF_S", "0.2")
+    src = write_submissions(tmp_path / "subs", {"a.ipynb": b"a", "b.ipynb": b"b", "c.ipynb": b"c"})
+    db = tmp_path / "gb.db"
+    open_gradebook(db).close()
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+
+    def grade(lab_dir, path):
+        if path.name == "a.ipynb":
+            holder.execute("BEGIN IMMEDIATE")
+            threading.Timer(0.4, holder.execute, ("COMMIT",)).start()  # released while a's row is retried
+        if path.name == "b.ipynb":
+            holder.execute("BEGIN IMMEDIATE")  # held for good
+        return _fake_grade(lab_dir, path)
+
+    summary = grade_batch("lab01", [src], out_dir=tmp_path / "out", gradebook=db, grade_fn=grade, progress=False)
+    holder.execute("COMMIT")
+    holder.close()
+    assert (summary.graded, summary.unwritten, sorted(summary.left)) == (3, 2, ["b.ipynb", "c.ipynb"])
+    with open_gradebook(db) as book:
+        assert [r["key"] for r in book.rows()] == ["a.ipynb"]
