@@ -30,8 +30,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", default=S, help="fail if committed outputs differ from a fresh build")
     b.set_defaults(func=commands.build)
 
-    g = sub.add_parser("grade", help="grade submissions of a lab", epilog="exit status: 0 done, 2 usage error, 3 a "
-                       "grader error, 4 a gradebook row not written, 130 interrupted (docs/GRADING_AT_SCALE.md)")
+    g = sub.add_parser("grade", help="grade submissions of a lab", epilog=(
+        f"exit status: {commands.EXIT_OK} done, {commands.EXIT_USAGE} usage error, {commands.EXIT_GRADER_ERROR} a "
+        f"grader error, {commands.EXIT_UNWRITTEN} a gradebook row not written, {commands.EXIT_INTERRUPTED} "
+        "interrupted (docs/GRADING_AT_SCALE.md)"))
     g.add_argument("lab")
     g.add_argument("paths", nargs="+", help="submission notebooks or folders of them")
     g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
