@@ -107,6 +107,7 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
     """``attnlab grade --out/--gradebook/--shard``: (exit status, results or None when interrupted, the line that
     says what to rerun or None)."""
     from .grading.batch import BatchInterrupted, grade_batch, parse_shard
+    from .grading.gradebook_check import rerun_line
 
     try:
         if shard is not None:
@@ -127,19 +128,6 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
     code = EXIT_UNWRITTEN if summary.unwritten else EXIT_GRADER_ERROR if summary.failed else EXIT_OK
     last = rerun_line(lab_info.id, summary.left, out=out, gradebook=gradebook) if code else None
     return code, summary.results, last
-
-
-def rerun_line(lab: str, left: dict[str, str], *, out: str, gradebook: str | None) -> str:
-    """The last line of a batch that left submissions: how many, and the command that grades exactly them
-    (no ``--shard``: the files are named; a gradebook URL's password shows as ``***``)."""
-    import shlex
-
-    from .grading.gradebook import redact_url
-
-    command = ["attnlab", "grade", lab, *left.values(), "--out", out]
-    if gradebook:
-        command += ["--gradebook", redact_url(gradebook) if "://" in gradebook else gradebook]
-    return f"attnlab grade: {len(left)} submission(s) left: rerun: {shlex.join(command)}"
 
 
 def json_rows(results: list[dict]) -> list[dict]:
@@ -273,21 +261,13 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
 
 
 def _check_gradebook(target: str, submissions: str, lab: str | None) -> int:
-    from .grading.gradebook_check import KINDS, check_gradebook
-    from .grading.safe_text import for_terminal
+    from .grading.gradebook_check import check_gradebook
 
     done = check_gradebook(target, submissions, lab=lab)
-    for f in done.findings:
-        print(for_terminal(f"{f.kind:<8} {f.key}: {f.detail}"))
-    counts = ", ".join(f"{done.count(kind)} {kind}" for kind in KINDS)
-    print(for_terminal(f"attnlab gradebook --check: {done.lab or 'no lab yet'}, {done.checked} submission(s) in "
-                       f"{submissions}: {done.current()} graded and current; {counts}"))
+    print("\n".join(done.lines(submissions)))
     if not done.findings:
         return EXIT_OK
-    left = {f.key: f.path for f in done.findings}
-    folder = Path(target).is_dir()  # a grading output folder: its gradebook is the default of --out
-    print(rerun_line(done.lab or "LAB", left, out=target if folder else "OUT", gradebook=None if folder else target),
-          file=sys.stderr)
+    print(done.rerun(target), file=sys.stderr)
     return EXIT_FOUND
 
 

@@ -1,4 +1,5 @@
-"""``attnlab gradebook TARGET --check SUBMISSIONS``: verify a run in one command.
+"""``attnlab gradebook TARGET --check SUBMISSIONS``: verify a run in one command; ``rerun_line``, the command that
+grades exactly what a batch or a check left.
 
 Every submission file in the folder is looked up in the gradebook by its key (the file name) and listed when its
 row is **missing**, **stale** (the file's sha256 differs from the row's: it changed after it was graded, or the
@@ -8,11 +9,13 @@ the next run). A row with no file in the folder is not listed (the folder may be
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnlab.grading.batch import collect_submissions, file_sha256
-from attnlab.grading.gradebook import GradebookError, open_gradebook, sqlite_path
+from attnlab.grading.gradebook import GradebookError, open_gradebook, redact_url, sqlite_path
+from attnlab.grading.safe_text import for_terminal, readable_name
 
 KINDS = ("missing", "stale", "errored")
 
@@ -37,6 +40,30 @@ class CheckReport:
     def current(self) -> int:
         """Files with a row of their exact content and no grader error."""
         return self.checked - len({f.key for f in self.findings})
+
+    def lines(self, submissions) -> list[str]:
+        """One line per finding, then the summary (terminal-safe)."""
+        counts = ", ".join(f"{self.count(kind)} {kind}" for kind in KINDS)
+        return [for_terminal(f"{f.kind:<8} {f.key}: {f.detail}") for f in self.findings] + [for_terminal(
+            f"attnlab gradebook --check: {self.lab or 'no lab yet'}, {self.checked} submission(s) in {submissions}: "
+            f"{self.current()} graded and current; {counts}")]
+
+    def rerun(self, target) -> str:
+        """The command that grades the listed files into the gradebook ``target`` (a grading output folder: as
+        ``--out``; a file or URL: ``--gradebook``, with ``--out OUT`` to fill in)."""
+        folder = Path(str(target)).is_dir()
+        return rerun_line(self.lab or "LAB", {f.key: f.path for f in self.findings},
+                          out=str(target) if folder else "OUT", gradebook=None if folder else str(target))
+
+
+def rerun_line(lab: str, left: dict[str, str], *, out: str, gradebook: str | None) -> str:
+    """The last line of a batch that left submissions: how many, and the command that grades exactly them
+    (no ``--shard``: the files are named; a gradebook URL's password shows as ``***``; a name that is not UTF-8
+    as ``safe_text.readable_name`` shows it)."""
+    command = ["attnlab", "grade", lab, *map(readable_name, left.values()), "--out", out]
+    if gradebook:
+        command += ["--gradebook", redact_url(gradebook) if "://" in gradebook else gradebook]
+    return for_terminal(f"attnlab grade: {len(left)} submission(s) left: rerun: {shlex.join(command)}")
 
 
 def _last_line(text: str) -> str:
