@@ -75,6 +75,8 @@ def test_other_errors_pass_through_at_once():
     with pytest.raises(Down, match="no such table"):
         link.run(lambda conn: (_ for _ in ()).throw(Down("no such table")))
     assert log == ["connect"]
+    with pytest.raises(GradebookError, match=r"cannot connect to the gradebook db: Down: role x does not exist"):
+        _link([Down("role x does not exist")], retry_if=lambda exc: "locked" in str(exc))
 
 
 def test_while_the_database_stays_down_later_runs_fail_at_once_then_try_once():

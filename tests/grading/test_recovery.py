@@ -275,3 +275,12 @@ def test_a_sqlite_lock_held_past_the_busy_timeout_is_retried_then_reported(tmp_p
     assert (summary.graded, summary.unwritten, sorted(summary.left)) == (3, 2, ["b.ipynb", "c.ipynb"])
     with open_gradebook(db) as book:
         assert [r["key"] for r in book.rows()] == ["a.ipynb"]
+
+
+def test_a_wrong_database_in_the_url_is_one_line_exit_2_at_once(server, capsys):
+    start = time.monotonic()
+    assert main(["gradebook", f"{server.url}/no_such_db", "--csv", "-"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnlab gradebook: cannot connect to the gradebook {server.url}/no_such_db: ")
+    assert 'database "no_such_db" does not exist' in err and len(err.splitlines()) == 1
+    assert time.monotonic() - start < 5  # not retried

@@ -12,6 +12,8 @@
   After the last try ``GradebookUnavailable`` names the database and the last error. While the database stays
   down, later transactions fail at once for the longest pause, then try once each, until one succeeds: a
   database down for good costs a batch seconds, not a connect timeout per row.
+- **No retry for a wrong URL**: a database, user, password or host name that does not exist fails at once with a
+  ``GradebookError`` (``postgres_may_pass``).
 
 The bounds come from the environment, for a course whose database restarts slowly (``docs/GRADING_AT_SCALE.md``):
 ``ATTNLAB_DB_CONNECT_TIMEOUT_S``, ``ATTNLAB_DB_READ_TIMEOUT_S``, ``ATTNLAB_DB_RETRIES``, ``ATTNLAB_DB_BACKOFF_S``.
@@ -118,8 +120,9 @@ class Link:
             fired = None
             if attempt:
                 time.sleep(self.bounds.pause(attempt))
+            connecting = self.conn is None
             try:
-                if self.conn is None:
+                if connecting:
                     self.conn = self._connect()
                 with self._watchdog() as fired:
                     result = op(self.conn)
@@ -127,6 +130,9 @@ class Link:
                 return result
             except self._transient as exc:
                 if not self._retry_if(exc):
+                    if connecting:  # a wrong database, user, password or host: no retry makes it right
+                        raise GradebookError(f"cannot connect to the gradebook {self.target}: {_last_line(exc)}; "
+                                             "check the URL") from None
                     raise
                 last = exc if fired is None or not fired.is_set() else TimeoutError(
                     f"no answer within {self.bounds.read_timeout_s:g} s (ATTNLAB_DB_READ_TIMEOUT_S)")
@@ -191,6 +197,15 @@ def connect_postgres(url: str, bounds: Bounds):
     if "connect_timeout" not in conninfo_to_dict(url):
         options["connect_timeout"] = max(1, round(bounds.connect_timeout_s))  # libpq: whole seconds, 1 at least
     return psycopg.connect(url, **options)
+
+
+_PG_PERMANENT = ("does not exist", "authentication failed", "pg_hba.conf", "invalid dsn", "invalid connection option",
+                 "could not translate host name")
+
+
+def postgres_may_pass(exc: Exception) -> bool:
+    """A PostgreSQL error worth another try: not a wrong database, user, password or host name in the URL."""
+    return not any(word in str(exc).lower() for word in _PG_PERMANENT)
 
 
 def sqlite_may_pass(exc: Exception) -> bool:

@@ -33,6 +33,7 @@ from attnlab.grading.connection import (  # noqa: F401 - GradebookUnavailable: t
     Link,
     connect_postgres,
     connect_sqlite,
+    postgres_may_pass,
     shut_socket,
     sqlite_may_pass,
 )
@@ -355,7 +356,8 @@ def open_gradebook(target, *, create: bool = True) -> Gradebook:
             raise ImportError(f"a postgresql:// gradebook needs psycopg 3, which is not installed ({exc}): "
                               'pip install "attnlab[postgres]"') from exc
         link = Link(lambda: connect_postgres(target, bounds), target=redact_url(target), bounds=bounds,
-                    transient=(psycopg.OperationalError, psycopg.InterfaceError), interrupt=shut_socket)
+                    transient=(psycopg.OperationalError, psycopg.InterfaceError), interrupt=shut_socket,
+                    retry_if=postgres_may_pass)
         return Gradebook(link, dialect="postgresql", target=redact_url(target))
     path = sqlite_path(target)
     if not create and not path.is_file():
