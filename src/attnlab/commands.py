@@ -226,6 +226,8 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
                            gradescope=gradescope or str(Path(out).resolve()) + "-gradescope")
     except (CourseError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the release to {out}: {exc.strerror} ({exc.filename})") from None
     print(f"attnlab release: released {', '.join(done.released)}")
     for reason in done.held_back.values():
         print(f"attnlab release: held back: {reason}")
@@ -254,10 +256,10 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
             print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}",
                   file=sys.stderr if csv == "-" else None)
         return _check_gradebook(target, check, lab) if check is not None else EXIT_OK
-    except (FileNotFoundError, GradebookError) as exc:
+    except (FileNotFoundError, GradebookError, ValueError) as exc:  # ValueError: several labs, two files with one name
         raise UsageError(str(exc)) from None
-    except ValueError as exc:  # several labs, two files with one name
-        raise UsageError(str(exc)) from None
+    except OSError as exc:  # the CSV cannot be written there
+        raise UsageError(f"cannot write {exc.filename or csv} ({exc.strerror}): pass a CSV file path") from None
 
 
 def _check_gradebook(target: str, submissions: str, lab: str | None) -> int:

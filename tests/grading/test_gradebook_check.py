@@ -70,6 +70,7 @@ def test_check_and_csv_usage_errors_are_one_line_exit_2(tmp_path, capsys):
                        (["mysql://h/db", "--check", str(subs)], "unsupported gradebook URL"),
                        ([str(subs / "a.ipynb"), "--check", str(subs)], "is not a usable gradebook (not a SQLite file)"),
                        ([str(tmp_path / "junk.db"), "--csv", "-"], "is not a usable gradebook"),
+                       ([str(out), "--csv", str(subs)], f"cannot write {subs} (Is a directory): pass a CSV file path"),
                        ([str(out), "--check", str(subs), "--lab", "lab02"], "has no rows of lab 'lab02'; its labs: lab01")):
         assert main(["gradebook", *argv]) == 2
         err = capsys.readouterr().err
