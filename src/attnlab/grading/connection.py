@@ -96,7 +96,8 @@ class Link:
     """
 
     def __init__(self, connect: Callable[[], Any], *, target: str, transient: tuple, bounds: Bounds,
-                 interrupt: Callable[[Any], None] | None = None, retry_if: Callable[[Exception], bool] = bool):
+                 interrupt: Callable[[Any], None] | None = None,
+                 retry_if: Callable[[Exception], bool] = lambda exc: True):
         self._connect = connect
         self._retry_if = retry_if  # of the ``transient`` errors, those worth another try
         self.target = target
