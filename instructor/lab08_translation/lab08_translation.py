@@ -1068,7 +1068,7 @@ for (de, en), hypothesis in list(zip(pairs["test_2016_flickr"], test_hypotheses)
 # translations that get the gist (*a man*, *a dog*, *is running*) and miss the details. In our run (CPU, fast
 # size: 160 steps of about 1,500 tokens, on a loaded 2-core machine) it scored BLEU 13.86 (45.4/19.9/9.7/4.8,
 # brevity penalty 0.969, 12,560 words for 12,955 in the references). The full size
-# (256 dimensions, 3 + 3 layers, 9.0M parameters: `benchmarks/lab08_bleu.py`) reached sacreBLEU 31.4 on
+# (256 dimensions, 3 + 3 layers, 9.0M parameters) reached sacreBLEU 31.4 on
 # test_2016_flickr with greedy decoding after 30 minutes of training on a 2-core CPU, with this signature.
 # The tutorials' mid-thirties are *tokenised* BLEU, a different number: scores are comparable *only* with
 # the same signature.

@@ -1349,7 +1349,7 @@ plt.show()
 # The mini-GPT passes it within the first round and keeps going: attention over 32 characters lets it
 # learn words, spelling and the layout of a play (names in capitals, then a colon and a new line).
 # nanoGPT's CPU recipe (twice as wide, twice as deep, 2,000 steps) reaches about 1.88; the GPU model
-# about 1.47. `benchmarks/lab09_gpt.py` trains this lab's model at nanoGPT's settings.
+# about 1.47, with this lab's model trained at nanoGPT's settings.
 #
 # ### 8.3 Samples at several temperatures
 #

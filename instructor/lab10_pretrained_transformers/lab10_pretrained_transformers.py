@@ -525,7 +525,7 @@ print(f"{PRETRAIN_STEPS} steps in {mlm_history.seconds:.0f} s; masked-LM loss {m
 # %% [markdown]
 # What did it learn? Fill in a blank: how much probability the model puts on each topic's 25 words at a
 # `[MASK]` (the rest goes to the common words). The sentence's other words tell the topic, and after 400 steps
-# the guess starts to follow it, though no label was ever seen: in the fast size on a CPU (instructor notes)
+# the guess starts to follow it, though no label was ever seen: in the fast size on a CPU
 # the soup sentence put 0.31 on food words and the fog one 0.19 on weather words (the most of the four), while the
 # stadium sentence was still undecided (food 0.13, sport 0.10).
 
@@ -586,8 +586,8 @@ plt.show()
 
 # %% [markdown]
 # What to look for: the model from scratch stays near guessing with 8 labels and far behind with 128; the
-# pretrained one is far ahead at every budget. Measured in the fast size on a loaded 2-core CPU (mean of 3 seeds,
-# see the instructor notes): 8 labels 0.74 against 0.32, 32 labels 0.85 against 0.43, 128 labels 0.90 against
+# pretrained one is far ahead at every budget. Measured in the fast size on a loaded 2-core CPU (mean of 3 seeds):
+# 8 labels 0.74 against 0.32, 32 labels 0.85 against 0.43, 128 labels 0.90 against
 # 0.53. Labels teach which topic a word belongs to one word at a time; pretraining taught it for all the words
 # that occur together, for free.
 #

@@ -564,8 +564,8 @@ for name, model in models.items():
     print(f"{name:<15} {size:>6} parameters   validation loss {loss:.3f}   accuracy {accuracy:.3f}")
 
 # %% [markdown]
-# What to look for (the exact numbers depend on the sizes, the seed and the device; the instructor's README
-# lists measured runs):
+# What to look for (the exact numbers depend on the sizes, the seed and the device; these are measured
+# runs):
 #
 # - **Pooled patches** stay at the loss of guessing, 0.69, however long they train, as proved above; their
 #   accuracy jumps about between 0.25 and 0.75 from epoch to epoch (a logit near 0 whose sign is noise).

@@ -53,8 +53,19 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("lab")
     c.set_defaults(func=commands.catalogue)
 
+    _release_parser(sub)
+
+    d = sub.add_parser("demo", help="build everything and grade sample submissions")
+    d.add_argument("--lab", default=S)
+    d.add_argument("--out", default=S)
+    d.set_defaults(func=commands.demo)
+    return p
+
+
+def _release_parser(sub) -> None:
     r = sub.add_parser("release", help="write a student repository a course can push: notebooks, kit, README")
-    r.add_argument("out", help="the folder to write (its .git is kept, everything else replaced)")
+    r.add_argument("out", help="the student repository to write: its .git and the labs already released into it are "
+                              "kept, the rest replaced, and only once every check passed")
     r.add_argument("--url", required=True, help="where the course pushes OUT, e.g. https://github.com/you/course")
     r.add_argument("--labs", nargs="*", default=S, help="lab ids to release (default: all)")
     r.add_argument("--closed", nargs="*", default=S,
@@ -65,13 +76,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--gradescope", default=S,
                    help="folder for the Gradescope zips, installing the kit from --url (default: OUT-gradescope; "
                         "never inside OUT: they hold the hidden tests)")
+    r.add_argument("--replace-all", action="store_true", default=S,
+                   help="drop the labs already in OUT that this release does not write (default: keep them)")
     r.set_defaults(func=commands.release)
-
-    d = sub.add_parser("demo", help="build everything and grade sample submissions")
-    d.add_argument("--lab", default=S)
-    d.add_argument("--out", default=S)
-    d.set_defaults(func=commands.demo)
-    return p
 
 
 def _add_report(sub) -> None:

@@ -212,23 +212,27 @@ def _notes(result: dict) -> str:
 
 
 def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
-            branch: str = "main", gradescope: str | None = None, root: str | None = None) -> int:
+            branch: str = "main", gradescope: str | None = None, replace_all: bool = False,
+            root: str | None = None) -> int:
     """Write the student repository (notebooks installing the kit from ``url``, the kit, README, licence) for the
     labs that give no code of an open lab, and their Gradescope zips installing from the same ``url`` into
     ``gradescope`` (default: ``OUT-gradescope`` beside OUT); ``closed`` marks labs closed for this release
-    (``lab05`` or ``lab05,lab06``)."""
+    (``lab05`` or ``lab05,lab06``). The labs already in OUT stay unless ``replace_all``; a failed gate leaves OUT
+    as it was."""
     from .release import release as run_release
 
     course = _course(root)
     try:
         course = course.with_closed([name for arg in closed for name in arg.split(",") if name.strip()])
         done = run_release(course, course.select(labs), out, url=url, wheel=wheel, branch=branch,
-                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope")
+                           gradescope=gradescope or str(Path(out).resolve()) + "-gradescope", replace_all=replace_all)
     except (CourseError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"{exc} ({out} is left as it was)") from None
     except OSError as exc:
         raise UsageError(f"cannot write the release to {out}: {exc.strerror} ({exc.filename})") from None
     print(f"attnlab release: released {', '.join(done.released)}")
+    if done.kept:
+        print(f"attnlab release: kept from the earlier release in {out}: {', '.join(done.kept)}")
     for reason in done.held_back.values():
         print(f"attnlab release: held back: {reason}")
     print(f"attnlab release: wrote {len(done.written)} files to {out}; the leak gate found no instructor material. "
@@ -240,9 +244,10 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
 
 def gradebook(*, target: str, csv: str | None = None, check: str | None = None, lab: str | None = None,
               root: str | None = None) -> int:
-    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV (``csv`` ``-``: to
-    standard output, the count to standard error), and/or ``check`` it against a folder of submissions: one line
-    per missing, stale or errored row, then a summary; ``EXIT_FOUND`` when anything is listed."""
+    """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV, with the course's
+    roster (``roster:`` in course.yml) when it has one (``csv`` ``-``: to standard output, the count to standard
+    error), and/or ``check`` it against a folder of submissions: one line per missing, stale or errored row, then
+    a summary; ``EXIT_FOUND`` when anything is listed."""
     from .grading.batch import export_gradebook
     from .grading.gradebook import GradebookError
 
@@ -252,7 +257,7 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
         raise UsageError(f"no such file or folder: {check}")
     try:
         if csv is not None:
-            rows = export_gradebook(target, csv, lab=lab)
+            rows = export_gradebook(target, csv, lab=lab, roster=_roster(root))
             print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}",
                   file=sys.stderr if csv == "-" else None)
         return _check_gradebook(target, check, lab) if check is not None else EXIT_OK
@@ -273,6 +278,16 @@ def _check_gradebook(target: str, submissions: str, lab: str | None) -> int:
     return EXIT_FOUND
 
 
+def _roster(root):
+    """The course's roster, or None outside a course (a gradebook can be exported anywhere)."""
+    try:
+        return load_course(root).roster or None
+    except FileNotFoundError:
+        return None
+    except CourseError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
            threshold: float | None = None, known: list[str] = (), root: str | None = None) -> int:
     """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
@@ -282,6 +297,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     from .grading.gradebook import GradebookError
     from .grading.mutants import load_catalogue
     from .report import build_report
+    from .report.exports import not_on_roster
     from .report.load import ReportInputError
     from .report.similarity import DEFAULT_THRESHOLD
 
@@ -302,15 +318,24 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
         done = build_report(target, html=html, lab=lab, mutants=mutants, anonymise=anonymise,
                             template=lambda lab_id: _lab(course, lab_id).student_notebook,
                             reference=lambda lab_id: _lab(course, lab_id).solution_notebook, known=known,
-                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+                            threshold=DEFAULT_THRESHOLD if threshold is None else threshold, roster=course.roster)
     except (FileNotFoundError, ReportInputError, GradebookError) as exc:
         raise UsageError(str(exc)) from None
     r = done.report
+    _say_not_on_roster(not_on_roster(r, course.roster))
     print(f"attnlab report: {r.lab}, {len(r.submissions)} submissions, {len(r.mistakes)} distinct mistakes, "
           f"{len(r.pairs)} similar pairs in {len(r.clusters)} clusters (threshold {r.threshold:g}), "
           f"{len(r.known_matches)} matches to known solutions, in {done.seconds:.1f} s")
     print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
     return 0
+
+
+def _say_not_on_roster(names: list[str]) -> None:
+    if names:
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        print(f"attnlab report: {len(names)} submission(s) not on the roster in instructor/course.yml, flagged "
+              f"NOT ON ROSTER in the CSVs: {shown}; add them (submission: their file's stem) before importing",
+              file=sys.stderr)
 
 
 def catalogue(*, lab: str, root: str | None = None) -> int:

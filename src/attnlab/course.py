@@ -1,4 +1,6 @@
 """The course: where the repository is, which labs exist, how a lab id resolves (``lab05`` -> ``lab05_self_attention``),
+what Gradescope shows students of each lab and when (``gradescope:``, course-wide and per lab: ``Visibility``), who
+each submission is (``roster:``, a list or a CSV file: ``attnlab.roster``),
 and which labs are still open (the one owner of that: a lab is closed by ``closed: true``, by a ``due:`` date that has
 passed, or by the release's ``--closed``; otherwise it is open)."""
 
@@ -6,13 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
 import yaml
 
 from .grading.bundle import CATALOGUE, HIDDEN_TESTS
+from .grading.gradescope import VISIBILITIES, Visibility
+from .roster import Roster, RosterError, roster_from
 
 COURSE_FILE = Path("instructor") / "course.yml"
 # The install_spec the kit once shipped with: no repository answers it, so a notebook built with it cannot set up.
@@ -52,6 +56,7 @@ class Lab:
     root: Path
     due: date | datetime | None = None  # a date alone: the lab is due at the end of that day
     closed: bool = False  # ``closed: true`` in course.yml, or ``--closed`` on the release command
+    visibility: Visibility = Visibility()  # ``gradescope:`` in course.yml: when students see what on Gradescope
 
     def is_open(self, now: datetime | None = None) -> bool:
         """Open until it is marked closed or its due date has passed (``now``: an aware datetime, default now)."""
@@ -110,6 +115,7 @@ class Course:
     name: str
     install_spec: str
     labs: tuple[Lab, ...]
+    roster: Roster = field(default_factory=Roster, compare=False)  # ``roster:``: who each submission is
 
     def lab(self, name: str) -> Lab:
         """Resolve a lab id or its short form (``lab05``)."""
@@ -170,16 +176,38 @@ def parse_due(lab_id: str, value) -> date | datetime | None:
     return due
 
 
-def _lab_entry(item, root: Path) -> Lab:
+def parse_visibility(where: str, value, default: Visibility) -> Visibility:
+    """A ``gradescope:`` mapping (``public_checks:``, ``hidden_tests:``, each one of Gradescope's visibility values)
+    over ``default``; ``where`` names the course or the lab in the error."""
+    if value is None:
+        return default
+    example = "gradescope: {public_checks: visible, hidden_tests: after_due_date}"
+    if not isinstance(value, dict) or set(value) - {"public_checks", "hidden_tests"}:
+        raise CourseError(f"{COURSE_FILE}: {where} has gradescope: {value!r}; write it as {example}")
+    merged = {**default.as_dict(), **{k: str(v) for k, v in value.items()}}
+    bad = {k: v for k, v in merged.items() if v not in VISIBILITIES}
+    if bad:
+        raise CourseError(f"{COURSE_FILE}: {where} has gradescope: {', '.join(f'{k}: {v}' for k, v in bad.items())}, "
+                          f"not one of Gradescope's visibilities: {', '.join(VISIBILITIES)}")
+    return Visibility(**merged)
+
+
+def _lab_entry(item, root: Path, visibility: Visibility) -> Lab:
     lab_id = str(item["id"])
     closed = item.get("closed", False)
     if not isinstance(closed, bool):
         raise CourseError(f"{COURSE_FILE}: {lab_id} has closed: {closed!r}; write closed: true or closed: false")
-    return Lab(lab_id, str(item.get("title", lab_id)), root, parse_due(lab_id, item.get("due")), closed)
+    return Lab(lab_id, str(item.get("title", lab_id)), root, parse_due(lab_id, item.get("due")), closed,
+               parse_visibility(lab_id, item.get("gradescope"), visibility))
 
 
 def load_course(root: str | Path | None = None) -> Course:
     root = Path(root).resolve() if root else find_root()
     data = yaml.load((root / COURSE_FILE).read_text(), Loader=_Loader) or {}
-    labs = tuple(_lab_entry(item, root) for item in data.get("labs", []))
-    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs)
+    visibility = parse_visibility("the course", data.get("gradescope"), Visibility())
+    labs = tuple(_lab_entry(item, root, visibility) for item in data.get("labs", []))
+    try:
+        roster = roster_from(data.get("roster"), (root / COURSE_FILE).parent)
+    except RosterError as exc:
+        raise CourseError(f"{COURSE_FILE}: {exc}") from None
+    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs, roster)

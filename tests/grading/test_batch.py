@@ -126,7 +126,7 @@ def test_every_file_gets_a_row_results_json_and_feedback(subs, tmp_path):
         stem = out / Path(key).stem
         gradescope = json.loads((stem / "results.json").read_text())
         assert gradescope["score"] == rows[key]["score"]
-        assert [t["name"] for t in gradescope["tests"]] == ["softmax", "attention"]
+        assert [t["name"] for t in gradescope["tests"]] == ["Your notebook", "softmax", "attention"]
         assert (stem / "feedback.md").read_text().startswith(f"# Feedback: {markdown_inline(key)}\n")
     assert "attention: 0 of 3 points" in (out / "bob" / "feedback.md").read_text()
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [Path(k).stem for k in ALL_KEYS]

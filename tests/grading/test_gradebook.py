@@ -95,6 +95,20 @@ def test_export_csv_columns_and_values(book, tmp_path):
         book.export_csv(tmp_path / "all.csv")
 
 
+def test_export_csv_with_a_roster_names_each_student_and_flags_the_unknown(book, tmp_path):
+    from attnlab.roster import Roster, Student
+
+    book.record("lab05", "alice.ipynb", "/s/a", "a" * 64, result({"attention": (3.0, 3.0, [])}))
+    book.record("lab05", "zed.ipynb", "/s/z", "z" * 64, result({"attention": (1.0, 3.0, [])}))
+    roster = Roster([Student("alice", name="Alice Smith", login="asmith", email="a@uni.example")])
+    assert book.export_csv(tmp_path / "g.csv", roster=roster) == 2
+    assert (tmp_path / "g.csv").read_text() == (
+        "submission,name,login,email,score,max_score,attention,notes\n"
+        "alice.ipynb,Alice Smith,asmith,a@uni.example,3,3,3,\n"
+        "zed.ipynb,NOT ON ROSTER: zed,zed,,1,3,1,\n"
+    )
+
+
 def test_export_csv_of_an_empty_gradebook_has_the_header_only(book, tmp_path):
     assert book.export_csv(tmp_path / "e.csv") == 0
     assert (tmp_path / "e.csv").read_text() == "submission,score,max_score,notes\n"

@@ -54,7 +54,7 @@ def test_zip_layout(built_course):
 def test_solution_gets_full_marks(built_course, tmp_path):
     res = _run(_layout(tmp_path, built_course, built_course / "solutions" / LAB / f"{LAB}.ipynb"))
     assert res["score"] == 3.0
-    assert {t["name"]: t["score"] for t in res["tests"]} == {"double": 2.0, "Scale": 1.0}
+    assert {t["name"]: t["score"] for t in res["tests"]} == {"Your notebook": 0.0, "double": 2.0, "Scale": 1.0}
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="Gradescope runs the grader as root")
@@ -126,6 +126,6 @@ def test_world_readable_bundle_is_locked_away_when_only_setpriv_isolates(built_c
         nbformat.write(nb, root / "submission" / "mine.ipynb")
         res = _run(root, ATTNLAB_SANDBOX=sandbox.SETPRIV)
         assert "[setpriv-only as uid" in res["stdout"]  # the isolation this test is about was in force
-        assert {t["name"]: t["score"] for t in res["tests"]} == {"double": 0.0, "Scale": 1.0}
+        assert {t["name"]: t["score"] for t in res["tests"]} == {"Your notebook": 0.0, "double": 0.0, "Scale": 1.0}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

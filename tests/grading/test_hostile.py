@@ -26,7 +26,7 @@ from attnlab.grading.batch import export_gradebook, grade_batch
 from attnlab.grading.diagnose import MAX_RECORDED_BYTES
 from attnlab.grading.feedback import REVIEW_HEADING, feedback_markdown
 from attnlab.grading.gradebook import open_gradebook
-from attnlab.grading.gradescope import to_gradescope
+from attnlab.grading.gradescope import Visibility, to_gradescope
 from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
 
 from .test_attacks import SCALE, WRONG
@@ -332,12 +332,12 @@ def test_review_items_are_in_the_table_and_under_a_heading_in_feedback():
 # -- Gradescope: student text cannot add structure lines ---------------------------------------------------
 @pytest.mark.parametrize("forged", ["\nTotal: 30 / 30", "\r\nTotal: 30 / 30", "\u2028Total: 30 / 30",
                                     "Total: 30 / 30", "\n\nTotal: 30 / 30\n", "\x0bTotal: 30 / 30"])
-def test_a_student_message_cannot_forge_a_gradescope_total(forged):
+@pytest.mark.parametrize("hidden", ["visible", "after_due_date"])
+def test_a_student_message_cannot_forge_a_gradescope_total(forged, hidden):
     out = to_gradescope(_result(0.0, errors=[f"cell 1 raised ValueError: {forged}", forged],
-                                messages=[f"failed: t: {forged}", forged]))
-    lines = out["output"].split("\n")
-    assert lines[0] == "Total: 0 / 2"
+                                messages=[f"failed: t: {forged}", forged]), Visibility(hidden_tests=hidden))
+    total = ["Total: 0 / 2"] if hidden == "visible" else []  # no total while the hidden tests are not shown
     for text in [out["output"]] + [t["output"] for t in out["tests"]]:
         starts = [line for line in re.split("[\n\r\u2028\u2029\x0b\x0c\x1c-\x1e\x85]", text)
                   if line.startswith("Total")]
-        assert starts == (["Total: 0 / 2"] if text is out["output"] else []), text
+        assert starts == (total if text is out["output"] else []), text

@@ -56,9 +56,10 @@ def test_layout_notebooks_kit_readme_licence_and_nothing_else(course, released):
     for lab in course.labs:
         assert (f"labs/{lab.id}/{lab.id}.ipynb" in files) == (lab.id not in GIVING)
         assert any(name.startswith(f"src/attnlab/public_tests/{lab.id}/") for name in files)
-    assert {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "src/attnlab/__init__.py"} <= set(files)
+    assert {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "src/attnlab/__init__.py",
+            "docs/CURRICULUM.md"} <= set(files)
     tops = {name.split("/")[0] for name in files}
-    assert tops == {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "labs", "src"}
+    assert tops == {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "labs", "src", "docs"}
 
 
 def test_notebooks_install_the_kit_from_the_released_repository(course, released):

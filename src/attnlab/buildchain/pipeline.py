@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
 from ..grading.bundle import CATALOGUE, bundle_files, gradescope_zip_name, otter_zip_name
+from ..grading.gradescope import MANIFEST_KEY
 from ..grading.hidden import load_suite
 from ..grading.mutants import load_catalogue
 from .lab_parts import missing_parts
@@ -73,6 +74,7 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
         "max_score": sum(suite.questions().values()),
         "questions": suite.questions(),
         "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
+        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/gradescope.py)
     }
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in questions}

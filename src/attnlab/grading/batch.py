@@ -383,8 +383,9 @@ def _run_pool(todo, jobs: int, work, finish) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def export_gradebook(target, csv_path, lab: str | None = None) -> int:
+def export_gradebook(target, csv_path, lab: str | None = None, roster=None) -> int:
     """``attnlab gradebook DIR --csv FILE``: write the CSV of the gradebook at ``target`` (a directory
-    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL); return the number of rows."""
+    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL), students identified by ``roster``
+    (``attnlab.roster``); return the number of rows."""
     with open_gradebook(target, create=False) as book:
-        return book.export_csv(csv_path, lab=lab)
+        return book.export_csv(csv_path, lab=lab, roster=roster)

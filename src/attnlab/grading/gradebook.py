@@ -73,13 +73,15 @@ _SUBMISSION_COLUMNS = (
 )
 
 
-def _write_csv(f, rows: list[dict], columns: list[str]) -> None:
+def _write_csv(f, rows: list[dict], columns: list[str], roster=None) -> None:
     writer = csv.writer(f, lineterminator="\n")
-    writer.writerow(["submission", "score", "max_score", *map(for_csv, columns), "notes"])
+    extra = ["name", "login", "email"] if roster else []  # attnlab.roster.CSV_COLUMNS: Roster.cells(key)
+    writer.writerow(["submission", *extra, "score", "max_score", *map(for_csv, columns), "notes"])
     for row in rows:
         q = row["questions"]
         writer.writerow(
-            [for_csv(row["key"]), format_score(row["score"]), format_score(row["max_score"])]
+            [for_csv(row["key"]), *map(for_csv, roster.cells(row["key"]) if roster else []),
+             format_score(row["score"]), format_score(row["max_score"])]
             + [format_score(q[name]["score"]) if name in q else "" for name in columns]
             + [for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))]
         )
@@ -283,10 +285,11 @@ class Gradebook:
             ).fetchall()
         return subs, qs
 
-    def export_csv(self, path, lab: str | None = None) -> int:
-        """Write ``submission,score,max_score,<question>...,notes`` with one row per submission; return the
-        number of rows. Question columns follow the order of the result with the most questions (the
-        first such one by key), then any other question in order of appearance; a missing one is empty.
+    def export_csv(self, path, lab: str | None = None, roster=None) -> int:
+        """Write ``submission,score,max_score,<question>...,notes`` with one row per submission (with a ``roster``,
+        ``name,login,email`` after the submission, ``NOT ON ROSTER`` flagged); return the number of rows. Question
+        columns follow the order of the result with the most questions (the first such one by key), then any other
+        question in order of appearance; a missing one is empty.
         ``notes``: ``row_notes`` joined with `` | ``. Text cells go through ``safe_text.for_csv`` (one line,
         a leading ``=``, ``+``, ``-``, ``@`` neutralised: a file name never runs as a spreadsheet formula);
         scores are written as numbers.
@@ -303,12 +306,12 @@ class Gradebook:
         for row in ([most] if most else []) + rows:
             columns += [name for name in row["questions"] if name not in columns]
         if str(path) == "-":  # `--csv -`: standard output, as other command-line tools read it
-            _write_csv(sys.stdout, rows, columns)
+            _write_csv(sys.stdout, rows, columns, roster)
             return len(rows)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as f:
-            _write_csv(f, rows, columns)
+            _write_csv(f, rows, columns, roster)
         return len(rows)
 
     def close(self) -> None:

@@ -13,8 +13,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from .bundle import load_bundle, manifest_questions
-from .gradescope import write_results_json
+from .bundle import load_bundle, manifest_questions, read_manifest
+from .gradescope import Visibility, write_results_json
 from .runner import grade_submission, ungraded
 
 
@@ -61,7 +61,7 @@ def run(*, lab: str, bundle: str, submission: str, results: str) -> dict:
             result = ungraded(notebooks[0], questions, "the autograder failed on this submission; your "
                                                        "instructor has been told to regrade it", lab=lab)
     Path(results).parent.mkdir(parents=True, exist_ok=True)
-    write_results_json(result, results)
+    write_results_json(result, results, Visibility.from_manifest(read_manifest(bundle_dir)))
     print(f"{lab}: {result['score']:g} / {result['max_score']:g}  [{result.get('isolation', '')}]")
     return result
 

@@ -1,8 +1,9 @@
 """``attnlab release OUT --url URL``: a student repository a course can push as it is.
 
-What it writes (and nothing else):
+What it writes (and, but for OUT's ``.git`` and the labs kept from earlier releases, nothing else):
 
     OUT/README.md                      for students: an "Open in Colab" badge per lab, local set-up, how to submit
+    OUT/docs/CURRICULUM.md             the students' copy of the contract the notebooks cite: the released labs
     OUT/LICENSE, OUT/.gitignore
     OUT/pyproject.toml, OUT/src/attnlab/   the kit with its public checks (``pip install`` works on OUT)
     OUT/labs/<lab>/<lab>.ipynb         the student notebooks, installing the kit from ``attnlab @ git+URL``
@@ -16,6 +17,11 @@ No solution, hidden test, reference, catalogue, master or instructor note: ``lea
 file written (inside the wheel too) and fails the release otherwise. A lab whose given cells hold code of a lab that
 is still open is held back (``hold_back.py``): its notebook is not written and the README has no row for it.
 The output is deterministic.
+
+A release is a transaction (``transaction.py``): built and checked in a staging folder beside OUT, which takes
+OUT's place (keeping its ``.git``) only when every gate passed; a failure leaves OUT exactly as it was. The labs a
+previous release wrote into OUT/labs/ and this one does not are kept as they are (``Release.kept``), and the README
+lists every lab present; ``replace_all`` drops them (the release then holds only the labs asked for).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from pathlib import Path
 from ..course import PLACEHOLDER_SPECS, Course, CourseError, Lab, current_time
 from .hold_back import held_back
 from .leak_gate import check_release
-from .readme import LICENSE, student_readme
+from .readme import CONTRACT, LICENSE, student_contract, student_readme
+from .transaction import copy_kept, kept_labs, staging, swap_in, write_files
 
 GITIGNORE = ".venv/\n__pycache__/\n*.egg-info/\n.ipynb_checkpoints/\nbuild/\n"
 # 1980-01-01, the earliest time a zip entry can hold: the wheel's bytes then depend on its contents only.
@@ -95,17 +102,6 @@ def _write_gradescope(folder: Path, zips: dict[str, bytes]) -> list[str]:
     return [str(folder / name) for name in sorted(zips)]
 
 
-def _write(out: Path, files: dict[Path, bytes]) -> None:
-    if out.exists() and any(out.iterdir()):
-        kept = {".git"}
-        for child in out.iterdir():
-            if child.name not in kept:
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-    for rel, data in sorted(files.items()):
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_bytes(data)
-
-
 def _build_wheel(out: Path) -> Path:
     """``pip wheel`` of OUT itself, with fixed timestamps; the wheel lands in OUT/dist."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PIP_NO_CACHE_DIR": "1"}
@@ -122,20 +118,25 @@ def _build_wheel(out: Path) -> Path:
 
 @dataclass(frozen=True)
 class Release:
-    """What ``release`` did: the files written, the labs released, and each held-back lab with the reason."""
+    """What ``release`` did: the files written, the labs released, each held-back lab with the reason, and the
+    labs a previous release put in OUT that this one kept as they were."""
 
     written: list[str]
     released: list[str]
     held_back: dict[str, str] = field(default_factory=dict)
     gradescope: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
 
 
 def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel: bool = False,
-            branch: str = "main", now: datetime | None = None, gradescope: str | Path | None = None) -> Release:
-    """Write the student repository for those of ``labs`` that give no code of an open lab into ``out``, and
-    with ``gradescope`` their Gradescope zips into that folder (outside ``out``).
-    ``now`` (default: the current time) decides which labs' due dates have passed. Raises on a leak, and
-    ``CourseError`` (writing nothing) when every lab asked for is held back."""
+            branch: str = "main", now: datetime | None = None, gradescope: str | Path | None = None,
+            replace_all: bool = False) -> Release:
+    """Release those of ``labs`` that give no code of an open lab into ``out``, and with ``gradescope`` their
+    Gradescope zips into that folder (outside ``out``), as a transaction (``transaction.py``): all is built and
+    checked in a staging folder, which replaces ``out`` (its ``.git`` kept) only when every gate passed.
+    The labs a previous release put in ``out`` stay (the README lists them all) unless ``replace_all``.
+    ``now`` (default: the current time) decides which labs' due dates have passed. Raises ``ReleaseLeak`` or
+    ``CourseError`` with ``out`` untouched, and ``CourseError`` when every lab asked for is held back."""
     spec = install_spec_for(url)
     now = now or current_time()
     reasons = held_back(course, labs, now)
@@ -143,15 +144,21 @@ def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel
     if not ready:
         raise CourseError("nothing to release, every lab asked for is held back: " + "; ".join(reasons.values()))
     out = Path(out)
-    notebooks, zips = _built(course, ready, spec)
     zip_folder = _outside(gradescope, out) if gradescope is not None else None
+    notebooks, zips = _built(course, ready, spec)
+    kept = [] if replace_all else kept_labs(out, {lab.id for lab in ready})
+    present = [lab for lab in course.labs if lab in ready or lab.id in kept]
     files = {**_package_files(course.root), **notebooks,
-             Path("README.md"): student_readme(course, ready, url=url, branch=branch).encode(),
-             Path("LICENSE"): LICENSE.encode(), Path(".gitignore"): GITIGNORE.encode()}
-    _write(out, files)
+             Path("README.md"): student_readme(course, present, url=url, branch=branch).encode(),
+             Path("LICENSE"): LICENSE.encode(), Path(".gitignore"): GITIGNORE.encode(),
+             CONTRACT: student_contract(course.root, present).encode()}
     written = [rel.as_posix() for rel in sorted(files)]
-    if wheel:
-        written.append(_build_wheel(out).relative_to(out).as_posix())
-    check_release(course, ready, out, now=now)
+    with staging(out) as stage:
+        copy_kept(out, stage, kept)
+        write_files(stage, files)
+        if wheel:
+            written.append(_build_wheel(stage).relative_to(stage).as_posix())
+        check_release(course, present, stage, now=now)
+        swap_in(stage, out)
     zip_paths = _write_gradescope(zip_folder, zips) if zip_folder is not None else []
-    return Release(written, [lab.id for lab in ready], reasons, zip_paths)
+    return Release(written, [lab.id for lab in ready], reasons, zip_paths, kept)

@@ -12,12 +12,14 @@ Instructor-only files (solutions, autograder, masters, hidden tests, catalogues,
 
 from __future__ import annotations
 
+import ast
 import json
 import zipfile
 from datetime import datetime
 from pathlib import Path
 
 from ..buildchain.transforms.check_no_leak import instructor_lines, solution_lines
+from ..buildchain.transforms.include_given import solution_code
 from ..buildchain.transforms.markers import GIVEN_PREFIX
 from ..buildchain.transforms.read_master import read_master
 from ..course import Course, Lab, current_time
@@ -49,14 +51,29 @@ def secret_lines(course: Course) -> dict[str, str]:
     return secrets
 
 
+def _given_lines(lab: Lab) -> set[str]:
+    """The lines a later lab's given cell shows of ``lab``'s own definitions, as ``include_given`` cuts them
+    (``ast.get_source_segment``: a definition's last line loses its trailing comment). Read from the raw master,
+    whose given cells are ``# GIVEN`` lines only: code that ``lab`` took from an earlier lab is not among them."""
+    code = solution_code(read_master(lab.master))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    return {line.strip() for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                     ast.ClassDef))
+            for line in (ast.get_source_segment(code, node) or "").splitlines()}
+
+
 def closed_lab_lines(course: Course, now: datetime) -> set[str]:
-    """Every line of the masters of the labs closed at ``now``, solutions included: a later lab's given cell may
-    show them. The raw master holds ``# GIVEN`` lines, not the code they stand for, so an open lab's code that a
-    closed lab gives is not among them."""
+    """Every line of the masters of the labs closed at ``now``, solutions included, and of their definitions as a
+    given cell shows them: a later lab's given cell may show them. The raw master holds ``# GIVEN`` lines, not the
+    code they stand for, so an open lab's code that a closed lab gives is not among them."""
     lines: set[str] = set()
     for lab in course.labs:
         if not lab.is_open(now):
-            lines |= {line.strip() for line in lab.master.read_text().splitlines()} | _solution_lines(lab)
+            lines |= ({line.strip() for line in lab.master.read_text().splitlines()} | _solution_lines(lab)
+                      | _given_lines(lab))
     return lines
 
 

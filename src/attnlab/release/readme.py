@@ -1,8 +1,10 @@
-"""The student repository's README (a Colab badge per lab, local set-up, submission) and its licence."""
+"""The student repository's README (a Colab badge per lab, local set-up, submission), its licence, and the students'
+copy of the contract (``docs/CURRICULUM.md``, which the notebooks cite), holding the released labs' sections."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from ..course import Course, Lab
 
@@ -22,6 +24,27 @@ def _lab_row(lab: Lab, url: str, branch: str) -> str:
     link = colab_url(url, branch, path)
     badge = f"[![Open In Colab]({COLAB_BADGE})]({link})" if link else "upload the notebook to Colab"
     return f"| {lab.title} | [`{path}`]({path}) | {badge} |"
+
+
+CONTRACT = Path("docs") / "CURRICULUM.md"  # where the kit keeps the contract, and where the masters point to it
+CONTRACT_INTRO = """# The labs and their graded API
+
+This is the contract for what you implement: the hidden tests call your code by these names and signatures, so
+keep them exactly. Each notebook says the same where it asks for them; this page gathers them, for the labs
+released so far.
+
+"""
+
+
+def student_contract(root: Path, labs: list[Lab]) -> str:
+    """The students' copy of ``docs/CURRICULUM.md`` (the notebooks point to it): its conventions and the sections
+    of ``labs``, under an introduction for students in place of the one for the course's authors."""
+    text = (root / CONTRACT).read_text()
+    sections = re.split(r"(?m)^(?=## )", text)
+    numbers = {lab.id[3:5] for lab in labs}
+    kept = [part for part in sections[1:] if not part.startswith("## Lab ")
+            or re.match(r"## Lab (\d\d)\b", part).group(1) in numbers]
+    return CONTRACT_INTRO + "".join(kept).rstrip("\n") + "\n"
 
 
 def student_readme(course: Course, labs: list[Lab], *, url: str, branch: str) -> str:
@@ -47,14 +70,19 @@ question tells you at once what is right and, when something is off, which prope
 
 ## On your own machine (JupyterLab)
 
-Python 3.10 or newer:
+Python 3.10 or newer. On a machine without an NVIDIA GPU, install torch's CPU build first, as PyTorch's own
+instructions (pytorch.org, "Get started") say: otherwise pip takes the default Linux torch with its CUDA wheels,
+several GB you cannot use (the CPU build is under 1 GB installed). With an NVIDIA GPU, skip that line.
 
 ```bash
 git clone {url.removeprefix("git+")} {course.name}-labs && cd {course.name}-labs
 python3 -m venv .venv
+.venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu   # no NVIDIA GPU: the CPU build
 .venv/bin/pip install -e ".[student]"     # the kit, its checks and JupyterLab; keeps a torch >= 2.2 you have
 .venv/bin/jupyter lab labs/
 ```
+
+On Windows, the same lines with `.venv\\Scripts\\pip` and `.venv\\Scripts\\jupyter`.
 
 Submit: File › Save Notebook, then upload `labs/<lab>/<lab>.ipynb` where your course collects work.
 
@@ -62,7 +90,7 @@ Submit: File › Save Notebook, then upload `labs/<lab>/<lab>.ipynb` where your 
 
 Your notebook is graded by hidden tests that call your functions and classes by name on inputs you have not
 seen (other shapes, dtypes, masks, gradients). Training and experiment cells are not re-run. Keep the names and
-signatures the notebook asks for.
+signatures the notebook asks for: [`docs/CURRICULUM.md`](docs/CURRICULUM.md) lists them, lab by lab.
 """
 
 

@@ -92,12 +92,14 @@ def _pairs(subs: list[Submission], names: Names, template, threshold: float, ref
 
 
 def build_report(target, *, html=None, lab: str | None = None, mutants=(), template=None, reference=None,
-                 known=(), anonymise: bool = False, threshold: float = similarity.DEFAULT_THRESHOLD) -> ReportFiles:
+                 known=(), anonymise: bool = False, threshold: float = similarity.DEFAULT_THRESHOLD,
+                 roster=None) -> ReportFiles:
     """Write the report of the gradebook at ``target`` (a grading output folder, a ``.db`` file or a
     ``postgresql://`` URL): the page ``html`` (default: ``report.html`` in the output folder, beside a ``.db``
     file, or in the current folder for a URL), and beside it ``<stem>.md`` (the summary) and ``<stem>-scores.csv``,
     ``<stem>-canvas.csv``, ``<stem>-moodle.csv`` (per-question scores in three layouts). ``mutants``, ``template``
-    and ``reference`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab."""
+    and ``reference`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab;
+    ``roster`` (``attnlab.roster.Roster``) identifies the students in the exports."""
     from . import exports, markdown, page
 
     start = time.monotonic()
@@ -112,7 +114,7 @@ def build_report(target, *, html=None, lab: str | None = None, mutants=(), templ
     html.write_text(page.render(report), encoding="utf-8")
     md = html.with_suffix(".md")
     md.write_text(markdown.render(report), encoding="utf-8")
-    csvs = exports.write_all(report, html.with_name(html.stem))
+    csvs = exports.write_all(report, html.with_name(html.stem), roster)
     return ReportFiles(html, md, csvs, report, time.monotonic() - start)
 
 

@@ -4,14 +4,18 @@
   ``attnlab gradebook --csv``).
 - ``canvas``: Canvas's gradebook import: ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
   graded item (``<lab>: <question>``, ``<lab>: total``), and a second row ``Points Possible`` with each item's
-  points. ``Student`` and ``SIS Login ID`` hold the submission's file stem (``alice.ipynb`` -> ``alice``): name
-  the files by login, or map the column on import.
+  points.
 - ``moodle``: Moodle's grade export layout, which its CSV import reads back: ``First name, Last name, ID number,
-  Institution, Department, Email address``, then one column per grade item; ``ID number`` holds the stem (map it
-  to "ID number" on import).
+  Institution, Department, Email address``, then one column per grade item.
 
-With ``--anonymise`` the identifiers are the aliases (``student-007``) in every layout. Text goes through
-``safe_text.for_csv`` (no cell runs as a spreadsheet formula); scores are numbers.
+The identifiers come from the course's roster (``attnlab.roster``): Canvas gets the name, Canvas user ID, SIS user
+ID, login and section; Moodle the name, ID number and email; the plain layout adds ``name, login, email``
+columns. A submission the roster does not list keeps its row, flagged: its name column reads ``NOT ON ROSTER:
+<stem>`` and its login or ID number is the stem. Without a roster, the stem (``alice.ipynb`` -> ``alice``) stands
+for the login and ID number: name the files by login, or map the column on import.
+
+With ``--anonymise`` the identifiers are the aliases (``student-007``) in every layout, and the roster is not read.
+Text goes through ``safe_text.for_csv`` (no cell runs as a spreadsheet formula); scores are numbers.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from attnlab.grading.gradebook import MAX_NOTES_CHARS, format_score, row_notes
 from attnlab.grading.safe_text import clip, for_csv
 
+from ..roster import CSV_COLUMNS, NOT_ON_ROSTER, Roster, Student
 from .build import ClassReport
 
 CANVAS_IDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -33,12 +38,26 @@ def _score(sub, question: str) -> str:
     return format_score(q["score"]) if q else ""
 
 
-def plain_rows(r: ClassReport) -> list[list[str]]:
+def _who(r: ClassReport, key: str, roster: Roster | None) -> tuple[Student, bool]:
+    """The roster's student for ``key`` (the stem or alias standing in when there is no roster, or when
+    anonymising), and whether the submission is missing from a roster that exists."""
+    stem = r.names.stem(key)
+    if not roster or r.names.anonymise:
+        return Student(stem, name=stem, login=stem, moodle_id=stem), False
+    found = roster.find(key)
+    if found is None:
+        return Student(stem, name=f"{NOT_ON_ROSTER}: {stem}", login=stem, moodle_id=stem), True
+    return found, False
+
+
+def plain_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
     names = [d.name for d in r.per_question]
-    rows = [["submission", "score", "max_score", *map(for_csv, names), "notes"]]
+    extra = list(CSV_COLUMNS) if roster and not r.names.anonymise else []
+    rows = [["submission", *extra, "score", "max_score", *map(for_csv, names), "notes"]]
     for s in r.submissions:
         notes = r.names.scrub(s.key, " | ".join(row_notes({"review": s.review, "errors": s.errors})))
-        rows.append([for_csv(r.names(s.key)), format_score(s.score), format_score(s.max_score),
+        ids = [for_csv(cell) for cell in roster.cells(s.key)] if extra else []
+        rows.append([for_csv(r.names(s.key)), *ids, format_score(s.score), format_score(s.max_score),
                      *(_score(s, q) for q in names), for_csv(clip(notes, MAX_NOTES_CHARS))])
     return rows
 
@@ -51,32 +70,41 @@ def _scores(r: ClassReport, s) -> list[str]:
     return [_score(s, d.name) for d in r.per_question] + [format_score(s.score)]
 
 
-def canvas_rows(r: ClassReport) -> list[list[str]]:
+def canvas_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
     points = [format_score(d.max_score) for d in r.per_question] + [format_score(r.total.max_score)]
     rows = [CANVAS_IDS + _items(r), ["Points Possible", "", "", "", "", *points]]
     for s in r.submissions:
-        who = for_csv(r.names.stem(s.key))
-        rows.append([who, "", "", who, "", *_scores(r, s)])
+        who, _ = _who(r, s.key, roster)
+        ids = [who.name or who.submission, who.canvas_id, who.sis_id, who.login, who.section]
+        rows.append([*map(for_csv, ids), *_scores(r, s)])
     return rows
 
 
-def moodle_rows(r: ClassReport) -> list[list[str]]:
+def moodle_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
     rows = [MOODLE_IDS + _items(r)]
     for s in r.submissions:
-        who = for_csv(r.names.stem(s.key))
-        rows.append([who, "", who, "", "", "", *_scores(r, s)])
+        who, _ = _who(r, s.key, roster)
+        first, _, last = (who.name or who.submission).rpartition(" ") if " " in who.name else (who.name, "", "")
+        ids = [first, last, who.moodle_id or who.login, "", "", who.email]
+        rows.append([*map(for_csv, ids), *_scores(r, s)])
     return rows
+
+
+def not_on_roster(r: ClassReport, roster: Roster | None) -> list[str]:
+    """The shown names of the submissions a roster that exists does not list (none without one)."""
+    return [r.names(s.key) for s in r.submissions if _who(r, s.key, roster)[1]]
 
 
 LAYOUTS = {"scores": plain_rows, "canvas": canvas_rows, "moodle": moodle_rows}
 
 
-def write_all(r: ClassReport, base: Path) -> dict[str, Path]:
-    """Write ``<base>-scores.csv``, ``<base>-canvas.csv``, ``<base>-moodle.csv``; layout -> path."""
+def write_all(r: ClassReport, base: Path, roster: Roster | None = None) -> dict[str, Path]:
+    """Write ``<base>-scores.csv``, ``<base>-canvas.csv``, ``<base>-moodle.csv`` (students identified by
+    ``roster``); layout -> path."""
     out = {}
     for layout, rows in LAYOUTS.items():
         path = base.with_name(f"{base.name}-{layout}.csv")
         with open(path, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f, lineterminator="\n").writerows(rows(r))
+            csv.writer(f, lineterminator="\n").writerows(rows(r, roster))
         out[layout] = path
     return out
