@@ -250,6 +250,7 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     a summary; ``EXIT_FOUND`` when anything is listed."""
     from .grading.batch import export_gradebook
     from .grading.gradebook import GradebookError
+    from .grading.gradebook_check import print_check
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
@@ -260,22 +261,11 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
             rows = export_gradebook(target, csv, lab=lab, roster=_roster(root))
             print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}",
                   file=sys.stderr if csv == "-" else None)
-        return _check_gradebook(target, check, lab) if check is not None else EXIT_OK
+        return EXIT_FOUND if check is not None and print_check(target, check, lab=lab) else EXIT_OK
     except (FileNotFoundError, GradebookError, ValueError) as exc:  # ValueError: several labs, two files with one name
         raise UsageError(str(exc)) from None
     except OSError as exc:  # the CSV cannot be written there
         raise UsageError(f"cannot write {exc.filename or csv} ({exc.strerror}): pass a CSV file path") from None
-
-
-def _check_gradebook(target: str, submissions: str, lab: str | None) -> int:
-    from .grading.gradebook_check import check_gradebook
-
-    done = check_gradebook(target, submissions, lab=lab)
-    print("\n".join(done.lines(submissions)))
-    if not done.findings:
-        return EXIT_OK
-    print(done.rerun(target), file=sys.stderr)
-    return EXIT_FOUND
 
 
 def _roster(root):

@@ -10,6 +10,7 @@ the next run). A row with no file in the folder is not listed (the folder may be
 from __future__ import annotations
 
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,3 +112,13 @@ def check_gradebook(target, submissions, *, lab: str | None = None) -> CheckRepo
             report.findings.append(Finding("errored", key, str(path),
                                            f"grader error: {_last_line(row['grader_error'])}"))
     return report
+
+
+def print_check(target, submissions, *, lab: str | None = None) -> bool:
+    """``attnlab gradebook --check``: print the findings and the summary (standard output) and, when there are
+    findings, the rerun command (standard error); whether anything was listed."""
+    done = check_gradebook(target, submissions, lab=lab)
+    print("\n".join(done.lines(submissions)))
+    if done.findings:
+        print(done.rerun(target), file=sys.stderr)
+    return bool(done.findings)
