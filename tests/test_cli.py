@@ -290,3 +290,11 @@ def test_catalogue_of_a_lab_without_one_says_what_to_write(built_course, tmp_pat
     assert err.startswith(f"attnlab catalogue: {LAB} has no catalogue, so there is nothing to grade: write "
                           f"instructor/{LAB}/catalogue.py with MUTANTS = [Entry(")
     assert f"then `attnlab build {LAB}`" in err and "Traceback" not in err
+
+
+def test_a_release_folder_that_cannot_be_made_is_one_line_exit_2(built_course, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    assert main(["--root", str(built_course), "release", str(tmp_path / "a-file" / "out"), "--url", "https://x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnlab release: cannot write the release to {tmp_path / 'a-file' / 'out'}: ")
+    assert len(err.splitlines()) == 1

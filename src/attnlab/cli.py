@@ -10,6 +10,16 @@ from . import commands
 S = argparse.SUPPRESS  # leave the default to the function, where it lives once
 
 
+def _gradebook(sub) -> None:
+    gb = sub.add_parser("gradebook", help="export a gradebook to CSV, or check it against a folder of submissions")
+    gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    gb.add_argument("--csv", default=S, help="the CSV file to write; - for standard output")
+    gb.add_argument("--check", default=S, metavar="SUBMISSIONS",
+                    help="list the missing, stale and errored rows of the submissions in this folder; exit 1 if any")
+    gb.add_argument("--lab", default=S, help="the lab, when the gradebook holds several")
+    gb.set_defaults(func=commands.gradebook)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnlab", description="Build, grade and publish the attnlab labs.")
     p.add_argument("--root", default=S, help="the course repository (default: found from the current folder)")
@@ -20,7 +30,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", default=S, help="fail if committed outputs differ from a fresh build")
     b.set_defaults(func=commands.build)
 
-    g = sub.add_parser("grade", help="grade submissions of a lab")
+    g = sub.add_parser("grade", help="grade submissions of a lab", epilog=(
+        f"exit status: {commands.EXIT_OK} done, {commands.EXIT_USAGE} usage error, {commands.EXIT_GRADER_ERROR} a "
+        f"grader error, {commands.EXIT_UNWRITTEN} a gradebook row not written, {commands.EXIT_INTERRUPTED} "
+        "interrupted (docs/GRADING_AT_SCALE.md)"))
     g.add_argument("lab")
     g.add_argument("paths", nargs="+", help="submission notebooks or folders of them")
     g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
@@ -32,10 +45,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
     g.set_defaults(func=commands.grade)
 
-    gb = sub.add_parser("gradebook", help="export a gradebook to CSV")
-    gb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
-    gb.add_argument("--csv", required=True, help="the CSV file to write; - for standard output")
-    gb.set_defaults(func=commands.gradebook)
+    _gradebook(sub)
 
     _add_report(sub)
 
@@ -93,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return func(**args)
     except commands.UsageError as exc:  # an unknown lab, a missing file: one line, no traceback
         print(f"attnlab {command}: {exc}", file=sys.stderr)
-        return 2
+        return commands.EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """The functions behind the CLI subcommands. Defaults live here, once; ``cli.py`` only parses.
 
 One error style: a mistake the user can fix (an unknown lab, a missing file, a course or master to correct, a stale
-build) raises ``UsageError``, which the CLI prints as one line, exit 2; a return value of 1 means "ran, and found
-a problem" (stale outputs, a surviving mutant).
+build, a gradebook URL that is wrong or does not answer) raises ``UsageError``, which the CLI prints as one line,
+exit 2; a return value of 1 means "ran, and found a problem" (stale outputs, a surviving mutant, a gradebook check
+that lists rows).
+
+Exit statuses, written once here (docs/GRADING_AT_SCALE.md and the README repeat them):
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ import sys
 from pathlib import Path
 
 from .course import CourseError, load_course
+
+EXIT_OK = 0  # done: every submission graded and its gradebook row written
+EXIT_FOUND = 1  # ran and found a problem (build --check, catalogue, gradebook --check)
+EXIT_USAGE = 2  # a usage error: one line, nothing graded
+EXIT_GRADER_ERROR = 3  # grade: the grader failed on a submission (a grader process died...): stored as 0, rerun
+EXIT_UNWRITTEN = 4  # grade: a gradebook row could not be written after the retries (takes precedence over 3)
+EXIT_INTERRUPTED = 130  # grade: Ctrl-C; what was recorded stays, the same command resumes
 
 
 class UsageError(Exception):
@@ -70,16 +80,10 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     if missing:
         raise UsageError(f"no such file or folder: {', '.join(missing)}")
     if out or gradebook or shard:
-        from .grading.batch import BatchInterrupted, grade_batch
-
-        try:
-            summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out or "grading-out", jobs=jobs,
-                                  shard=shard, gradebook=gradebook, regrade=regrade)
-        except BatchInterrupted as exc:
-            print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
-            return 130
-        print(summary, file=sys.stderr)
-        results = summary.results
+        code, results, last = _grade_batch(lab_info, paths, out=out or "grading-out", jobs=jobs, shard=shard,
+                                           gradebook=gradebook, regrade=regrade)
+        if results is None:
+            return code
     else:
         from .grading.batch import collect_submissions
 
@@ -88,11 +92,42 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         results = [grade_submission(lab_info.autograder_dir, f) for f in files]
+        code, last = EXIT_OK, None
     if as_json:
         print(json.dumps(json_rows(results), indent=2))
     else:
         print(score_table(results))
-    return 0
+    if last:
+        sys.stdout.flush()
+        print(last, file=sys.stderr)  # the last line: what to rerun
+    return code
+
+
+def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, gradebook, regrade: bool):
+    """``attnlab grade --out/--gradebook/--shard``: (exit status, results or None when interrupted, the line that
+    says what to rerun or None)."""
+    from .grading.batch import BatchInterrupted, grade_batch, parse_shard
+    from .grading.gradebook_check import rerun_line
+
+    try:
+        if shard is not None:
+            parse_shard(shard)  # --shard auto without a scheduler: one line, before anything is opened
+        Path(out).mkdir(parents=True, exist_ok=True)
+        summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out, jobs=jobs, shard=shard,
+                              gradebook=gradebook, regrade=regrade)
+    except BatchInterrupted as exc:
+        print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED, None, None
+    except ValueError as exc:  # a bad shard, jobs, gradebook URL or name clash, found before grading starts
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None or Path(exc.filename) not in (Path(out), *Path(out).parents):
+            raise
+        raise UsageError(f"cannot make the output folder {out} ({exc.strerror}): pass a writable --out") from None
+    print(summary, file=sys.stderr)
+    code = EXIT_UNWRITTEN if summary.unwritten else EXIT_GRADER_ERROR if summary.failed else EXIT_OK
+    last = rerun_line(lab_info.id, summary.left, out=out, gradebook=gradebook) if code else None
+    return code, summary.results, last
 
 
 def json_rows(results: list[dict]) -> list[dict]:
@@ -193,6 +228,8 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
                            gradescope=gradescope or str(Path(out).resolve()) + "-gradescope", replace_all=replace_all)
     except (CourseError, ValueError) as exc:
         raise UsageError(f"{exc} ({out} is left as it was)") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the release to {out}: {exc.strerror} ({exc.filename})") from None
     print(f"attnlab release: released {', '.join(done.released)}")
     if done.kept:
         print(f"attnlab release: kept from the earlier release in {out}: {', '.join(done.kept)}")
@@ -205,16 +242,30 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
     return 0
 
 
-def gradebook(*, target: str, csv: str, root: str | None = None) -> int:
+def gradebook(*, target: str, csv: str | None = None, check: str | None = None, lab: str | None = None,
+              root: str | None = None) -> int:
     """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV, with the course's
-    roster (``roster:`` in course.yml) when it has one; ``csv`` ``-`` writes it to standard output (the count goes
-    to standard error)."""
+    roster (``roster:`` in course.yml) when it has one (``csv`` ``-``: to standard output, the count to standard
+    error), and/or ``check`` it against a folder of submissions: one line per missing, stale or errored row, then
+    a summary; ``EXIT_FOUND`` when anything is listed."""
     from .grading.batch import export_gradebook
+    from .grading.gradebook import GradebookError
+    from .grading.gradebook_check import print_check
 
-    roster = _roster(root)
-    rows = export_gradebook(target, csv, roster=roster)
-    print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}", file=sys.stderr if csv == "-" else None)
-    return 0
+    if csv is None and check is None:
+        raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
+    if check is not None and not Path(check).exists():
+        raise UsageError(f"no such file or folder: {check}")
+    try:
+        if csv is not None:
+            rows = export_gradebook(target, csv, lab=lab, roster=_roster(root))
+            print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}",
+                  file=sys.stderr if csv == "-" else None)
+        return EXIT_FOUND if check is not None and print_check(target, check, lab=lab) else EXIT_OK
+    except (FileNotFoundError, GradebookError, ValueError) as exc:  # ValueError: several labs, two files with one name
+        raise UsageError(str(exc)) from None
+    except OSError as exc:  # the CSV cannot be written there
+        raise UsageError(f"cannot write {exc.filename or csv} ({exc.strerror}): pass a CSV file path") from None
 
 
 def _roster(root):
@@ -233,6 +284,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
+    from .grading.gradebook import GradebookError
     from .grading.mutants import load_catalogue
     from .report import build_report
     from .report.exports import not_on_roster
@@ -257,7 +309,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
                             template=lambda lab_id: _lab(course, lab_id).student_notebook,
                             reference=lambda lab_id: _lab(course, lab_id).solution_notebook, known=known,
                             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, roster=course.roster)
-    except (FileNotFoundError, ReportInputError) as exc:
+    except (FileNotFoundError, ReportInputError, GradebookError) as exc:
         raise UsageError(str(exc)) from None
     r = done.report
     _say_not_on_roster(not_on_roster(r, course.roster))

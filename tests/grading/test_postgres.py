@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,28 @@ def _run(cmd, what, log=None):
         pytest.fail(f"{what} failed ({proc.returncode}): {proc.stdout}{proc.stderr}{server_log}")
 
 
-@pytest.fixture(scope="module")
-def pg_server():
+class PgServer:
+    """A throwaway server: ``url`` (no database), ``stop()`` (fast shutdown: sessions get ``AdminShutdown``),
+    ``start()``."""
+
+    def __init__(self, bindir: Path, as_user: list, tmp: Path):
+        self.bindir, self.as_user, self.tmp = bindir, as_user, tmp
+        self.data, self.log, self.port = tmp / "data", tmp / "server.log", _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
+
+    def start(self):
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.tmp} -c fsync=off -c max_connections=40"
+        _run(self.as_user + [self.bindir / "pg_ctl", "-D", self.data, "-o", options, "-l", self.log, "-w", "-t",
+                             "60", "start"], "pg_ctl start", self.log)
+
+    def stop(self, mode="fast"):
+        subprocess.run(self.as_user + [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"],
+                       capture_output=True, timeout=60)
+
+
+@contextmanager
+def throwaway_server():
+    """Start a PostgreSQL server on loopback for the tests (skip where there are no server binaries)."""
     bindir = _postgres_bindir()
     if bindir is None or not (bindir / "pg_ctl").exists():
         pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or on "
@@ -76,18 +97,21 @@ def pg_server():
         os.chown(tmp, owner.pw_uid, owner.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else [
             "setpriv", f"--reuid={owner.pw_uid}", f"--regid={owner.pw_gid}", "--clear-groups"]
-    data, log, port = tmp / "data", tmp / "server.log", _free_port()
-    initdb = [bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"]
-    _run(as_user + initdb, "initdb")
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp} -c fsync=off -c max_connections=40"
-    _run(as_user + [bindir / "pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "-t", "60", "start"],
-         "pg_ctl start", log)
+    server = PgServer(bindir, as_user, tmp)
+    _run(as_user + [bindir / "initdb", "-D", server.data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                    "--no-sync"], "initdb")
+    server.start()
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}"
+        yield server
     finally:
-        subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                       capture_output=True, timeout=60)
+        server.stop("immediate")
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    with throwaway_server() as server:
+        yield server.url
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from attnlab.grading.feedback import write_feedback
 from attnlab.grading.gradebook import (
     DEFAULT_NAME,
     Gradebook,
+    GradebookUnavailable,
     InvalidResult,
     format_score,
     open_gradebook,
@@ -60,11 +61,15 @@ class BatchSummary:
     interrupted: bool = False
     jobs_as: str = "one at a time"  # or "2 grader processes", "2 threads"
     process_peaks_mib: list[float] = field(default_factory=list)  # each grader process's peak resident MiB
+    unwritten: int = 0  # graded, results files written, but the gradebook row could not be (after the retries)
+    left: dict[str, str] = field(default_factory=dict)  # key -> path of each submission to rerun (failed, unwritten)
 
     def __str__(self) -> str:
         text = f"{self.lab}: {self.graded} graded, {self.skipped} skipped (already graded)"
         if self.failed:
             text += f", {self.failed} failed (grader error, recorded as 0; rerun to retry)"
+        if self.unwritten:
+            text += f", {self.unwritten} not written to the gradebook (rerun to record)"
         text += f" in {self.elapsed_s:.1f} s" + (f" on {self.jobs_as}" if self.jobs_as != "one at a time" else "")
         return text + (" (interrupted: rerun the same command to resume)" if self.interrupted else "")
 
@@ -301,11 +306,19 @@ def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *
     todo = []
     for key, path in submissions.items():
         sha = file_sha256(path)
-        if not regrade and book.is_done(lab, key, sha):
+        if not regrade and _is_done(book, lab, key, sha):
             summary.skipped += 1
         else:
             todo.append((key, path, sha))
     return todo
+
+
+def _is_done(book, lab: str, key: str, sha: str) -> bool:
+    """``book.is_done``; a gradebook that does not answer (after its retries) means: grade it."""
+    try:
+        return book.is_done(lab, key, sha)
+    except GradebookUnavailable:
+        return False
 
 
 def _select(inputs, out_dir: Path, gb_target, shard_spec) -> tuple[dict[str, Path], dict[str, str]]:
@@ -328,9 +341,15 @@ def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Pat
         (key, path, sha), (result, grader_error) = item, outcome
         write_results_json(result, folders[key] / "results.json")
         write_feedback(result, folders[key] / "feedback.md")
-        book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
+        try:
+            book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
+        except GradebookUnavailable as exc:  # retried already (connection.py): report it, go on to the next
+            summary.unwritten += 1
+            summary.left[key] = str(path)
+            bar.note(f"gradebook row of {key} not written (rerun to record it): {exc}")
         summary.results.append({**result, "key": key, "grader_error": grader_error})
         if grader_error:
+            summary.left[key] = str(path)
             summary.failed += 1
             last_line = grader_error.strip().splitlines()[-1] if grader_error.strip() else "?"
             bar.note(f"grader error on {key} (recorded as 0, retried next run): {last_line}")

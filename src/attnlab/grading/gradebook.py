@@ -10,7 +10,8 @@ Tables (primary keys in brackets):
 
 The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
 so a resubmission overwrites the earlier grade. Several processes or threads may write at once
-(SQLite: WAL journal and a busy timeout; PostgreSQL: one transaction per record).
+(SQLite: WAL journal and a busy timeout; PostgreSQL: one transaction per record). Every transaction is retried
+on a new connection after a connection failure (a server restart), with bounded retries (``connection.py``).
 """
 
 from __future__ import annotations
@@ -18,21 +19,29 @@ from __future__ import annotations
 import csv
 import json
 import math
-import random
 import sqlite3
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from attnlab.grading import result_fields as fields
+from attnlab.grading.connection import (  # noqa: F401 - GradebookUnavailable: the error callers catch
+    Bounds,
+    GradebookError,
+    GradebookUnavailable,
+    Link,
+    connect_postgres,
+    connect_sqlite,
+    postgres_may_pass,
+    shut_socket,
+    sqlite_may_pass,
+)
 from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, clip, for_csv, readable_name
 
 DEFAULT_NAME = "gradebook.db"
 NEEDS_REVIEW = "needs review: "
-BUSY_TIMEOUT_S = 60.0
 MAX_NOTES_CHARS = 4 * MAX_MESSAGE_CHARS  # the CSV's notes cell of one row
 # Any constant: serialises concurrent schema creation on one PostgreSQL database.
 _PG_SCHEMA_LOCK = 0x61747467  # "attg"
@@ -147,36 +156,43 @@ def format_score(x: float) -> str:
 class Gradebook:
     """A gradebook on an open DB-API connection. Use ``open_gradebook`` to get one."""
 
-    def __init__(self, conn, *, dialect: str, target: str):
-        self._conn = conn
+    def __init__(self, link: Link, *, dialect: str, target: str):
+        self._link = link  # the connection, opened again after a connection failure (connection.py)
         self._dialect = dialect  # "sqlite" or "postgresql"
         self.target = target
         self._lock = threading.RLock()  # one connection, shared by the threads of this process
-        self._create_schema()
+        self._retrying(self._create_schema)
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self._dialect == "postgresql" else sql
 
     def _execute(self, sql: str, params=()):
-        return self._conn.execute(self._sql(sql), params)
+        return self._link.conn.execute(self._sql(sql), params)
+
+    def _retrying(self, transaction):
+        """Run ``transaction()`` (one whole transaction), again on a new connection after a connection failure;
+        raises ``GradebookUnavailable`` after the retries (``connection.Link``)."""
+        with self._lock:
+            return self._link.run(lambda conn: transaction())
 
     @contextmanager
     def _transaction(self, *, write: bool = False):
-        with self._lock:
-            if self._dialect == "postgresql":
-                with self._conn.transaction():
-                    yield
-                return
-            # IMMEDIATE takes the write lock up front: no deadlock when two writers upgrade at once.
-            # A read-only (deferred) transaction reads one consistent snapshot of the WAL.
-            self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
+        conn = self._link.conn
+        if self._dialect == "postgresql":
+            with conn.transaction():
                 yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+            return
+        # IMMEDIATE takes the write lock up front: no deadlock when two writers upgrade at once.
+        # A read-only (deferred) transaction reads one consistent snapshot of the WAL.
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def _create_schema(self) -> None:
         with self._transaction(write=True):
@@ -210,10 +226,13 @@ class Gradebook:
             clean["elapsed_s"], graded_at, json.dumps(clean["errors"]), grader_error, json.dumps(clean["review"]),
             json.dumps(clean[fields.PROBLEMS]),
         )
-        with self._transaction(write=True):
+        self._retrying(lambda: self._write(lab, key, row, clean["questions"]))
+
+    def _write(self, lab: str, key: str, row: tuple, questions: dict) -> None:
+        with self._transaction(write=True):  # all or nothing: a retried row is never half written
             self._execute(_UPSERT_SUBMISSION, row)  # locks the row: same-key writers take turns
             self._execute("DELETE FROM questions WHERE lab = ? AND key = ?", (lab, key))
-            for position, (name, q) in enumerate(clean["questions"].items()):
+            for position, (name, q) in enumerate(questions.items()):
                 self._execute(
                     "INSERT INTO questions (lab, key, question, position, score, max_score, messages, details)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -223,30 +242,22 @@ class Gradebook:
 
     def is_done(self, lab: str, key: str, sha256: str) -> bool:
         """True when this exact content of ``key`` was already graded without a grader error."""
-        with self._transaction():
-            row = self._execute(
-                "SELECT 1 FROM submissions WHERE lab = ? AND key = ? AND sha256 = ? AND grader_error IS NULL",
-                (lab, key, sha256),
-            ).fetchone()
-        return row is not None
+        return self._retrying(lambda: self._read(
+            "SELECT 1 FROM submissions WHERE lab = ? AND key = ? AND sha256 = ? AND grader_error IS NULL",
+            (lab, key, sha256))) != []
 
     def labs(self) -> list[str]:
+        return [r[0] for r in self._retrying(lambda: self._read("SELECT DISTINCT lab FROM submissions ORDER BY lab"))]
+
+    def _read(self, sql: str, params=()) -> list[tuple]:
         with self._transaction():
-            return [r[0] for r in self._execute("SELECT DISTINCT lab FROM submissions ORDER BY lab")]
+            return self._execute(sql, params).fetchall()
 
     def rows(self, lab: str | None = None) -> list[dict]:
         """All submissions (of one lab, or all), ordered by lab then key, each with its ``questions``
         (a dict in the order of the result) and ``errors`` decoded."""
         where, params = ("WHERE lab = ?", (lab,)) if lab is not None else ("", ())
-        with self._transaction():
-            subs = self._execute(
-                f"SELECT {', '.join(_SUBMISSION_COLUMNS)} FROM submissions {where} ORDER BY lab, key", params
-            ).fetchall()
-            qs = self._execute(
-                f"SELECT lab, key, question, score, max_score, messages, details FROM questions {where}"
-                " ORDER BY lab, key, position",
-                params,
-            ).fetchall()
+        subs, qs = self._retrying(lambda: self._read_rows(where, params))
         out = {}
         for values in subs:
             row = dict(zip(_SUBMISSION_COLUMNS, values, strict=True))
@@ -262,6 +273,17 @@ class Gradebook:
                     **fields.clean_question_fields(json.loads(details or "{}")),
                 }
         return list(out.values())
+
+    def _read_rows(self, where: str, params) -> tuple[list, list]:
+        with self._transaction():  # one snapshot: the questions match the submissions
+            subs = self._execute(
+                f"SELECT {', '.join(_SUBMISSION_COLUMNS)} FROM submissions {where} ORDER BY lab, key", params
+            ).fetchall()
+            qs = self._execute(
+                f"SELECT lab, key, question, score, max_score, messages, details FROM questions {where}"
+                " ORDER BY lab, key, position", params,
+            ).fetchall()
+        return subs, qs
 
     def export_csv(self, path, lab: str | None = None, roster=None) -> int:
         """Write ``submission,score,max_score,<question>...,notes`` with one row per submission (with a ``roster``,
@@ -294,7 +316,7 @@ class Gradebook:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._link.close()
 
     def __enter__(self) -> Gradebook:
         return self
@@ -320,78 +342,43 @@ def open_gradebook(target, *, create: bool = True) -> Gradebook:
     """Open (creating the tables if needed) the gradebook at ``target``.
 
     ``target``: a SQLite file path, a directory (``DIR/gradebook.db``) or a ``postgresql://`` URL.
-    With ``create=False`` a missing SQLite file is an error instead of a new empty gradebook.
+    With ``create=False`` a missing SQLite file is an error instead of a new empty gradebook. The connection
+    has a connect and a read timeout and is opened again after a failure, with bounded retries
+    (``connection.py``); ``GradebookUnavailable`` (a ``GradebookError``) when the database does not answer.
     """
+    bounds = Bounds.from_environment()
     if _is_url(target):
         scheme = target.split("://", 1)[0].lower()
         if scheme not in ("postgresql", "postgres"):
-            raise ValueError(
-                f"unsupported gradebook URL {target!r}: use a file path (SQLite) or a postgresql:// URL"
+            raise GradebookError(
+                f"unsupported gradebook URL {redact_url(target)!r}: use a file path (SQLite) or a postgresql:// URL"
             )
-        return _open_postgres(target)
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ImportError(f"a postgresql:// gradebook needs psycopg 3, which is not installed ({exc}): "
+                              'pip install "attnlab[postgres]"') from exc
+        link = Link(lambda: connect_postgres(target, bounds), target=redact_url(target), bounds=bounds,
+                    transient=(psycopg.OperationalError, psycopg.InterfaceError), interrupt=shut_socket,
+                    retry_if=postgres_may_pass)
+        return Gradebook(link, dialect="postgresql", target=redact_url(target))
     path = sqlite_path(target)
     if not create and not path.is_file():
         raise FileNotFoundError(
             f"no gradebook at {path}: grade a batch into that folder first, or pass the gradebook file "
             "or postgresql:// URL you graded into"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     try:
-        _enable_wal(conn, path)
-        conn.execute("PRAGMA synchronous = NORMAL")
-    except BaseException:
-        conn.close()
-        raise
-    return Gradebook(conn, dialect="sqlite", target=str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GradebookError(f"cannot make the gradebook's folder {path.parent} ({exc.strerror}): pass a "
+                             "writable place for it") from None
+    link = Link(lambda: connect_sqlite(path), target=str(path), bounds=bounds, transient=(sqlite3.OperationalError,),
+                retry_if=sqlite_may_pass)
+    return Gradebook(link, dialect="sqlite", target=str(path))
 
 
-def _enable_wal(conn: sqlite3.Connection, path: Path, *, deadline_s: float = BUSY_TIMEOUT_S) -> None:
-    """Switch ``conn``'s database to the WAL journal, retrying while another process holds a lock.
-
-    SQLite answers ``database is locked`` at once, without waiting on the busy timeout, when two
-    connections switch a new database to WAL at the same moment (waiting could deadlock). Several
-    batch processes sharing one gradebook do exactly that, so retry with a short, growing back-off.
-    """
-    start = time.monotonic()
-    pause = 0.005
-    while True:
-        try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() - start > deadline_s:
-                raise sqlite3.OperationalError(
-                    f"gradebook {path} stayed locked for {deadline_s:.0f} s while switching it to the WAL "
-                    "journal: is another program holding it open in a transaction?"
-                ) from exc
-            time.sleep(pause + random.uniform(0, pause))
-            pause = min(pause * 2, 0.25)
-            continue
-        if str(mode).lower() != "wal":
-            raise sqlite3.OperationalError(
-                f"gradebook {path} cannot use the WAL journal (SQLite answered {mode!r}): "
-                "SQLite on network file systems does not support it; put the gradebook on a local disk "
-                "or use a postgresql:// URL"
-            )
-        return
-
-
-def _open_postgres(url: str) -> Gradebook:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ImportError(
-            f"a postgresql:// gradebook needs psycopg 3, which is not installed ({exc}): "
-            'pip install "attnlab[postgres]"'
-        ) from exc
-    conn = psycopg.connect(url, autocommit=True)  # transactions are explicit (Gradebook._transaction)
-    return Gradebook(conn, dialect="postgresql", target=_redact(url))
-
-
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
     scheme, rest = url.split("://", 1)
     if "@" in rest.split("/", 1)[0]:
