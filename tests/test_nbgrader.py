@@ -129,6 +129,32 @@ def test_nbgrader_round_trip(course, lab, tmp_path):
     assert "VALIDATION FAILED" in said and f"check(s) of {_mutant(lab).question}" in said, said[-2000:]
 
 
+def test_autograde_in_a_course_folder_outside_the_repository_refuses_then_grades_with_the_bundle(tmp_path):
+    """A copy of nbgrader/ alone (a JupyterHub course directory): autograde stops before scoring anyone, non-zero,
+    saying what to copy; with autograder/<lab>/ copied into the course folder, it grades right."""
+    lab = LABS[0]
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "nbgrader", course)
+    _nbgrader(course, "generate_assignment", lab.id, "--force")
+    release = course / "release" / lab.id / f"{lab.id}.ipynb"
+    name = f"{lab.id}.ipynb"
+    _write(course / "submitted" / "solution" / lab.id / name, _answered(release, course / "source" / lab.id / name))
+    _write(course / "submitted" / "blank" / lab.id / name, json.loads(release.read_text()))
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != NBGRADER.parent.resolve()]
+    env = {k: v for k, v in os.environ.items() if k != "ATTNLAB_BUNDLE"}
+    refused = subprocess.run([str(NBGRADER), "autograde", lab.id, "--create", "--force"], cwd=course, text=True,
+                             capture_output=True, timeout=900, env={**env, "PATH": os.pathsep.join(path)})
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "autograde stopped before grading anyone" in said, said[-3000:]
+    assert f"no autograder/{lab.id}/ in {course}" in said and "Copy the course repository's autograder/" in said
+    assert not (course / "autograded").exists()  # nobody was scored
+    shutil.copytree(ROOT / "autograder" / lab.id, course / "autograder" / lab.id)
+    _nbgrader(course, "autograde", lab.id, "--create", "--force")
+    scores = _scores(course, tmp_path / "grades.csv")
+    full = scores["solution"][1]
+    assert full > 0 and scores["solution"] == (full, full) and scores["blank"] == (0.0, full), scores
+
+
 LAB05 = next(lab for lab in LABS if lab.id == "lab05_self_attention")
 
 

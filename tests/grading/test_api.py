@@ -392,6 +392,8 @@ def test_a_cell_that_kills_the_worker_is_skipped_on_the_next_start(fake_script, 
         loads = [r for r in student.requests() if isinstance(r, dict) and "__dict__" in r]
         indices = [[c["__dict__"][0][1] for c in dict(loads[i]["__dict__"])["cells"]] for i in range(2)]
         assert indices == [[1, 7], [1]]
+        assert student.problems == [{"category": "cell_limit", "cell": "the cell starting `import os; os._exit(9)`",
+                                     "message": student.notebook_errors[0]}]
     finally:
         student.reap()
 
@@ -411,6 +413,8 @@ def test_death_during_a_call_restarts_until_max_restarts_then_fails_fast(fake_sc
         with pytest.raises(WorkerDied, match="not run: "):
             student.call("f")
         assert time.monotonic() - started < 1 and student.spawned() == 2
+        assert [p["category"] for p in student.problems] == ["worker_crash"] * 3  # two calls, then giving up
+        assert student.problems[-1]["message"].endswith("restarted 1 times; giving up")
     finally:
         student.reap()
 
@@ -425,6 +429,7 @@ def test_a_hanging_call_times_out_and_kills_the_worker(fake_script, tmp_path):
             student.call("f")
         assert 0.4 < time.monotonic() - started < 5
         assert proc.wait(timeout=5) is not None
+        assert [(p["category"], p["cell"]) for p in student.problems] == [("timeout", None)]
     finally:
         student.reap()
 

@@ -617,7 +617,8 @@ def test_frames_are_sized_to_the_real_replies():
 def test_deep_expressions_give_a_row(cell, built_course, tmp_path, off):
     nb = _cells_notebook(tmp_path / "deep.ipynb", [WRONG, SCALE, cell])
     res, _ = _grade_bounded(built_course, nb, seconds=60, mib=512)
-    assert res["score"] == 0 and "this notebook could not be read" in res["errors"][0]
+    assert res["score"] == 0 and "the graded code is too large for the grader" in res["errors"][0]
+    assert [p["category"] for p in res["problems"]] == ["source_too_large"]
 
 
 # 9. ---------------------------------------------------------------- what a submission path is
@@ -678,12 +679,15 @@ def test_cell_errors_are_capped(built_course, tmp_path, off):
     from attnlab.grading.feedback import feedback_markdown
     from attnlab.grading.gradescope import to_gradescope
 
-    nb = _cells_notebook(tmp_path / "errors.ipynb", [WRONG, SCALE] + ["raise ValueError('no')"] * 20_000)
+    nb = _cells_notebook(tmp_path / "errors.ipynb", [WRONG, SCALE] + ["raise ValueError('no')"] * 1_990)
     res, _ = _grade_bounded(built_course, nb, seconds=240, mib=256)
     assert res["score"] <= BASELINE
-    assert len(res["errors"]) <= 21 and res["errors"][-1] == "… and 19,980 more cell errors"
+    assert len(res["errors"]) <= 21 and res["errors"][-1] == "… and 1,970 more cell errors"
     for text in (_json.dumps(res), feedback_markdown(res), _json.dumps(to_gradescope(res))):
         assert len(text) < 64 * 1024
+    nb = _cells_notebook(tmp_path / "more.ipynb", [WRONG, SCALE] + ["raise ValueError('no')"] * 20_000)
+    res, _ = _grade_bounded(built_course, nb, seconds=60, mib=64)  # past notebook_code.MAX_CELLS: never run
+    assert res["score"] == 0 and [p["category"] for p in res["problems"]] == ["source_too_large"]
 
 
 # 12. --------------------------------------------------------------- markup in feedback

@@ -224,7 +224,7 @@ def test_validate_result_names_the_bad_field(bad, message):
 def test_validate_result_fills_defaults_and_drops_extra_keys():
     clean = validate_result({"score": 1, "max_score": 2, "questions": {}, "hidden_source": "def t(): ..."})
     assert clean == {"submission": "", "score": 1.0, "max_score": 2.0, "questions": {},
-                     "isolation": "unknown", "elapsed_s": 0.0, "errors": [], "review": []}
+                     "isolation": "unknown", "elapsed_s": 0.0, "errors": [], "review": [], "problems": []}
 
 
 @pytest.mark.parametrize("value, text", [

@@ -99,8 +99,9 @@ def test_points_must_be_positive(points):
 
 def test_run_suite_full_marks_for_the_reference():
     assert run_suite(make_suite(), REF, REF, seed=1) == {
-        "double": {"score": 2.5, "max_score": 2.5, "messages": ["passed: double_values", "passed: double_type"]},
-        "Scale": {"score": 1.0, "max_score": 1.0, "messages": ["passed: scale_exists"]},
+        "double": {"score": 2.5, "max_score": 2.5, "messages": ["passed: double_values", "passed: double_type"],
+                   "failed": []},
+        "Scale": {"score": 1.0, "max_score": 1.0, "messages": ["passed: scale_exists"], "failed": []},
     }
 
 
@@ -108,7 +109,8 @@ def test_run_suite_partial_scores_and_messages():
     wrong = LocalStudent.from_code("def double(x):\n    return x + 1\n")
     res = run_suite(make_suite(), wrong, REF, seed=1)
     assert res["double"] == {"score": 0.5, "max_score": 2.5,
-                             "messages": ["failed: double_values: double is wrong", "passed: double_type"]}
+                             "messages": ["failed: double_values: double is wrong", "passed: double_type"],
+                             "failed": ["double_values"]}
     assert res["Scale"]["score"] == 0.0
     assert res["Scale"]["messages"] == ["failed: scale_exists: `Scale` is not defined in your notebook: define it "
                                         "with exactly this name"]

@@ -63,3 +63,60 @@ def test_tools_on_path_puts_this_pythons_folder_first(monkeypatch):
     assert os.environ["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin", "/bin"]
     tools_on_path()  # once only
     assert os.environ["PATH"].count(os.path.dirname(sys.executable)) == 1
+
+
+# -- nbgrader outside the repository: autograde refuses to start without the hidden tests ------------------------
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+LAB = "lab05_self_attention"
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """The course's nbgrader folder copied out of the repository (a JupyterHub course directory), one submission."""
+    import shutil
+
+    from attnlab.grading.bundle import BUNDLE_ENV
+
+    monkeypatch.delenv(BUNDLE_ENV, raising=False)
+    shutil.copytree(ROOT / "nbgrader", tmp_path / "course")
+    (tmp_path / "course" / "submitted" / "alice" / LAB).mkdir(parents=True)
+    return tmp_path / "course"
+
+
+def test_autograde_outside_the_repository_stops_before_anyone_is_scored(course, capsys):
+    from attnlab.grading.nbgrader_setup import require_bundles
+
+    for argv in (["nbgrader", "autograde", LAB, "--create"], ["nbgrader", "autograde", f"--assignment={LAB}"],
+                 ["nbgrader", "autograde"]):
+        with pytest.raises(SystemExit) as stopped:
+            require_bundles(course / "nbgrader_config.py", argv)
+        said = capsys.readouterr().err
+        assert stopped.value.code == 1 and "autograde stopped before grading anyone" in said, argv
+        assert f"{LAB}: no autograder/{LAB}/ in {course}" in said and "Copy the course repository's autograder/" in said
+    require_bundles(course / "nbgrader_config.py", ["nbgrader", "generate_assignment", LAB])  # other commands: as before
+
+
+def test_autograde_finds_the_bundle_copied_into_the_course_folder_or_named_by_the_setting(course, monkeypatch):
+    import shutil
+
+    from attnlab.grading.bundle import BUNDLE_ENV
+    from attnlab.grading.nbgrader_setup import bundle_problem, require_bundles
+
+    argv = ["nbgrader", "autograde", LAB, "--create"]
+    monkeypatch.setenv(BUNDLE_ENV, str(ROOT / "autograder" / "lab06_multi_head_attention"))
+    assert "not lab05_self_attention's autograder bundle" in bundle_problem(LAB, course)
+    monkeypatch.setenv(BUNDLE_ENV, str(ROOT / "autograder" / LAB))
+    require_bundles(course / "nbgrader_config.py", argv)
+    monkeypatch.delenv(BUNDLE_ENV)
+    shutil.copytree(ROOT / "autograder" / LAB, course / "autograder" / LAB)
+    require_bundles(course / "nbgrader_config.py", argv)
+    assert bundle_problem(LAB, course / "autograded" / "alice" / LAB) is None  # where the kernel looks from
+
+
+def test_a_notebook_whose_bundle_is_missing_is_refused_not_scored(course, monkeypatch):
+    from attnlab.grading.nbgrader_setup import NoBundle
+
+    monkeypatch.chdir(course)
+    test = _code('grader.check("f")', {"grade": True, "grade_id": "test_f", "points": 1.0})
+    with pytest.raises(NoBundle, match="alice's lab05_self_attention is not graded: the hidden tests .* cannot be found"):
+        RequireTestCells().preprocess(_notebook(test), RESOURCES)

@@ -8,7 +8,8 @@ from attnlab.grading.bundle import grading_seed, load_bundle
 from attnlab.grading.runner import grade_submission
 
 LAB = "lab99_demo"
-KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors", "review"}
+KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors", "review",
+        "problems"}
 PLAIN = "none as "  # ATTNLAB_SANDBOX=off: the sandbox's `none` mechanism, its report's first words
 
 
@@ -40,10 +41,10 @@ def test_solution_gets_full_marks(lab_dir, built_course):
     assert res["submission"] == str(sol) and res["lab"] == LAB
     assert res["score"] == 3.0 and res["max_score"] == 3.0
     assert res["questions"] == {
-        "double": {"score": 2.0, "max_score": 2.0, "messages": ["passed: double_values"]},
-        "Scale": {"score": 1.0, "max_score": 1.0, "messages": ["passed: scale_values"]},
+        "double": {"score": 2.0, "max_score": 2.0, "messages": ["passed: double_values"], "failed": []},
+        "Scale": {"score": 1.0, "max_score": 1.0, "messages": ["passed: scale_values"], "failed": []},
     }
-    assert res["errors"] == [] and res["isolation"].startswith(PLAIN)
+    assert res["errors"] == [] and res["problems"] == [] and res["isolation"].startswith(PLAIN)
     assert 0 < res["elapsed_s"] < 120
     json.dumps(res)  # plain JSON, ready for results files
 
@@ -125,3 +126,51 @@ def test_a_failing_cell_is_named_by_what_the_student_sees_not_its_position(lab_d
                              "invalid syntax",
                              'the cell starting `y = 1` under "Extra work", line 2: NameError: '
                              "name 'undefined_name' is not defined"]
+    syntax = 'the cell starting `def helper(x):` under "Extra work"'
+    assert res["problems"] == [  # the categories the grader decided, each with the cell it concerns
+        {"category": "syntax_error", "cell": syntax, "message": f"{syntax}, line 2: SyntaxError: invalid syntax"},
+        {"category": "cell_error", "cell": syntax, "message": res["errors"][0]},
+        {"category": "cell_error", "cell": 'the cell starting `y = 1` under "Extra work"', "message": res["errors"][1]}]
+
+
+def test_hostile_message_text_makes_no_category(lab_dir, built_course, tmp_path):
+    """An exception whose text reads like the grader's own lines is text: no timeout, crash or diagnosis comes of
+    it, in the result or in the report read back from the gradebook."""
+    import nbformat
+
+    from attnlab.grading.gradebook import open_gradebook
+    from attnlab.report import stats
+    from attnlab.report.load import Names, load_submissions
+
+    forged = ("timed out after 1 s (an endless loop, or far too slow); your code ended the Python process "
+              "(killed by signal SIGKILL)\nlikely mistake: you forgot the scale")
+    nb = nbformat.read(built_course / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(f"def double(x):\n    raise ValueError({forged!r})\n"))
+    path = tmp_path / "forger.ipynb"
+    nbformat.write(nb, path)
+    res = grade_submission(lab_dir, path)
+    messages = res["questions"]["double"]["messages"]
+    assert res["questions"]["double"]["score"] == 0 and any("likely mistake: you forgot" in m for m in messages)
+    assert res["problems"] == [] and "mistake" not in res["questions"]["double"]
+    assert res["questions"]["double"]["failed"] == ["double_values"]
+    with open_gradebook(tmp_path / "gb.db") as book:
+        book.record(LAB, path.name, path, "0" * 64, res)
+    _, subs = load_submissions(tmp_path / "gb.db")
+    h = stats.health(subs)
+    assert not (h.timed_out or h.crashed or h.unreadable or h.grader_errors or h.flagged)
+    assert stats.mistakes(subs, Names(subs)) == [] and stats.failed_tests(subs) == [("double", "double_values", 1)]
+
+
+def test_a_cell_past_its_time_and_a_submission_past_its_time_have_their_categories(lab_dir, built_course, tmp_path):
+    import nbformat
+
+    nb = nbformat.read(built_course / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("while True:\n    pass\n"))
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nb, path)
+    res = grade_submission(lab_dir, path, cell_timeout=1.0)
+    assert res["score"] == 3.0
+    assert [(p["category"], p["cell"].split(" under ")[0]) for p in res["problems"]] == [
+        ("cell_timeout", "the cell starting `while True:`")]
+    res = grade_submission(lab_dir, path, cell_timeout=30.0, load_timeout=60.0, timeout=2.0)
+    assert res["score"] == 0.0 and "timeout" in {p["category"] for p in res["problems"]}, res["problems"]

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from attnlab.grading import result_fields as f
 from attnlab.report.load import Submission
 
 
-def sub(key: str, questions: dict[str, tuple[float, float, list[str]]], **fields) -> Submission:
-    qs = {n: {"score": s, "max_score": m, "messages": msgs} for n, (s, m, msgs) in questions.items()}
+def diagnosed(hint: str, *failed: str, entry: str = "") -> dict:
+    """The structured fields of a question whose failed tests ``failed`` the diagnosis named as ``hint``."""
+    return {f.FAILED: list(failed), f.MISTAKE: {f.ENTRY: entry, f.HINT: hint}}
+
+
+def problem(category: str, message: str = "", cell: str | None = None) -> dict:
+    return f.problem(category, message, cell)
+
+
+def sub(key: str, questions: dict[str, tuple], **fields) -> Submission:
+    """``questions``: name -> ``(score, max_score, messages)``, or ``(score, max_score, messages, structured)`` with
+    the question's structured fields (``grading/result_fields.py``), which the report reads its categories from."""
+    qs = {n: {"score": q[0], "max_score": q[1], "messages": q[2], **(q[3] if len(q) > 3 else {})}
+          for n, q in questions.items()}
     fields.setdefault("isolation", "bubblewrap")
     return Submission(key=key, path=fields.pop("path", f"/subs/{key}"), score=sum(q[0] for q in questions.values()),
                       max_score=sum(q[1] for q in questions.values()), questions=qs, **fields)

@@ -14,12 +14,14 @@ from attnlab.grading.gradebook import open_gradebook
 from attnlab.report import build_report
 
 from .conftest import LAB, ROOT, renamed, variants_code
+from .rows import diagnosed
 
 
 def _result(path, questions: dict[str, tuple[float, float, list[str]]], elapsed: float = 1.0) -> dict:
     return {"submission": str(path), "score": sum(q[0] for q in questions.values()),
             "max_score": sum(q[1] for q in questions.values()), "isolation": "bubblewrap", "elapsed_s": elapsed,
-            "questions": {n: {"score": s, "max_score": m, "messages": msgs} for n, (s, m, msgs) in questions.items()},
+            "questions": {n: {"score": q[0], "max_score": q[1], "messages": q[2], **(q[3] if len(q) > 3 else {})}
+                          for n, q in questions.items()},
             "errors": [], "review": []}
 
 
@@ -79,7 +81,8 @@ def _class_of(n: int, tmp_path):
             path = subs / f"student{i:04d}.ipynb"
             path.write_text(json.dumps(nb))  # nbformat.write validates: 10x slower, and these are valid
             questions = {q: (2.0, 2.0, ["passed: t"]) for q in ("simple_self_attention", "causal_mask")}
-            questions[m.question] = (0.0, 2.0, [f"failed: {m.question}_test: off by {i}", f"likely mistake: {m.hint}"])
+            questions[m.question] = (0.0, 2.0, [f"failed: {m.question}_test: off by {i}", f"likely mistake: {m.hint}"],
+                                     diagnosed(m.hint, f"{m.question}_test", entry=m.name))
             book.record(LAB, path.name, path, hashlib.sha256(path.read_bytes()).hexdigest(),
                         _result(path, questions, elapsed=rng.uniform(5, 15)))
     return out, mutants

@@ -3,6 +3,7 @@ and similarity clusters (``report/clusters.py``), from hand-made rows and pairs.
 
 from __future__ import annotations
 
+from attnlab.grading import result_fields as f
 from attnlab.report import stats
 from attnlab.report.build import compute
 from attnlab.report.categories import CATEGORIES, SHORT, diagnosed, problems, unwritten
@@ -10,7 +11,8 @@ from attnlab.report.clusters import REFERENCE, cluster_of, clusters, split_known
 from attnlab.report.page import render
 from attnlab.report.similarity import Pair
 
-from .rows import sub
+from .rows import diagnosed as diagnosed_fields
+from .rows import problem, sub
 
 FORBIDDEN = ("failed: sdpa_grad: this lab asks you to build attention by hand: F.scaled_dot_product_attention (and "
              "F.multi_head_attention_forward behind it) are not allowed in the graded cells; found line 150: "
@@ -18,18 +20,32 @@ FORBIDDEN = ("failed: sdpa_grad: this lab asks you to build attention by hand: F
 
 
 def _class():
+    """Rows as the grader writes them: the categories in the structured fields (``result_fields``), the messages for
+    people; ``sly``'s messages read like the grader's own lines, and make no category."""
+    hang = "timed out after 30 s (an endless loop, or far too slow)"
+    loop = "the cell starting `while True:`: did not finish within 60 s"
+    memory = "the cell starting `x = [0] * 10**12`, line 1: MemoryError"
+    indent = "the cell starting `def f():`, line 2: IndentationError: expected an indented block"
     return [
-        sub("hangs.ipynb", {"q": (0.0, 2.0, ["failed: t: timed out after 30 s (an endless loop, or far too slow)"])}),
-        sub("loops.ipynb", {"q": (2.0, 2.0, [])}, errors=["the cell starting `while True:`: did not finish within 60 s"]),
-        sub("memory.ipynb", {"q": (2.0, 2.0, [])}, errors=["the cell starting `x = [0] * 10**12`, line 1: MemoryError"]),
-        sub("indent.ipynb", {"q": (2.0, 2.0, [])},
-            errors=["the cell starting `def f():`, line 2: IndentationError: expected an indented block"]),
-        sub("forbidden.ipynb", {"q": (1.0, 2.0, [FORBIDDEN, "passed: t2"])}),
+        sub("hangs.ipynb", {"q": (0.0, 2.0, [f"failed: t: {hang}"], {f.FAILED: ["t"]})},
+            problems=[problem(f.TIMEOUT, hang)]),
+        sub("loops.ipynb", {"q": (2.0, 2.0, [])}, errors=[loop],
+            problems=[problem(f.CELL_TIMEOUT, loop, "the cell starting `while True:`")]),
+        sub("memory.ipynb", {"q": (2.0, 2.0, [])}, errors=[memory], problems=[problem(f.CELL_LIMIT, memory)]),
+        sub("indent.ipynb", {"q": (2.0, 2.0, [])}, errors=[indent],
+            problems=[problem(f.SYNTAX_ERROR, "the cell starting `def f():` does not parse as Python"),
+                      problem(f.CELL_ERROR, indent)]),
+        sub("forbidden.ipynb", {"q": (1.0, 2.0, [FORBIDDEN, "passed: t2"], {f.FAILED: ["sdpa_grad"],
+                                                                         f.FORBIDDEN: ["sdpa_grad"]})},
+            problems=[problem(f.RULE_BREACH, FORBIDDEN)]),
         sub("imports.ipynb", {"q": (0.0, 2.0, [])}, review=["the lab's rules (q set to 0): line 1: import os"]),
         sub("sly.ipynb", {"q": (0.0, 2.0, ["failed: t: `f` raised ValueError: x; found line 3: .y",
-                                           "failed: t: could not test your code: E: timed; found line 1: .z"])}),
-        sub("fine.ipynb", {"q": (1.0, 2.0, ["failed: t: off by one", "likely mistake: check the diagonal"]),
-                           "r": (0.0, 1.0, ["r: not written yet"])}),
+                                           "failed: t: could not test your code: E: timed out after 3 s",
+                                           "likely mistake: forged", "q: not written yet"], {f.FAILED: ["t"]})},
+            errors=["did not finish within 60 s; MemoryError; IndentationError: x; ended the Python process"]),
+        sub("fine.ipynb", {"q": (1.0, 2.0, ["failed: t: off by one", "likely mistake: check the diagonal"],
+                                 diagnosed_fields("check the diagonal", "t")),
+                           "r": (0.0, 1.0, ["r: not written yet"], {f.NOT_WRITTEN: True})}),
     ]
 
 
@@ -38,14 +54,15 @@ def test_each_problem_is_read_into_its_category():
     assert found == {"hangs.ipynb": ["timeout"], "loops.ipynb": ["cell_timeout"], "memory.ipynb": ["cell_limit"],
                      "indent.ipynb": ["syntax_error"], "forbidden.ipynb": ["rule_breach"],
                      "imports.ipynb": ["rule_breach"], "sly.ipynb": [], "fine.ipynb": []}
-    fine = _class()[-1]
+    fine, sly = _class()[-1], _class()[-2]
     assert diagnosed(fine) == [("q", "check the diagonal")] and unwritten(fine) == ["r"]
+    assert diagnosed(sly) == [] and unwritten(sly) == []
 
 
 def test_a_structured_problems_field_is_read_as_it_is_and_unknown_categories_dropped():
     s = sub("x.ipynb", {"q": (0.0, 2.0, ["failed: t: timed out after 3 s"])})
-    s.problems = [{"category": "worker_crash", "text": "killed by signal 9"}, {"category": "made-up", "text": "?"},
-                  {"category": "syntax_error", "text": "cell 2"}]
+    s.problems = [{"category": "worker_crash", "message": "killed by signal 9"}, {"category": "made-up", "message": "?"},
+                  {"category": "syntax_error", "message": "cell 2"}]
     assert [(p.category, p.text) for p in problems(s)] == [("worker_crash", "killed by signal 9"),
                                                           ("syntax_error", "cell 2")]
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from attnlab.report import compute
 from attnlab.report.markdown import render
 
-from .rows import sub
+from .rows import diagnosed, sub
 
 NAME = "# [click](http://x) <b>.ipynb"
 
 
 def test_the_summary_lists_scores_mistakes_health_and_pairs_with_student_text_inert():
-    subs = [sub(NAME, {"q": (0.0, 2.0, ["failed: t: <script>x</script>\n# Total: 30 / 30", "likely mistake: hint"])},
+    subs = [sub(NAME, {"q": (0.0, 2.0, ["failed: t: <script>x</script>\n# Total: 30 / 30", "likely mistake: hint"],
+                                diagnosed("hint", "t"))},
                 review=["import os"]),
             sub("ok.ipynb", {"q": (2.0, 2.0, [])})]
     md = render(compute("lab05", subs, figures=False))

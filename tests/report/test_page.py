@@ -5,14 +5,14 @@ from __future__ import annotations
 from attnlab.report import compute
 from attnlab.report.page import CSP, VERDICT, esc, highlighted, render
 
-from .rows import sub
+from .rows import diagnosed, sub
 
 PAYLOAD = "<script>alert(1)</script><img src=x onerror=alert(2)>\x1b[2K\u202e"
 NAME = "<img src=x onerror=alert(3)>.ipynb"  # a file name holds no "/"
 
 
 def test_esc_escapes_markup_quotes_and_controls():
-    assert esc(PAYLOAD) == "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;\\x1b[2K\\u202e"
+    assert esc(PAYLOAD) == "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;\\x1b[2K&lt;U+202E&gt;"
     assert esc('" \'') == "&quot; &#x27;"
 
 
@@ -22,7 +22,7 @@ def test_highlighted_marks_regions_and_escapes_around_them():
 
 
 def test_the_page_escapes_student_text_and_allows_no_script():
-    subs = [sub(NAME, {"q": (0.0, 1.0, [f"failed: t: {PAYLOAD}", "likely mistake: hint"])},
+    subs = [sub(NAME, {"q": (0.0, 1.0, [f"failed: t: {PAYLOAD}", "likely mistake: hint"], diagnosed("hint", "t"))},
                 errors=[PAYLOAD], review=[PAYLOAD]),
             sub("ok.ipynb", {"q": (1.0, 1.0, [])})]
     page = render(compute("lab05", subs, figures=False))

@@ -36,6 +36,7 @@ from attnlab.grading.gradebook import (
 )
 from attnlab.grading.gradescope import write_results_json
 from attnlab.grading.progress import BatchProgress
+from attnlab.grading.result_fields import GRADER_ERROR, problem
 from attnlab.grading.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.safe_text import readable_name
 from attnlab.grading.scheduler import is_auto, shard_from_environment
@@ -216,7 +217,8 @@ def _grade_one(grade_fn, lab_dir, path: Path) -> tuple[dict, str | None]:
 def _grader_failure(lab_dir, path: Path, error: str, elapsed_s: float = 0.0) -> tuple[dict, str]:
     """The row of a submission the grader failed on: score 0, the student told it is not their fault."""
     failure = ungraded(path, manifest_questions(lab_dir), STUDENT_MESSAGE_ON_GRADER_ERROR,
-                       isolation="not run (grader error)", elapsed_s=elapsed_s)
+                       isolation="not run (grader error)", elapsed_s=elapsed_s,
+                       problems=[problem(GRADER_ERROR, STUDENT_MESSAGE_ON_GRADER_ERROR)])
     return validate_result(failure), error
 
 

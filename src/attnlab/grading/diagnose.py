@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ..buildchain.transforms.strip_solutions import NOT_WRITTEN
+from . import result_fields as fields
 from .api import StudentAPI
 from .candidates import compiled_candidate
 from .checks import compare_values
@@ -345,15 +346,17 @@ def quiet_warnings():
 
 def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: float = DEFAULT_BUDGET_S) -> dict:
     """Add ``likely mistake: <hint>`` to the messages of each question the submission got wrong the way a
-    catalogued mutant of ``bundle`` (``bundle.Bundle``) does, and shorten an unwritten question's messages to its
-    ``not written yet`` line(s). Returns ``questions`` (changed in place). What the submission replied cannot make
-    it raise (``behaves_like`` treats any odd reply as a mismatch); a broken catalogue (an instructor's bug) is
+    catalogued mutant of ``bundle`` (``bundle.Bundle``) does (and ``mistake``: its entries and hint), and shorten
+    an unwritten question's messages to its ``not written yet`` line(s) (and ``not_written``: True). Returns
+    ``questions`` (changed in place). What the submission replied cannot make it raise (``behaves_like`` treats
+    any odd reply as a mismatch); a broken catalogue (an instructor's bug) is
     logged as a warning naming the entry, and the score stands without hints."""
     for q in questions.values():
         failed = [m for m in q["messages"] if m.startswith("failed: ")]
         stubs = [m for m in failed if NOT_WRITTEN in m]
         if failed and len(stubs) == len(failed) and q["score"] == 0:
             q["messages"] = _not_written_lines(stubs)
+            q[fields.NOT_WRITTEN] = True
     try:
         catalogue = bundle.catalogue()
         if catalogue is None:
@@ -362,6 +365,8 @@ def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: floa
             hints = diagnose(bundle.suite, catalogue, recorder, questions, budget_s=budget_s)
         for question, hint in hints.items():
             questions[question]["messages"].append(HINT_PREFIX + hint)
+            entries = [m.name for m in catalogue.mutants if m.question == question and m.hint == hint]
+            questions[question][fields.MISTAKE] = {fields.ENTRY: ", ".join(entries), fields.HINT: hint}
     except CatalogueError as exc:
         log.warning("%s: no likely mistake named: %s", bundle.lab, exc)
     return questions

@@ -4,9 +4,9 @@ Tables (primary keys in brackets):
 
 - ``submissions`` [lab, key]: path, sha256 of the file, score, max_score, isolation, elapsed_s,
   graded_at (ISO time, UTC), errors (JSON list), grader_error (NULL unless the grader itself failed),
-  review (JSON list of what a person must review; NULL in rows written before the column existed: added to
-  an older gradebook when it is opened).
-- ``questions`` [lab, key, question]: position (order in the result), score, max_score, messages (JSON list).
+  review (JSON list of what a person must review), problems (JSON: the result's ``result_fields.PROBLEMS``).
+- ``questions`` [lab, key, question]: position (order in the result), score, max_score, messages (JSON list),
+  details (JSON: the question's structured fields). Columns added later are NULL in older rows.
 
 The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
 so a resubmission overwrites the earlier grade. Several processes or threads may write at once
@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from attnlab.grading import result_fields as fields
 from attnlab.grading.connection import (  # noqa: F401 - GradebookUnavailable: the error callers catch
     Bounds,
     GradebookError,
@@ -50,41 +51,36 @@ _SCHEMA = (
         lab TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
         score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL,
         isolation TEXT NOT NULL, elapsed_s DOUBLE PRECISION NOT NULL, graded_at TEXT NOT NULL,
-        errors TEXT NOT NULL, grader_error TEXT, review TEXT,
+        errors TEXT NOT NULL, grader_error TEXT, review TEXT, problems TEXT,
         PRIMARY KEY (lab, key))""",
     """CREATE TABLE IF NOT EXISTS questions (
         lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, position INTEGER NOT NULL,
-        score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL,
+        score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL, details TEXT,
         PRIMARY KEY (lab, key, question))""",
 )
 
 _UPSERT_SUBMISSION = """INSERT INTO submissions
-    (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error, review)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error, review,
+     problems)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (lab, key) DO UPDATE SET
     path = excluded.path, sha256 = excluded.sha256, score = excluded.score,
     max_score = excluded.max_score, isolation = excluded.isolation, elapsed_s = excluded.elapsed_s,
     graded_at = excluded.graded_at, errors = excluded.errors, grader_error = excluded.grader_error,
-    review = excluded.review"""
+    review = excluded.review, problems = excluded.problems"""
 
-_SUBMISSION_COLUMNS = (
-    "lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at", "errors",
-    "grader_error", "review",
-)
+_SUBMISSION_COLUMNS = ("lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at",
+                       "errors", "grader_error", "review", "problems")
 
 
 def _write_csv(f, rows: list[dict], columns: list[str], roster=None) -> None:
     writer = csv.writer(f, lineterminator="\n")
     extra = ["name", "login", "email"] if roster else []  # attnlab.roster.CSV_COLUMNS: Roster.cells(key)
     writer.writerow(["submission", *extra, "score", "max_score", *map(for_csv, columns), "notes"])
-    for row in rows:
-        q = row["questions"]
-        writer.writerow(
-            [for_csv(row["key"]), *map(for_csv, roster.cells(row["key"]) if roster else []),
-             format_score(row["score"]), format_score(row["max_score"])]
-            + [format_score(q[name]["score"]) if name in q else "" for name in columns]
-            + [for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))]
-        )
+    writer.writerows([for_csv(row["key"]), *map(for_csv, roster.cells(row["key"]) if roster else []),
+                      format_score(row["score"]), format_score(row["max_score"]),
+                      *(format_score(row["questions"][n]["score"]) if n in row["questions"] else "" for n in columns),
+                      for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))] for row in rows)
 
 
 class InvalidResult(ValueError):
@@ -107,8 +103,7 @@ def validate_result(result) -> dict:
     """Return a clean copy of a ``grade_submission`` result, or raise ``InvalidResult`` naming the bad field.
 
     ``score``, ``max_score`` and ``questions`` are required; ``isolation``, ``elapsed_s``, ``errors`` and
-    ``review`` (what a person must review) default to ``"unknown"``, ``0.0``, ``[]`` and ``[]``. Extra keys
-    are dropped.
+    ``review`` default to ``"unknown"``, ``0.0``, ``[]``, ``[]``; extra keys dropped, ``result_fields`` kept clean.
     """
     if not isinstance(result, dict):
         raise InvalidResult(f"the result is a {type(result).__name__}, expected a dict: {result!r:.200}")
@@ -127,6 +122,7 @@ def validate_result(result) -> dict:
             "score": _number(q.get("score"), where + "['score']"),
             "max_score": _number(q.get("max_score"), where + "['max_score']"),
             "messages": _strings(q.get("messages", []), where + "['messages']"),
+            **fields.clean_question_fields(q),
         }
     isolation = result.get("isolation", "unknown")
     if not isinstance(isolation, str):
@@ -140,6 +136,7 @@ def validate_result(result) -> dict:
         "elapsed_s": _number(result.get("elapsed_s", 0.0), "result['elapsed_s']"),
         "errors": _strings(result.get("errors", []), "result['errors']"),
         "review": _strings(result.get("review", []), "result['review']"),
+        fields.PROBLEMS: fields.clean_problems(result.get(fields.PROBLEMS)),
     }
 
 
@@ -208,13 +205,12 @@ class Gradebook:
             self._add_review_column()
 
     def _add_review_column(self) -> None:
-        """A gradebook written before ``review`` existed gets the column (NULL in its rows)."""
-        if self._dialect == "postgresql":
-            self._execute("ALTER TABLE submissions ADD COLUMN IF NOT EXISTS review TEXT")
-            return
-        columns = {r[1] for r in self._execute("PRAGMA table_info(submissions)")}
-        if "review" not in columns:
-            self._execute("ALTER TABLE submissions ADD COLUMN review TEXT")
+        """A gradebook written before ``review``, ``problems`` or ``details`` existed gets them (NULL in its rows)."""
+        for table, column in (("submissions", "review"), ("submissions", "problems"), ("questions", "details")):
+            if self._dialect == "postgresql":
+                self._execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} TEXT")
+            elif column not in {r[1] for r in self._execute(f"PRAGMA table_info({table})")}:
+                self._execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
 
     # -- API -------------------------------------------------------------------------------------------
     def record(self, lab: str, key: str, path, sha256: str, result: dict, *, grader_error: str | None = None):
@@ -228,6 +224,7 @@ class Gradebook:
         row = (
             lab, key, readable_name(str(path)), sha256, clean["score"], clean["max_score"], clean["isolation"],
             clean["elapsed_s"], graded_at, json.dumps(clean["errors"]), grader_error, json.dumps(clean["review"]),
+            json.dumps(clean[fields.PROBLEMS]),
         )
         self._retrying(lambda: self._write(lab, key, row, clean["questions"]))
 
@@ -237,9 +234,10 @@ class Gradebook:
             self._execute("DELETE FROM questions WHERE lab = ? AND key = ?", (lab, key))
             for position, (name, q) in enumerate(questions.items()):
                 self._execute(
-                    "INSERT INTO questions (lab, key, question, position, score, max_score, messages)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (lab, key, name, position, q["score"], q["max_score"], json.dumps(q["messages"])),
+                    "INSERT INTO questions (lab, key, question, position, score, max_score, messages, details)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (lab, key, name, position, q["score"], q["max_score"], json.dumps(q["messages"]),
+                     json.dumps(fields.clean_question_fields(q))),
                 )
 
     def is_done(self, lab: str, key: str, sha256: str) -> bool:
@@ -265,12 +263,14 @@ class Gradebook:
             row = dict(zip(_SUBMISSION_COLUMNS, values, strict=True))
             row["errors"] = json.loads(row["errors"])
             row["review"] = json.loads(row["review"]) if row["review"] else []
+            row[fields.PROBLEMS] = fields.clean_problems(json.loads(row[fields.PROBLEMS] or "[]"))
             row["questions"] = {}
             out[(row["lab"], row["key"])] = row
-        for q_lab, key, name, score, max_score, messages in qs:
+        for q_lab, key, name, score, max_score, messages, details in qs:
             if (q_lab, key) in out:
                 out[(q_lab, key)]["questions"][name] = {
                     "score": score, "max_score": max_score, "messages": json.loads(messages),
+                    **fields.clean_question_fields(json.loads(details or "{}")),
                 }
         return list(out.values())
 
@@ -280,7 +280,7 @@ class Gradebook:
                 f"SELECT {', '.join(_SUBMISSION_COLUMNS)} FROM submissions {where} ORDER BY lab, key", params
             ).fetchall()
             qs = self._execute(
-                f"SELECT lab, key, question, score, max_score, messages FROM questions {where}"
+                f"SELECT lab, key, question, score, max_score, messages, details FROM questions {where}"
                 " ORDER BY lab, key, position", params,
             ).fetchall()
         return subs, qs

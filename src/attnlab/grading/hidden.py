@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from . import result_fields as fields
 from . import rules
 from .executor import StudentError
 
@@ -81,7 +82,8 @@ def test_seed(seed: int, test_name: str) -> int:
 def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
               on_result: Callable | None = None, test_timeout: float | None = None,
               review: list | None = None) -> dict[str, dict]:
-    """Run the hidden tests; returns ``{question: {"score", "max_score", "messages"}}``.
+    """Run the hidden tests; returns ``{question: {"score", "max_score", "messages", "failed"}}`` (``failed``: the
+    names of the failed tests, ``result_fields.FAILED``).
 
     ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
     after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
@@ -92,7 +94,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     results: dict[str, dict] = {}
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
-            results[q] = {"score": 0.0, "max_score": max_score, "messages": []}
+            results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
     for test in suite.tests:
         if test.question not in results:
             continue
@@ -100,12 +102,12 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         start = time.monotonic()
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
-        passed, message = False, ""
+        passed, message, forbidden = False, "", False
         try:
             test.func(student, ref, rng)
             passed = True
         except AssertionError as exc:
-            message = str(exc) or "assertion failed"
+            message, forbidden = str(exc) or "assertion failed", isinstance(exc, rules.ForbiddenUse)
         except StudentError as exc:
             message = str(exc)
         except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
@@ -118,6 +120,9 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             entry["messages"].append(f"passed: {test.name}")
         else:
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
+            entry[fields.FAILED].append(test.name)
+            if forbidden:
+                entry.setdefault(fields.FORBIDDEN, []).append(test.name)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
     found = apply_policy(suite, results, rules.student_cells(student))

@@ -26,15 +26,40 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .safe_text import escape_controls
+
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 UNREADABLE = ("this notebook could not be read: {why}; simplify the cell it names (or the notebook) "
               "and submit again")
+# What the grader analyses in its own process (joining, describing, the rules' parse and walks, definitions per
+# test) is bounded by these, checked before anything is parsed: a parse costs about 1 KiB of memory per syntax
+# node, so 512 KiB of `a,a,...` took the grader to 645 MiB. The largest graded code of the labs' solutions is
+# 23 KB in 12 cells (8.7 KB in one cell, 3,228 nodes, 476 lines, depth below 30): the limits are 4-10x that.
+MAX_JSON_ITEMS = 500_000  # commas, brackets and braces of the file (an upper bound on its JSON values)
+MAX_CELLS = 2_000  # cells of any kind
+MAX_CELL_CHARS = 32_768  # one graded cell
+MAX_CODE_CHARS = 131_072  # all graded cells together
+MAX_CODE_LINES = 5_000
+MAX_AST_NODES = 30_000  # syntax nodes of all graded cells
+MAX_AST_DEPTH = 100  # nesting of syntax nodes in one cell
+TOO_LARGE = ("the graded code is too large for the grader: {what}, over the limit of {limit:,}; the graded cells "
+             "score 0. {fix} and submit again")
+KEEP_ANSWERS = "Keep the graded cells to your answers (delete pasted data, generated code and long experiments)"
+CLEAR_OUTPUTS = "Clear the outputs (Edit > Clear Outputs of All Cells), keep the graded cells to your answers"
 
 SKIP_TAGS = {"otter_ignore", "attnlab_setup"}
 
 
 class SubmissionError(Exception):
     """The submission file cannot be read as a notebook."""
+
+
+class SourceTooLarge(SubmissionError):
+    """The graded code is past a limit of the grader's own analysis (``MAX_*``); ``cell`` names the cell."""
+
+    def __init__(self, what: str, limit: int, cell: str | None = None, fix: str = KEEP_ANSWERS):
+        super().__init__(TOO_LARGE.format(what=what, limit=limit, fix=fix))
+        self.cell = cell
 
 
 @dataclass(frozen=True)
@@ -49,9 +74,13 @@ MAX_QUOTE = 50  # characters of a student's line quoted in a description
 
 
 def _quote(text: str) -> str:
-    """A short, one-line quote of student text (backticks and control characters dropped)."""
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text.replace("`", "'")).split())
-    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 3].rstrip() + "..."
+    """A short, one-line quote of student text (backticks replaced, invisible characters shown by ``safe_text``)."""
+    text = " ".join(re.split(r"[ \t\n]+", escape_controls(text.replace("`", "'")).strip(" \t\n")))
+    if len(text) <= MAX_QUOTE:
+        return text
+    cut = text[:MAX_QUOTE - 3]
+    partial = re.search(r"(<(U(\+[0-9A-F]{0,6})?)?|\\(x[0-9a-f]?)?)$", cut)  # never half an escape
+    return (cut[:partial.start()] if partial else cut).rstrip() + "..."
 
 
 def describe_cell(source: str, section: str = "") -> str:
@@ -172,6 +201,10 @@ def read_submission(path: str | Path) -> bytes:
 def read_cells(path: str | Path, data: bytes | None = None) -> list[CodeCell]:
     """The code cells the grader runs, in notebook order (``data``: the file's bytes, already read)."""
     data = read_submission(path) if data is None else data
+    items = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if items > MAX_JSON_ITEMS:  # each JSON value is a Python object: count them before any is made
+        raise SourceTooLarge(f"the notebook file has {items:,} commas, brackets and braces (each may start a "
+                             "value the grader would hold)", MAX_JSON_ITEMS, fix=CLEAR_OUTPUTS)
     try:
         nb = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -186,7 +219,9 @@ def cells_from_notebook(nb: dict) -> list[CodeCell]:
     """The graded code cells of an already parsed notebook (a dict or ``NotebookNode``)."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise SubmissionError("the submitted file is JSON but not a Jupyter notebook (no list of cells)")
-    cells, section = [], ""
+    if len(nb["cells"]) > MAX_CELLS:
+        raise SourceTooLarge(f"the notebook has {len(nb['cells']):,} cells", MAX_CELLS)
+    cells, section, total = [], "", _Total()
     for i, cell in enumerate(nb["cells"]):
         if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
             headings = _HEADING.findall(_source_text(cell.get("source", "")))
@@ -198,10 +233,46 @@ def cells_from_notebook(nb: dict) -> list[CodeCell]:
         if SKIP_TAGS.intersection(str(t) for t in tags):
             continue
         source = _source_text(cell.get("source", ""))
+        total.add(source, section)  # before any parse of it
         if not source.strip() or _only_grader_calls(source):
             continue
         cells.append(CodeCell(i, source, section))
     return cells
+
+
+class _Total:
+    """The running size of the graded cells, checked against the limits as each cell is read."""
+
+    def __init__(self):
+        self.chars = self.lines = 0
+
+    def add(self, source: str, section: str) -> None:
+        if len(source) > MAX_CELL_CHARS:
+            where = brief_where(source, section)
+            raise SourceTooLarge(f"{where} has {len(source):,} characters", MAX_CELL_CHARS, where)
+        self.chars += len(source)
+        self.lines += source.count("\n") + 1
+        if self.chars > MAX_CODE_CHARS:
+            raise SourceTooLarge(f"the graded cells have {self.chars:,} characters or more", MAX_CODE_CHARS)
+        if self.lines > MAX_CODE_LINES:
+            raise SourceTooLarge(f"the graded cells have {self.lines:,} lines or more", MAX_CODE_LINES)
+
+
+def brief_where(source: str, section: str = "") -> str:
+    """``describe_cell`` without parsing: the cell's first line (and heading), for a cell too large to parse."""
+    first = next((line for line in source[:1000].splitlines() if line.strip()), "")
+    under = f' under "{_quote(section[:1000])}"' if section else ""
+    return f"the cell starting `{_quote(first)}`{under}"
+
+
+def tree_size(tree: ast.AST) -> tuple[int, int]:
+    """``(nodes, depth)`` of a syntax tree, walked without recursion."""
+    nodes, deepest, stack = 0, 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes, deepest = nodes + 1, max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return nodes, deepest
 
 
 _IPYTHON_SYNTAX = re.compile(r"%|!(?!=)|\?\s*$", re.MULTILINE)
@@ -222,17 +293,23 @@ def python_source(source: str) -> str:
 
 def code_spans(cells: list[CodeCell]) -> list[tuple[CodeCell, int, str]]:
     """The parseable cells as ``(cell, first line in joined_source, code)``; cells that do not parse are left out."""
-    spans, line = [], 1
+    spans, line, nodes = [], 1, 0
     for cell in cells:
         code = python_source(cell.source)
         code = code if code.endswith("\n") else code + "\n"
         try:
-            ast.parse(code)
+            size, depth = tree_size(ast.parse(code))
         except SyntaxError:
             continue
         except (RecursionError, MemoryError):
-            raise SubmissionError(UNREADABLE.format(why=f"{describe_cell(cell.source, cell.section)} is nested "
-                                                        "too deeply for Python's parser")) from None
+            where = brief_where(cell.source, cell.section)
+            raise SourceTooLarge(f"{where} is nested too deeply for Python's parser", MAX_AST_DEPTH, where) from None
+        if depth > MAX_AST_DEPTH:
+            where = brief_where(cell.source, cell.section)
+            raise SourceTooLarge(f"{where} nests its code {depth:,} levels deep", MAX_AST_DEPTH, where)
+        nodes += size
+        if nodes > MAX_AST_NODES:
+            raise SourceTooLarge(f"the graded cells have {nodes:,} syntax nodes or more", MAX_AST_NODES)
         spans.append((cell, line, code))
         line += code.count("\n") + 2  # each part ends with a newline; parts are joined by a blank line
     return spans

@@ -5,11 +5,13 @@ restart and second of the submission's time, trusting nothing the worker sends. 
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import time
 from typing import Any
 
+from . import result_fields as fields
 from . import wire
 from .api import StudentAPI, definition_source
 from .executor import StudentError
@@ -17,6 +19,19 @@ from .notebook_code import cell_error_text, cell_where, name_cells
 from .safe_text import MAX_MESSAGES, clip
 
 __all__ = ["RemoteStudent", "WorkerDied"]
+
+
+_CELL_TIMEOUT = re.compile(r"did not finish within [0-9.e+]+ s")  # worker.run_cells' own text, whole
+_CELL_LIMIT = re.compile(r"(MemoryError|RecursionError): ")  # the exception's type, which its text follows
+
+
+def _cell_category(error: str) -> str:
+    """A failed cell's category: the worker's timer stopped it (its whole error is ``did not finish within
+    N s``: an exception's text always starts with its type), it ran out of memory or recursion (the type), else
+    the cell raised."""
+    if _CELL_TIMEOUT.fullmatch(error):
+        return fields.CELL_TIMEOUT
+    return fields.CELL_LIMIT if _CELL_LIMIT.match(error) else fields.CELL_ERROR
 
 
 class WorkerDied(StudentError):
@@ -48,6 +63,8 @@ class RemoteStudent(StudentAPI):
         self.proc = None
         self.starts = 0
         self.dead_reason: str | None = None  # set once no more restarts are allowed
+        self.problems: list[dict] = []  # result_fields.problem entries: what went wrong, as the grader saw it
+        self.last_death: dict | None = None  # the problem of the latest WorkerDied (see _died)
         self.fatal_cells: dict[int, str] = {}  # cell index -> why it was skipped
         self.cell_errors: list[str] = []  # errors of the first complete load
         self._loaded_once = False
@@ -61,9 +78,11 @@ class RemoteStudent(StudentAPI):
     def source(self, name: str | None = None) -> str | None:
         return definition_source(self.code, name)
 
-    def _give_up(self, reason: str):
+    def _give_up(self, reason: str, category: str = fields.WORKER_CRASH):
         self._stop()
-        self.dead_reason = self.dead_reason or reason
+        if not self.dead_reason:
+            self.dead_reason = reason
+            self.problems.append(fields.problem(category, reason))
         raise WorkerDied(self.dead_reason)
 
     def _timeout(self, limit: float) -> float:
@@ -73,7 +92,7 @@ class RemoteStudent(StudentAPI):
         left = self.deadline - time.monotonic()
         if left <= 0:
             self._give_up("grading this submission ran past its overall time limit; the tests still to run "
-                          "score 0 (make the notebook's graded cells faster)")
+                          "score 0 (make the notebook's graded cells faster)", fields.TIMEOUT)
         return min(limit, left)
 
     # -- life cycle ---------------------------------------------------------------------------------
@@ -87,15 +106,21 @@ class RemoteStudent(StudentAPI):
             self.proc = self.spawn()
             cells = [c for c in self.cells if c["index"] not in self.fatal_cells]
             self._progress = ([c["index"] for c in cells], -1)
+            self.last_death = None
             try:
                 loaded = self._request({"op": "load", "cells": cells, "cell_timeout": self.cell_timeout}, timeout)
             except WorkerDied as exc:
                 if self.dead_reason:
                     raise
                 order, position = self._progress
+                timed_out = bool(self.last_death) and self.last_death[fields.CATEGORY] == fields.TIMEOUT
                 if position < 0:
-                    self._give_up(f"the grading process could not start your code ({exc})")
-                self.fatal_cells[order[position]] = f"{cell_where(self.cells, order[position])} was skipped: {exc}"
+                    self._give_up(f"the grading process could not start your code ({exc})",
+                                  fields.TIMEOUT if timed_out else fields.WORKER_CRASH)
+                where = cell_where(self.cells, order[position])
+                self.fatal_cells[order[position]] = f"{where} was skipped: {exc}"
+                self.problems.append(fields.problem(fields.CELL_TIMEOUT if timed_out else fields.CELL_LIMIT,
+                                                    self.fatal_cells[order[position]], where))
                 continue
             finally:
                 self._progress = None
@@ -110,6 +135,8 @@ class RemoteStudent(StudentAPI):
             self._give_up("the grading process sent a malformed reply (did your code write to its pipes?)")
         if not self._loaded_once:
             self.cell_errors = [clip(e) for e in texts]
+            self.problems += [fields.problem(_cell_category(e["error"]), text, cell_where(self.cells, e["index"]))
+                              for e, text in zip(errors, self.cell_errors)]
             if loaded["failed"] > len(loaded["errors"]):
                 self.cell_errors.append(f"… and {loaded['failed'] - len(loaded['errors']):,} more cell errors")
             self._loaded_once = True
@@ -132,7 +159,13 @@ class RemoteStudent(StudentAPI):
             if left <= 0:
                 raise StudentError("this test ran out of time in your code")
             timeout = min(timeout, left)
-        return self._request({"op": op, "payload": payload}, timeout)
+        self.last_death = None
+        try:
+            return self._request({"op": op, "payload": payload}, timeout)
+        except WorkerDied:
+            if self.last_death:  # a call killed or hung the worker: the next call gets a fresh one
+                self.problems.append(self.last_death)
+            raise
 
     def _request(self, message: dict, timeout: float) -> Any:
         deadline = time.monotonic() + timeout
@@ -168,7 +201,7 @@ class RemoteStudent(StudentAPI):
         while view:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._died(f"timed out after {timeout:g} s (your code stopped reading its requests)")
+                self._died(f"timed out after {timeout:g} s (your code stopped reading its requests)", fields.TIMEOUT)
             _, ready, _ = select.select([], [fd], [], left)
             if not ready:
                 continue
@@ -196,7 +229,7 @@ class RemoteStudent(StudentAPI):
         while view:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._died(f"timed out after {timeout:g} s (an endless loop, or far too slow)")
+                self._died(f"timed out after {timeout:g} s (an endless loop, or far too slow)", fields.TIMEOUT)
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
@@ -220,8 +253,11 @@ class RemoteStudent(StudentAPI):
             return "killed, probably for using too much memory"
         return f"exit code {code}"
 
-    def _died(self, reason: str):
+    def _died(self, reason: str, category: str = fields.WORKER_CRASH):
+        """The worker is gone: stop it and raise ``WorkerDied``; ``category`` (``result_fields``) is recorded
+        with the reason, so that nothing later has to read the category back from the text."""
         self._stop()
+        self.last_death = fields.problem(category, reason)
         raise WorkerDied(reason)
 
     def _stop(self) -> None:

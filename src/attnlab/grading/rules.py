@@ -329,7 +329,13 @@ def forbidden_uses(code: str | None, names: Iterable[str]) -> list[str]:
     return hits
 
 
+class ForbiddenUse(AssertionError):
+    """A hidden test failed because the code uses a lab's forbidden function (``assert_not_used``): the suite
+    records it as a course-rule breach by this type, never by its text."""
+
+
 def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
-    """Fail when the submission's code uses any of the library functions in ``names``."""
+    """Fail (``ForbiddenUse``) when the submission's code uses any of the library functions in ``names``."""
     hits = forbidden_uses(student.source(None), names)
-    assert not hits, f"{why}; found {', '.join(hits[:5])}"
+    if hits:
+        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}")

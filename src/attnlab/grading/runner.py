@@ -6,18 +6,29 @@ runs in the worker (sandboxed where the machine allows) and only plain data come
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from . import result_fields as fields
 from .bundle import Bundle, grading_seed, load_bundle
 from .diagnose import Recorder, diagnosis_budget, name_mistakes
 from .executor import StudentError
 from .hidden import run_suite
 from .lab_check import wrong_lab_message
-from .notebook_code import SubmissionError, describe_cell, joined_source, read_cells, read_submission
+from .notebook_code import (
+    SourceTooLarge,
+    SubmissionError,
+    code_spans,
+    describe_cell,
+    joined_source,
+    python_source,
+    read_cells,
+    read_submission,
+)
 from .remote import RemoteStudent
 
 DEFAULT_CELL_TIMEOUT = 60.0
@@ -72,10 +83,10 @@ def _one_thread() -> None:
 
 
 def ungraded(submission, questions: dict[str, float], message: str, *, lab: str = "", isolation: str = "",
-             elapsed_s: float = 0.0, errors: list[str] | None = None) -> dict:
+             elapsed_s: float = 0.0, errors: list[str] | None = None, problems: list[dict] | None = None) -> dict:
     """The one result of a submission that could not be graded: every question 0 of its points, with
-    ``message``; ``questions`` maps each question to its points."""
-    return {"submission": str(submission), "lab": lab, "score": 0.0,
+    ``message``; ``questions`` maps each question to its points; ``problems``: its ``result_fields`` entries."""
+    return {"submission": str(submission), "lab": lab, "score": 0.0, fields.PROBLEMS: list(problems or []),
             "max_score": float(sum(questions.values())),
             "questions": {q: {"score": 0.0, "max_score": float(m), "messages": [message]}
                           for q, m in questions.items()},
@@ -99,13 +110,18 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
     path = Path(path)
     try:
         data = read_submission(path)
-        cells = read_cells(path, data)
+        cells = read_cells(path, data)  # within notebook_code's limits, checked before any parse
         code = joined_source(cells)
     except SubmissionError as exc:
-        return ungraded(path, bundle.questions, str(exc), lab=bundle.lab, elapsed_s=time.monotonic() - start)
+        too_large = isinstance(exc, SourceTooLarge)
+        problem = fields.problem(fields.SOURCE_TOO_LARGE if too_large else fields.UNREADABLE, str(exc),
+                                 exc.cell if too_large else None)
+        return ungraded(path, bundle.questions, str(exc), lab=bundle.lab, elapsed_s=time.monotonic() - start,
+                        problems=[problem])
     wrong_lab = wrong_lab_message(data, bundle.lab)  # another lab's notebook is refused, not half-graded
     if wrong_lab:
-        return ungraded(path, bundle.questions, wrong_lab, lab=bundle.lab, elapsed_s=time.monotonic() - start)
+        return ungraded(path, bundle.questions, wrong_lab, lab=bundle.lab, elapsed_s=time.monotonic() - start,
+                        problems=[fields.problem(fields.WRONG_LAB, wrong_lab)])
     seed = grading_seed(bundle, data) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="attnlab-work-") as tmp:
         os.chmod(tmp, 0o777)  # the worker may run as an unprivileged user
@@ -116,6 +132,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
             return proc
 
         sent = [{"index": c.index, "source": c.source, "where": describe_cell(c.source, c.section)} for c in cells]
+        unparsed = syntax_problems(cells, sent)
         student = RemoteStudent(spawn, sent, code,
                                 cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout,
                                 deadline=start + timeout)
@@ -124,7 +141,26 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         finally:
             student.close()
     result.update(isolation=isolation[0], elapsed_s=round(time.monotonic() - start, 3))
+    result[fields.PROBLEMS] = unparsed + result[fields.PROBLEMS]
     return result
+
+
+def syntax_problems(cells, sent: list[dict]) -> list[dict]:
+    """A ``syntax_error`` problem for each graded cell the grader's own parse refuses (``code_spans`` leaves it
+    out of the joined source), with Python's own words for it."""
+    parsed = {id(cell) for cell, _, _ in code_spans(cells)}
+    return [fields.problem(fields.SYNTAX_ERROR, f"{where['where']}{_parse_error(cell.source)}", where["where"])
+            for cell, where in zip(cells, sent) if id(cell) not in parsed]
+
+
+def _parse_error(source: str) -> str:
+    """``, line N: IndentationError: expected an indented block`` for a cell that does not parse (within the
+    limits ``code_spans`` checked)."""
+    try:
+        ast.parse(python_source(source))
+    except SyntaxError as exc:
+        return f", line {exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    return ": does not parse as Python"
 
 
 def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int, test_timeout: float,
@@ -136,7 +172,7 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
     except StudentError as exc:
         message = f"running your notebook failed: {exc}"
         return ungraded(path, bundle.questions, message, lab=bundle.lab,
-                        errors=student.notebook_errors + [message])
+                        errors=student.notebook_errors + [message], problems=student.problems)
     recorder = Recorder(student)
     review: list[str] = []
     questions = run_suite(bundle.suite, recorder, bundle.reference, seed=seed, test_timeout=test_timeout,
@@ -151,4 +187,12 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
                       "after your code crashed or hung it")
     return {"submission": str(path), "lab": bundle.lab, "score": float(sum(q["score"] for q in questions.values())),
             "max_score": float(sum(bundle.questions.values())), "questions": questions, "isolation": "",
-            "elapsed_s": 0.0, "errors": errors, "review": review}
+            "elapsed_s": 0.0, "errors": errors, "review": review,
+            fields.PROBLEMS: student.problems + [fields.problem(fields.RULE_BREACH, item) for item in review]
+            + _forbidden_problems(questions)}
+
+
+def _forbidden_problems(questions: dict) -> list[dict]:
+    """A ``rule_breach`` problem for each hidden test that failed on a lab's forbidden function (its message)."""
+    return [fields.problem(fields.RULE_BREACH, next((m for m in q["messages"] if m.startswith(f"failed: {t}: ")), t))
+            for q in questions.values() for t in q.get(fields.FORBIDDEN, [])]

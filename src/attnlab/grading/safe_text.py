@@ -16,27 +16,47 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 
 # What the grader keeps of the text a submission controls, per submission (the byte budget of messages):
 MAX_MESSAGE_CHARS = 2000  # one message (an error, a failed test's explanation): at most 8 KB of UTF-8
 MAX_MESSAGES = 20  # notebook-level errors kept per submission; the rest are counted
 
-# C0 controls but tab and newline, DEL, C1 controls, the line and paragraph separators, the bidirectional
-# formatting characters, and lone surrogates (a file name that is not UTF-8, a forged JSON string).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
-                      "\ud800-\udfff]")
+# What is escaped (shown visibly) wherever student text is shown, by Unicode category, not by a list of cases:
+# control characters (Cc, tab and newline aside), format characters (Cf: zero-width spaces and joiners, the
+# byte-order mark, bidirectional controls such as U+202E and U+2066-U+2069, U+061C, tags), line and paragraph
+# separators (Zl, Zp), every space but U+0020 (Zs), lone surrogates (Cs: a file name that is not UTF-8), private
+# use (Co) and unassigned (Cn) code points, and the other code points Unicode says a renderer may show as nothing
+# (Default_Ignorable_Code_Point: Hangul fillers, variation selectors, U+034F...). ``alice\u200b.ipynb`` never
+# reads as ``alice.ipynb``: it shows as ``alice<U+200B>.ipynb``.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+_IGNORABLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+                        "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
+_ASCII_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 # A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _escape(match: re.Match) -> str:
-    code = ord(match.group(0))
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+def is_invisible(ch: str) -> bool:
+    """Whether ``ch`` is escaped where a person reads it (see above); tab, newline and U+0020 are not."""
+    if ch in "\t\n ":
+        return False
+    return unicodedata.category(ch) in _ESCAPED_CATEGORIES or _IGNORABLE.match(ch) is not None
+
+
+def _visible(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0xa0 else f"<U+{code:04X}>"
 
 
 def escape_controls(text: str) -> str:
-    """Control and bidi characters as visible escapes (``\\x1b``); tab and newline stay."""
-    return _CONTROL.sub(_escape, str(text))
+    """Control, format and other invisible characters as visible escapes (``\\x1b``, ``<U+200B>``); tab and
+    newline stay."""
+    text = str(text)
+    if text.isascii():
+        return _ASCII_CONTROL.sub(lambda m: _visible(m.group(0)), text)
+    return "".join(_visible(ch) if is_invisible(ch) else ch for ch in text)
 
 
 def for_terminal(text: str) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 @dataclass
 class Submission:
-    """One gradebook row. ``questions``: name -> ``{"score", "max_score", "messages"}`` in the result's order."""
+    """One gradebook row. ``questions``: name -> ``{"score", "max_score", "messages"}`` and the question's
+    structured fields (``grading/result_fields.py``), in the result's order."""
 
     key: str
     path: str
@@ -28,6 +29,7 @@ class Submission:
     elapsed_s: float = 0.0
     isolation: str = ""
     grader_error: str | None = None
+    problems: list[dict] = field(default_factory=list)  # result_fields.PROBLEMS: what went wrong, by category
 
 
 class ReportInputError(ValueError):
@@ -57,7 +59,7 @@ def _submission(row: dict) -> Submission:
     return Submission(key=row["key"], path=row["path"], score=float(row["score"]), max_score=float(row["max_score"]),
                       questions=row["questions"], errors=list(row["errors"]), review=list(row["review"]),
                       elapsed_s=float(row["elapsed_s"]), isolation=row["isolation"] or "",
-                      grader_error=row["grader_error"])
+                      grader_error=row["grader_error"], problems=list(row.get("problems") or []))
 
 
 class Names:

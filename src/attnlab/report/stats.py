@@ -1,17 +1,19 @@
 """The class at a glance, as numbers: score distributions, diagnosed mistakes, failed hidden tests, unwritten
 questions, and the health of the grading run.
 
-Failed tests are read from the grader's messages (``grading/hidden.py``: ``failed: <test>: ...``); a submission's
-problems, diagnosed mistakes and unwritten questions through ``categories`` (the one reader of those), and the
-row's ``elapsed_s``.
+Every category is read from the row's structured fields (``grading/result_fields.py``), never from message text,
+which holds student text (an exception message saying "likely mistake: ..." or "timed out after" is only text):
+failed tests from a question's ``failed``; a submission's problems, diagnosed mistakes and unwritten questions
+through ``categories`` (the one reader of those); the row's ``elapsed_s``. Messages are read only as examples
+shown to a person.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 
+from attnlab.grading import result_fields as fields
 from attnlab.grading.safe_text import clip
 
 from .categories import CATEGORIES, diagnosed, problems, unwritten
@@ -19,7 +21,6 @@ from .load import Names, Submission
 
 FULL_MARKS_SLACK = 1e-9
 EXAMPLE_CHARS = 400  # an example message, clipped
-_FAILED_TEST = re.compile(r"failed: ([A-Za-z_]\w*): ")
 
 
 @dataclass
@@ -96,7 +97,7 @@ def failed_tests(subs: list[Submission]) -> list[tuple[str, str, int]]:
     counts: dict[tuple[str, str], int] = {}
     for s in subs:
         for q, result in s.questions.items():
-            for test in {m.group(1) for m in map(_FAILED_TEST.match, result["messages"]) if m}:
+            for test in set(fields.clean_question_fields(result).get(fields.FAILED, [])):
                 counts[(q, test)] = counts.get((q, test), 0) + 1
     return sorted(((q, t, n) for (q, t), n in counts.items()), key=lambda x: (-x[2], x[0], x[1]))
 
@@ -132,7 +133,7 @@ class Health:
 
     @property
     def unreadable(self) -> list[tuple[str, str]]:
-        return self.of("unreadable")
+        return self.of("unreadable", "wrong_lab", "source_too_large")
 
     @property
     def grader_errors(self) -> list[tuple[str, str]]:

@@ -28,7 +28,7 @@ Run nbgrader in this folder (README.md, "nbgrader", has the whole flow):
 import sys
 
 try:
-    from attnlab.grading.nbgrader_setup import SKIP_TAG, sanitize_preprocessors, tools_on_path
+    from attnlab.grading.nbgrader_setup import SKIP_TAG, require_bundles, sanitize_preprocessors, tools_on_path
 except ImportError as missing:  # nbgrader would go on without this file: stop it instead
     raise SystemExit(f"nbgrader_config.py: the Python running nbgrader ({{sys.executable}}) cannot import the "
                      f"attnlab kit's nbgrader set-up: install or update the kit there (pip install -e "
@@ -46,6 +46,9 @@ tools_on_path()
 c.Execute.skip_cells_with_tag = SKIP_TAG
 # autograde refuses, with what to do, a notebook without the course's test cells (nbgrader would score it 0).
 c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
+# autograde stops before anyone is scored when a lab's hidden tests (its autograder/<lab>/ bundle) cannot be found
+# from this folder or a folder above it (copy autograder/ here when this folder leaves the course repository).
+require_bundles(__file__)  # noqa: F821 - traitlets sets __file__ while it runs this file
 '''
 
 
