@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .bundle import load_bundle, manifest_questions
+from .bundle import manifest_questions
 from .gradescope import write_results_json
 from .runner import grade_submission, ungraded
 
@@ -54,7 +54,8 @@ def run(*, lab: str, bundle: str, submission: str, results: str) -> dict:
                                              f"for {lab} (found: {found})", lab=lab)
     else:
         try:
-            load_bundle(bundle_dir)
+            # the bundle loads inside, after the worker's zygote has started (one container, one submission: the
+            # two imports of torch overlap)
             result = grade_submission(bundle_dir, notebooks[0])
         except Exception:  # noqa: BLE001 - a grader bug must still produce results.json
             traceback.print_exc()
