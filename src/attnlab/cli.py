@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from . import commands
+from .process_exit import exit_without_teardown
 
 S = argparse.SUPPRESS  # leave the default to the function, where it lives once
 
@@ -96,6 +97,8 @@ def _add_report(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # this process's own command line (the `attnlab` script, `python -m attnlab.cli`), not a test
+        exit_without_teardown(main(sys.argv[1:]))  # the interpreter's teardown after torch costs about 1 s
     args = vars(parser().parse_args(argv))
     func = args.pop("func")
     command = args.pop("command")

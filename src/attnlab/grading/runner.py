@@ -12,12 +12,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import result_fields as fields
 from .bundle import Bundle, grading_seed, load_bundle
-from .diagnose import Recorder, diagnosis_budget, name_mistakes
-from .executor import StudentError
-from .hidden import run_suite
 from .lab_check import wrong_lab_message
 from .notebook_code import (
     SourceTooLarge,
@@ -29,7 +27,13 @@ from .notebook_code import (
     read_cells,
     read_submission,
 )
-from .remote import RemoteStudent
+
+if TYPE_CHECKING:
+    from .remote import RemoteStudent
+
+# Start-up order: this module imports no torch. ``grade_submission`` starts the worker's zygote first (it imports
+# torch in its own process), then imports torch here (the bundle, the hidden tests, the diagnosis): the two
+# imports overlap, and ``attnlab grade`` pays for torch once on the clock, not twice.
 
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_LOAD_TIMEOUT = 300.0
@@ -61,15 +65,17 @@ def _worker_env() -> dict[str, str]:
 
 def warm_up(lab_dir) -> None:
     """Before a batch forks its grader processes (``pool.py``): load the bundle and start the workers' zygote in this
-    process, so that the forks share both. A bundle that does not load is left to each grade, which reports it."""
+    process, so that the forks share both (the zygote starts first and imports torch while the bundle loads). A
+    bundle that does not load is left to each grade, which reports it."""
     from .sandbox import prestart
 
+    prestart(_worker_env())
     _one_thread()
-    prestart(_worker_env(), wait=True)
     try:
         load_bundle(lab_dir)
     except Exception:  # noqa: BLE001 - grade_submission raises it again, per submission, as a grader error
         pass
+    prestart(_worker_env(), wait=True)  # the forks must find it started: wait for the one above
 
 
 def _one_thread() -> None:
@@ -80,6 +86,13 @@ def _one_thread() -> None:
 
     if torch.get_num_threads() > 1:
         torch.set_num_threads(1)
+
+
+def diagnosis_budget(grading_s: float) -> float:
+    """``diagnose.diagnosis_budget``, imported when first asked (the diagnosis imports torch)."""
+    from .diagnose import diagnosis_budget as budget
+
+    return budget(grading_s)
 
 
 def ungraded(submission, questions: dict[str, float], message: str, *, lab: str = "", isolation: str = "",
@@ -127,6 +140,8 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         os.chmod(tmp, 0o777)  # the worker may run as an unprivileged user
         isolation: list[str] = [""]
 
+        from .remote import RemoteStudent
+
         def spawn():
             proc, isolation[0] = _start_worker(Path(tmp), [bundle.directory, path.resolve().parent])
             return proc
@@ -167,6 +182,10 @@ def _grade_with(bundle: Bundle, student: RemoteStudent, path: Path, *, seed: int
                 start: float) -> dict:
     """Load the notebook in the worker, then run the hidden tests (the grader's side) against it, recording
     what failed tests asked so that the likely mistake can be named afterwards (grading/diagnose.py)."""
+    from .diagnose import Recorder, name_mistakes
+    from .executor import StudentError
+    from .hidden import run_suite
+
     try:
         student.start()
     except StudentError as exc:
