@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from . import rules
+from . import rule_costs, rules
 from .executor import StudentError
 
 
@@ -127,21 +127,30 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
 
 
 def apply_policy(suite: HiddenSuite, results: dict[str, dict], cells: list[tuple[str, str]]) -> list[str]:
-    """Zero the questions the lab ties to the course rules (``grading/rules.py``) when the graded ``cells``
-    (``rules.student_cells``) break them, naming each construct; returns one review line per construct."""
+    """Zero, for each construct of the graded ``cells`` (``rule_costs.student_cells``) that the course rules
+    (``grading/rules.py``) refuse, the questions it costs (``rule_costs``: the question it appears in or whose code
+    uses it, among those the lab ties to the rules), naming the construct and the rule; a construct that is only
+    suspicious costs nothing. Returns one review line per construct."""
     hits = rules.breaches(cells, suite.allowed_imports)
     if not hits:
         return []
     tied = [q for q in results if suite.policy_questions is None or q in suite.policy_questions]
-    shown = "; ".join(map(str, hits[:5])) + (f"; and {len(hits) - 5} more" if len(hits) > 5 else "")
-    message = (f"failed: the lab's rules: your graded cells use {shown}. The graded cells may use only the "
-               "imports and public functions the lab names, with no reflection and no names computed at run "
-               "time; rewrite that code (a person will review it)")
-    for q in tied:
+    uses = rule_costs.uses_by_name(cells)
+    lines, costs = [], {}
+    for hit in hits:
+        lost = [] if hit.review_only else rule_costs.costed_questions(hit.scope, tied, uses)
+        for q in lost:
+            costs.setdefault(q, []).append(hit)
+        what = f"{', '.join(lost)} set to 0" if lost else "no points lost"
+        lines.append(f"the lab's rules ({what}): {hit}")
+    for q, found in costs.items():
+        shown = "; ".join(map(str, found[:5])) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
         results[q]["score"] = 0.0
-        results[q]["messages"].insert(0, message)
-    lost = ", ".join(tied) if tied else "no question"
-    return [f"the lab's rules ({lost} set to 0): {hit}" for hit in hits]
+        results[q]["messages"].insert(0, (
+            f"failed: the lab's rules: this question's code uses {shown}. The graded cells may use only the "
+            "imports and public functions the lab names, with no reflection and no names computed at run "
+            "time (the course rules in the notebook's opening); rewrite that code (a person will review it)"))
+    return lines
 
 
 _IMPORT_LOCK = threading.Lock()  # batch jobs are threads: one import at a time, never half-imported

@@ -69,6 +69,11 @@ DENIED_NAMES = frozenset({
     "__builtins__", "breakpoint", "open", "input", "memoryview", "help",
 })
 CONSTANT_NAME_CALLS = frozenset({"getattr", "hasattr"})
+# modules inside allowed packages that the graded cells may not reach: torch's internal layout (where its ready-made
+# layers live under other names), attention back ends, and what runs code strings (a benchmark Timer's ``stmt``)
+DENIED_MODULES = ("torch.nn.modules", "torch.nn.attention", "torch.utils.benchmark", "torch.testing",
+                  "torch.compiler", "torch.export", "torch.onnx", "torch.utils.bundled_inputs", "torch.utils.jit",
+                  "timeit", "pydoc")
 MAX_BREACHES = 50  # per submission: a person reviews these; the rest is summed up in one line
 
 
@@ -78,11 +83,18 @@ class _Enough(Exception):
 
 @dataclass(frozen=True)
 class Breach:
-    """One construct the rules do not allow: where (``cell 12, line 3`` or ``line 3``), the code, and why."""
+    """One construct the rules do not allow: where (``cell 12, line 3`` or ``line 3``), the code, and why.
+
+    ``scope``: the top-level names whose code holds it (a ``def``/``class``, or what a top-level statement binds);
+    ``()`` for top-level code that binds nothing. ``review_only``: only suspicious (rule 6): a person looks at it
+    and it costs nothing.
+    """
 
     where: str
     text: str
     why: str
+    scope: tuple = ()
+    review_only: bool = False
 
     def __str__(self) -> str:
         return f"{self.where}: `{self.text}` ({self.why})"
@@ -91,6 +103,8 @@ class Breach:
 def _is_allowed_module(dotted: str, allowed: frozenset) -> bool:
     parts = dotted.split(".")
     if any(p.startswith("_") and p != "__future__" or p in DENIED_ATTRIBUTES for p in parts):
+        return False
+    if any(dotted == d or dotted.startswith(d + ".") for d in DENIED_MODULES):
         return False
     return any(".".join(parts[:i]) in allowed for i in range(1, len(parts) + 1))
 
@@ -110,6 +124,48 @@ def _names_a_module(dotted: str) -> bool:
     return isinstance(found, type(sys))
 
 
+def _module_reached(dotted: str, allowed: frozenset) -> str:
+    """The first module that a step of ``dotted`` reaches and the graded cells may not use (``torch.nn.modules``
+    in ``torch.nn.modules.activation``: torch's internal layout; ``matplotlib`` in ``plt.matplotlib``), else ''.
+    Looked up among the modules this process has loaded, through their ``__dict__``: nothing is imported or run."""
+    parts = dotted.split(".")
+    found = sys.modules.get(parts[0])
+    for part in parts[1:]:
+        found = (getattr(found, "__dict__", None) or {}).get(part)
+        if isinstance(found, type(sys)):
+            name = str(getattr(found, "__name__", ""))
+            if name.startswith(DENIED_MODULES) or not _is_allowed_module(name, allowed):
+                return name
+    return ""
+
+
+def code_in_string(value) -> ast.AST | None:
+    """The tree of a string that parses as Python code and does more than name one thing, else None."""
+    if not isinstance(value, str) or len(value) > 10_000 or not value.strip():
+        return None
+    try:
+        tree = ast.parse(value.strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body = tree.body
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, (ast.Name, ast.Constant)):
+        return None
+    return tree
+
+
+def top_level_names(statement: ast.AST) -> tuple:
+    """What a top-level statement defines or binds (``def f`` -> ``("f",)``; ``a = b = 1`` -> ``("a", "b")``)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (statement.name,)
+    names = []
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.append(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += [(a.asname or a.name).split(".")[0] for a in node.names]
+    return tuple(dict.fromkeys(names))
+
+
 class _Scan(ast.NodeVisitor):
     """Walks one cell's tree and records every construct the rules cannot prove allowed."""
 
@@ -124,8 +180,13 @@ class _Scan(ast.NodeVisitor):
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
-        self.visit(tree)
+        for statement in getattr(tree, "body", [tree]):
+            self.scope = top_level_names(statement)
+            self.visit(statement)
         return self.hits
+
+    scope: tuple = ()
+    review: bool = False  # set while a hit is only suspicious
 
     def hit(self, node: ast.AST, why: str) -> None:
         """Record ``node``: its line of code, and in the reason the construct itself (``F`` in ``_g = F``)."""
@@ -139,7 +200,7 @@ class _Scan(ast.NodeVisitor):
         if segment and segment != text and not why.startswith(segment):
             why = f"{segment[:60]}: {why}"
         where = f"{self.where}, line {line}" if self.where else f"line {line}"
-        self.hits.append(Breach(where, text[:100], why))
+        self.hits.append(Breach(where, text[:100], why, self.scope, self.review))
 
     # -- rule 1: imports ---------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -186,10 +247,25 @@ class _Scan(ast.NodeVisitor):
         if self._attribute_ok(node, node.attr, on_self) and not isinstance(node.ctx, ast.Load):
             if self._module_path(node.value):
                 self.hit(node, "changing an attribute of a module is not allowed")
-        if isinstance(node.ctx, ast.Load) and not self._used_through(node) and self._module_path(node):
-            if _names_a_module(self._module_path(node)):
-                self.hit(node, "a module is used only through its attributes, never as a value")
+        path = self._module_path(node) if isinstance(node.ctx, ast.Load) else ""
+        if path and not self._used_through(node) and _names_a_module(path):
+            self.hit(node, "a module is used only through its attributes, never as a value")
+        elif path and not isinstance(self.parents.get(id(node)), ast.Attribute):
+            module = next((d for d in DENIED_MODULES if path == d or path.startswith(d + ".")), "") or \
+                _module_reached(path, self.allowed)  # written (not loaded here), or reached by a step
+            if module:
+                self.hit(node, f"{path} reaches the module {module}, which the graded cells may not use")
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """Rule 4: a string that parses as Python code (a type hint, a timer's statement) is checked as code."""
+        tree = code_in_string(node.value)
+        if tree is None:
+            return
+        found: list[Breach] = []
+        _Scan(node.value, "", self.allowed, dict(self.modules), found).scan(tree)
+        for inner in found[:3]:
+            self.hit(node, f"a string that Python can run as code (a type hint, a timer's statement): {inner.why}")
 
     def visit_MatchClass(self, node: ast.AST) -> None:
         for name in getattr(node, "kwd_attrs", []):
@@ -213,9 +289,27 @@ class _Scan(ast.NodeVisitor):
             (isinstance(parent, ast.Call) and parent.func is node)
 
     # -- rule 4: names, reflection, dynamic code -----------------------------------------------------------
+    def _on_self(self, node: ast.Name, arguments: int) -> bool:
+        """``node`` is called directly as ``name(self, <name>, ...)`` with ``arguments`` arguments or more."""
+        parent = self.parents.get(id(node))
+        return isinstance(parent, ast.Call) and parent.func is node and len(parent.args) >= arguments \
+            and isinstance(parent.args[0], ast.Name) and parent.args[0].id == "self" and not parent.keywords
+
+    def _suspicious(self, node: ast.Name, why: str) -> None:
+        self.review = True
+        try:
+            self.hit(node, f"{why}: the rule 'no names computed at run time' (a person will review it; no points "
+                           "lost; nn.ModuleList / nn.ParameterList hold numbered layers without it)")
+        finally:
+            self.review = False
+
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
-        if name in DENIED_NAMES:
+        if name == "setattr" and self._on_self(node, 3):
+            self._suspicious(node, "setattr(self, ...) with a name built at run time")
+        elif name in CONSTANT_NAME_CALLS and self._on_self(node, 2) and not self._constant_name_call(node):
+            self._suspicious(node, f"{name}(self, ...) with a name built at run time")
+        elif name in DENIED_NAMES:
             self.hit(node, f"{name} is not allowed (reflection or dynamic code)")
         elif name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDERS:
             self.hit(node, f"the name {name} is not allowed")
@@ -288,48 +382,5 @@ def breaches(cells: Iterable[tuple[str, str]], allowed_imports: Iterable[str] = 
     return list(dict.fromkeys(found))
 
 
-def student_cells(student) -> list[tuple[str, str]]:
-    """The graded cells of ``student`` as ``(where, source)``: per notebook cell when the student has them (a
-    ``RemoteStudent``: the grader's own copy), else its whole source as one block."""
-    inner = getattr(student, "inner", student)  # diagnose.Recorder wraps the student
-    cells = getattr(inner, "cells", None)
-    if isinstance(cells, list) and all(isinstance(c, dict) for c in cells):
-        from .notebook_code import python_source
-
-        return [(f"cell {c.get('index')}", python_source(str(c.get("source", "")))) for c in cells]
-    source = getattr(student, "source", None)
-    code = source(None) if source is not None else None
-    return [("", code)] if code else []
-
-
-def forbidden_uses(code: str | None, names: Iterable[str]) -> list[str]:
-    """Where ``code`` uses any of ``names`` as an attribute of anything (``F.x``, ``_g.x``), an imported name, a
-    match-pattern attribute, or a string (``operator.attrgetter("x")``).
-
-    A bare call of the student's own function with the same name (``scaled_dot_product_attention(q, k, v)``)
-    is allowed: only the library versions are caught.
-    """
-    if not code:
-        return []
-    names = set(names)
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, RecursionError, MemoryError):
-        return []
-    hits = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in names:
-            hits.append(f"line {node.lineno}: .{node.attr}")
-        elif isinstance(node, ast.ImportFrom):
-            hits += [f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names if a.name in names]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
-            hits.append(f"line {node.lineno}: {node.value!r}")
-        elif type(node).__name__ == "MatchClass":
-            hits += [f"line {node.lineno}: {a}=" for a in getattr(node, "kwd_attrs", []) if a in names]
-    return hits
-
-
-def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
-    """Fail when the submission's code uses any of the library functions in ``names``."""
-    hits = forbidden_uses(student.source(None), names)
-    assert not hits, f"{why}; found {', '.join(hits[:5])}"
+from .forbidden_calls import assert_not_used, forbidden_uses  # noqa: E402,F401 - rule 5, for hidden tests
+from .rule_costs import student_cells  # noqa: E402,F401
