@@ -1,12 +1,12 @@
 """The course rules: what the graded cells of a submission may contain (the one description of them).
 
-The rules are an ALLOWLIST over the syntax of the graded cells; whatever they cannot prove allowed is a breach.
-A breach costs the questions the lab ties to the rules (``HiddenSuite(lab, policy_questions=...)``, None meaning
-every question), is named in the feedback by cell, line and code text, and is listed in the result's ``review``
-for a person to look at. The rules:
+The rules are an ALLOWLIST over what the graded cells can reach; whatever they cannot prove allowed is a breach.
+The rules:
 
-1. Imports: only the modules in ``DEFAULT_IMPORTS`` (and their public submodules) plus what a lab adds with
-   ``HiddenSuite(lab, allowed_imports=...)``; never ``attnlab.grading``, never a relative or ``*`` import.
+1. Imports: only the modules in ``DEFAULT_IMPORTS`` (and their public submodules, not ``DENIED_MODULES``: torch's
+   internal layout ``torch.nn.modules``, ``torch.utils.benchmark``...) plus what a lab adds with
+   ``HiddenSuite(lab, allowed_imports=...)``; never ``attnlab.grading``, never a relative or ``*`` import. A module
+   reached as an attribute (``plt.matplotlib``, ``nn.modules.activation``) must be allowed just the same.
 2. Attributes, read or written on ANY object (so an alias such as ``_g = F`` does not help): no private name
    (``_x``) except on ``self``, no dunder outside ``ALLOWED_DUNDERS``, none of ``DENIED_ATTRIBUTES`` (module names
    such as ``sys``/``os``/``grading`` that modules re-export, and ``torch.ops``/``torch.hub``/``load``...).
@@ -17,9 +17,19 @@ for a person to look at. The rules:
    ``delattr``, ``exec``, ``eval``, ``compile``, ``__import__``, ``__builtins__``, ``open``, ...) are never used;
    ``getattr``/``hasattr`` only as a direct call with a constant string that rule 2 allows
    (``getattr(self, "bias", None)``), so no name is computed at run time; ``type`` only with one argument;
-   no dunder name (``__loader__``), no dunder method outside ``ALLOWED_DUNDERS``, no ``metaclass=``.
-5. Lab rules: a lab's forbidden library functions (``assert_not_used``) are refused as attributes of anything,
-   as imported names and as strings; a student's own function of the same name, called bare, is fine.
+   no dunder name (``__loader__``), no dunder method outside ``ALLOWED_DUNDERS``, no ``metaclass=``. A string
+   that parses as Python code (a type hint that ``typing``/``functools.singledispatch`` evaluate, a timer's
+   statement) is checked as code, by these same rules.
+5. Lab rules (``forbidden_calls``): a lab's forbidden library functions (``assert_not_used``) are refused as
+   attributes of anything, as imported names, as strings, inside strings that run as code, and through the
+   library classes that hold them (``REACHES``: ``nn.TransformerEncoderLayer`` holds an ``nn.MultiheadAttention``);
+   a student's own function of the same name, called bare, is fine.
+6. Costs (``rule_costs``), proportionate and stated in each notebook's opening and ``docs/CURRICULUM.md``: a breach
+   costs the question it appears in (or whose code uses the helper or top-level name it is in; top-level code
+   that binds nothing costs every question the lab ties to the rules, ``HiddenSuite(policy_questions=...)``),
+   never the lab for one answer's sake; ``setattr(self, ...)``/``getattr(self, ...)`` with a name built at run
+   time is only suspicious (``Breach.review_only``): it costs nothing and goes to a person. Every breach is named
+   in the feedback by cell, line, code and rule, and listed in the result's ``review``.
 
 This is a policy check on the source, not a security measure: the sandbox is the security boundary, and the
 grader decides every score in its own process. RestrictedPython was considered and not used: it rewrites the
