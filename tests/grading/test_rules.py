@@ -398,3 +398,30 @@ def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
     others = {name: (r["score"], r["max_score"]) for name, r in res["questions"].items()
               if name in ("causal_mask", "padding_mask")}  # the questions that do not check the forbidden call
     assert len(others) == 2 and all(score == top > 0 for score, top in others.values()), others  # not the lab
+
+
+def test_a_correct_encoder_registering_parameters_by_built_names_keeps_its_marks(tmp_path):
+    """Lab04's bidirectional GRU with ``setattr``/``register_parameter`` under names built at run time: correct,
+    only suspicious (rule 6), so it keeps every point and goes to a person, the review naming the rule."""
+    from attnlab.grading.runner import grade_submission
+
+    lab = load_course(ROOT).lab("lab04")
+    nb = json.loads(lab.solution_notebook.read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code"
+                and "".join(c["source"]).startswith("class BiGRUEncoder"))
+    lines = "".join(cell["source"]).splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if "self.weight_ih_l0, self.weight_hh_l0 =" in line)
+    lines[first:first + 4] = [
+        '        for suffix in ("", "_reverse"):\n',
+        '            setattr(self, "weight_ih_l0" + suffix, uniform(3 * H, input_size))\n',
+        '            setattr(self, "weight_hh_l0" + suffix, uniform(3 * H, H))\n',
+        '            self.register_parameter("bias_ih_l0" + suffix, uniform(3 * H))\n',
+        '            self.register_parameter("bias_hh_l0" + suffix, uniform(3 * H))\n']
+    cell["source"] = "".join(lines)
+    path = tmp_path / "setattr.ipynb"
+    path.write_text(json.dumps(nb))
+    res = grade_submission(lab.autograder_dir, path)
+    assert res["score"] == res["max_score"] > 0, {q: r["score"] for q, r in res["questions"].items()}
+    assert len(res["review"]) == 2, res["review"]
+    assert all("no points lost" in r and "the rule 'no names computed at run time'" in r
+               and "the cell defining `BiGRUEncoder`, line " in r for r in res["review"]), res["review"]
