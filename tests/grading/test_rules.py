@@ -325,6 +325,9 @@ REACH_ROUTES = {
     "singledispatch_hint": ("import functools\n@functools.singledispatch\ndef g(x):\n    pass\n"
                             "@g.register\ndef _(x: \"eval('1')\"):\n    pass", "eval"),
     "timer_statement": ("s = 'import os; os.system(1)'", "import os"),
+    "ancestor_class": ("base = nn.LSTM.mro()[1]", "mro"),
+    "super_with_class": ("class R(nn.LSTM):\n    def __init__(self):\n        super(nn.LSTM, self).__init__('RNN_TANH', "
+                         "2, 2)", "super"),
 }
 
 

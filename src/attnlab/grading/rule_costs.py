@@ -27,11 +27,22 @@ def student_cells(student) -> list[tuple[str, str]]:
     return [("", code)] if code else []
 
 
+def top_level_names(statement: ast.AST) -> tuple:
+    """What a top-level statement defines or binds (``def f`` -> ``("f",)``; ``a = b = 1`` -> ``("a", "b")``)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (statement.name,)
+    names = []
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.append(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += [(a.asname or a.name).split(".")[0] for a in node.names]
+    return tuple(dict.fromkeys(names))
+
+
 def uses_by_name(cells: list[tuple[str, str]]) -> dict[str, set[str]]:
     """Each top-level name of the graded cells -> the names its code reads (a ``def``/``class`` body, or the
     statement that binds it), over every cell."""
-    from .rules import top_level_names
-
     uses: dict[str, set[str]] = {}
     for _, code in cells:
         try:

@@ -16,7 +16,8 @@ The rules:
 4. No reflection or dynamic code: the names in ``DENIED_NAMES`` (``vars``, ``globals``, ``locals``, ``setattr``,
    ``delattr``, ``exec``, ``eval``, ``compile``, ``__import__``, ``__builtins__``, ``open``, ...) are never used;
    ``getattr``/``hasattr`` only as a direct call with a constant string that rule 2 allows
-   (``getattr(self, "bias", None)``), so no name is computed at run time; ``type`` only with one argument;
+   (``getattr(self, "bias", None)``), so no name is computed at run time; ``type`` only with one argument,
+   ``super`` with none, no ``.mro()`` (a class's ancestors: ``nn.LSTM.mro()[1]`` is ``RNNBase``);
    no dunder name (``__loader__``), no dunder method outside ``ALLOWED_DUNDERS``, no ``metaclass=``. A string
    that parses as Python code (a type hint that ``typing``/``functools.singledispatch`` evaluate, a timer's
    statement) is checked as code, by these same rules.
@@ -44,6 +45,8 @@ import ast
 import sys
 from dataclasses import dataclass
 from typing import Iterable
+
+from .rule_costs import student_cells, top_level_names  # noqa: F401 - student_cells: for the hidden tests
 
 # Every addition is deliberate: what the solutions, blank notebooks, catalogue entries and variants of the nine
 # labs import (torch and its public submodules, math, re, time, collections, matplotlib.pyplot, tqdm.auto,
@@ -73,6 +76,8 @@ DENIED_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "f_globals",
     "f_locals", "f_builtins", "f_back", "f_code", "co_code", "co_consts", "get_type_hints", "ForwardRef",
     "Formatter", "get_field", "attrgetter", "methodcaller",
+    # a class's ancestors: nn.LSTM.mro()[1] is the forbidden RNNBase
+    "mro",
 })
 DENIED_NAMES = frozenset({
     "vars", "globals", "locals", "dir", "setattr", "delattr", "exec", "eval", "compile", "__import__",
@@ -161,19 +166,6 @@ def code_in_string(value) -> ast.AST | None:
     if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, (ast.Name, ast.Constant)):
         return None
     return tree
-
-
-def top_level_names(statement: ast.AST) -> tuple:
-    """What a top-level statement defines or binds (``def f`` -> ``("f",)``; ``a = b = 1`` -> ``("a", "b")``)."""
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return (statement.name,)
-    names = []
-    for node in ast.walk(statement):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.append(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names += [(a.asname or a.name).split(".")[0] for a in node.names]
-    return tuple(dict.fromkeys(names))
 
 
 class _Scan(ast.NodeVisitor):
@@ -326,6 +318,8 @@ class _Scan(ast.NodeVisitor):
         elif name in CONSTANT_NAME_CALLS and not self._constant_name_call(node):
             self.hit(node, f"{name} only as a direct call with a constant attribute name, e.g. "
                            f"{name}(self, \"bias\")")
+        elif name == "super" and not self._one_argument_call(node, 0):
+            self.hit(node, "super only as super(): super(X, self) reaches the methods of the classes above X")
         elif name == "type" and not self._one_argument_call(node):
             self.hit(node, "type only as type(x), to read a value's class")
         elif name == "self" and not isinstance(node.ctx, ast.Load):
@@ -343,9 +337,9 @@ class _Scan(ast.NodeVisitor):
         on_self = isinstance(parent.args[0], ast.Name) and parent.args[0].id == "self"
         return self._attribute_ok(parent, name.value, on_self)
 
-    def _one_argument_call(self, node: ast.Name) -> bool:
+    def _one_argument_call(self, node: ast.Name, count: int = 1) -> bool:
         parent = self.parents.get(id(node))
-        return isinstance(parent, ast.Call) and parent.func is node and len(parent.args) == 1 \
+        return isinstance(parent, ast.Call) and parent.func is node and len(parent.args) == count \
             and not parent.keywords
 
     def visit_arguments(self, node: ast.arguments) -> None:
@@ -393,4 +387,3 @@ def breaches(cells: Iterable[tuple[str, str]], allowed_imports: Iterable[str] = 
 
 
 from .forbidden_calls import assert_not_used, forbidden_uses  # noqa: E402,F401 - rule 5, for hidden tests
-from .rule_costs import student_cells  # noqa: E402,F401
