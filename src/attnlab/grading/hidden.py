@@ -41,8 +41,9 @@ class HiddenTest:
 class HiddenSuite:
     """The hidden tests of one lab, in registration order.
 
-    ``policy_questions``: the questions a breach of the course rules costs (``grading/rules.py`` describes the
-    rules, once); None: every question; ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
+    ``policy_questions``: the questions a breach of the course rules may cost (``grading/rules.py`` describes the
+    rules, once): each breach costs those of them it appears in or whose code uses it; None: every question;
+    ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
     ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words.
     """
 
