@@ -320,12 +320,19 @@ REACH_ROUTES = {
     "internal_layout": ("m = nn.modules.activation.MultiheadAttention(8, 2)", "torch.nn.modules"),
     "internal_module_alias": ("from torch.nn.modules import activation", "torch.nn.modules"),
     "benchmark_timer": ("t = torch.utils.benchmark.Timer(stmt='x')", "torch.utils.benchmark"),
-    "reexported_module": ("import matplotlib.pyplot as plt\nm = plt.matplotlib.rcsetup", "matplotlib"),
+    "reexported_module": ("files = torch.glob.glob('/autograder/**')", "reaches the module glob"),
+    "reexported_private": ("c = torch.cpp.nn", "torch._C.cpp"),
     "type_hint_runs_code": ("def h(a: \"__import__('os').system('ls')\"):\n    pass", "__import__"),
     "singledispatch_hint": ("import functools\n@functools.singledispatch\ndef g(x):\n    pass\n"
                             "@g.register\ndef _(x: \"eval('1')\"):\n    pass", "eval"),
     "timer_statement": ("s = 'import os; os.system(1)'", "import os"),
     "ancestor_class": ("base = nn.LSTM.mro()[1]", "mro"),
+    # the same through other standard-library modules that turn a string into code or a name into an object
+    "timeit_string": ("import timeit\nt = timeit.timeit('x = 1', number=1)", "import timeit"),
+    "pydoc_locate": ("import pydoc\nf = pydoc.locate('torch.nn.functional')", "import pydoc"),
+    "marshal": ("import marshal\nc = marshal.loads(b'')", "import marshal"),
+    "type_hints_imported": ("from typing import get_type_hints", "get_type_hints"),
+    "namedtuple_hint": ("import typing\nP = typing.NamedTuple('P', [('a', \"exec('1')\")])", "exec"),
     "super_with_class": ("class R(nn.LSTM):\n    def __init__(self):\n        super(nn.LSTM, self).__init__('RNN_TANH', "
                          "2, 2)", "super"),
 }

@@ -252,7 +252,7 @@ class _Scan(ast.NodeVisitor):
         path = self._module_path(node) if isinstance(node.ctx, ast.Load) else ""
         if path and not self._used_through(node) and _names_a_module(path):
             self.hit(node, "a module is used only through its attributes, never as a value")
-        elif path and not isinstance(self.parents.get(id(node)), ast.Attribute):
+        if path and not isinstance(self.parents.get(id(node)), ast.Attribute):  # the whole chain, once
             module = next((d for d in DENIED_MODULES if path == d or path.startswith(d + ".")), "") or \
                 _module_reached(path, self.allowed)  # written (not loaded here), or reached by a step
             if module:
