@@ -196,6 +196,9 @@ def test_a_flood_of_breaches_is_bounded_in_count_and_time():
 
 def test_honest_code_is_not_flagged():
     assert rules.breaches([("cell 1", HONEST)]) == []
+    docstring = 'def f(x):\n    """getattr(x, name)(eval(s))"""\n    return x\n'  # nothing the rules allow runs it
+    assert rules.breaches([("cell 1", docstring)]) == []
+    assert rules.breaches([("cell 1", docstring.replace('"""g', 'y = """g'))])  # a value may be run
     assert rules.breaches([("cell 1", "def f(:\n")]) == []  # does not parse: the worker reports it
 
 

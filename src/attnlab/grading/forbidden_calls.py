@@ -34,6 +34,7 @@ def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
     from .rules import code_in_string
 
     hits = []
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings: nothing runs them
     for node in ast.walk(tree):
         line = line_of(node)
         if isinstance(node, ast.Attribute) and node.attr in names:
@@ -42,7 +43,7 @@ def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
             hits += [(line, f"from {node.module} import {a.name}") for a in node.names if a.name in names]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
             hits.append((line, repr(node.value)))
-        elif isinstance(node, ast.Constant) and code_in_string(node.value) is not None:
+        elif isinstance(node, ast.Constant) and id(node) not in bare and code_in_string(node.value) is not None:
             inner = _uses(code_in_string(node.value), names, lambda _n, line=line: line)
             hits += [(line, f"{text} in a string that Python can run as code") for _, text in inner]
         elif type(node).__name__ == "MatchClass":

@@ -260,8 +260,9 @@ class _Scan(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        """Rule 4: a string that parses as Python code (a type hint, a timer's statement) is checked as code."""
-        tree = code_in_string(node.value)
+        """Rule 4: a string that parses as Python code (a type hint, a timer's statement) is checked as code; not a
+        docstring or other bare string statement, which nothing the rules allow can run."""
+        tree = None if isinstance(self.parents.get(id(node)), ast.Expr) else code_in_string(node.value)
         if tree is None:
             return
         found: list[Breach] = []
