@@ -28,6 +28,13 @@
 # Lab 02 learns word vectors from context (Word2Vec), Lab 03 reads local word order with convolutions,
 # Lab 04 reads whole sequences with recurrent networks, and Lab 05 starts attention.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - Plain Python (`re`, `collections.Counter`, `sorted`) for the text functions; `torch` and `torch.nn`

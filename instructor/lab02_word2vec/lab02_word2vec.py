@@ -33,6 +33,13 @@
 # 7. Experiments: word2vec trained on 29,000 real image captions (Multi30k): nearest neighbours, analogies,
 #    a 2-D map, a comparison with a count-based baseline (PPMI + SVD), and vectors for unseen words.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - Token id 0 is `<pad>`: it is never a word of the text.

@@ -31,6 +31,13 @@
 # 6. Experiments: the receptive field against depth and dilation; `TextCNN` against a bag of words on
 #    sentences where word order decides; a character-level CNN that tells English, German and French apart.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - Build `conv1d` from tensor operations (indexing, `unfold`, `@`, `einsum`, sums). `F.conv1d`,

@@ -33,6 +33,13 @@
 # 7. `attention_context`: a decoder state *attends* to the states of an encoder, and an experiment where an
 #    encoder-decoder learns to reverse sequences, with and without attention.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - Build the recurrences by hand from matrix products, `torch.tanh` and `torch.sigmoid`. The ready-made

@@ -30,6 +30,13 @@
 # 5. `repeat_kv` and grouped-query attention: fewer key/value heads for a smaller KV cache, as in
 #    Llama, Mistral and most recent language models.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - `nn.MultiheadAttention` and `F.scaled_dot_product_attention` are **not allowed** in the graded cells:

@@ -36,6 +36,13 @@
 # 7. Experiment: an order-sensitive task that a Transformer without positions cannot learn.
 # 8. Experiment: post-norm against pre-norm as the network gets deeper.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - `F.layer_norm` (and `torch.layer_norm`) is **not allowed** in your `layer_norm`, and the ready-made

@@ -32,6 +32,13 @@
 # 6. Experiments: the data and its vocabulary, training curves, BLEU and translations of the test set,
 #    what cross-attention looks at, and what label smoothing changes.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - The ready-made `nn.Transformer`, `nn.TransformerEncoder`, `nn.TransformerDecoder`,

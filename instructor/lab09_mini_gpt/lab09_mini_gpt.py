@@ -35,6 +35,13 @@
 # 8. Experiments: a bigram baseline against the mini-GPT, samples at several temperatures, how much faster
 #    the cache generates, the model's attention maps, and how much BPE compresses the text.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - You **may** use `F.scaled_dot_product_attention(q, k, v, is_causal=True)` in `CausalSelfAttention`:

@@ -28,6 +28,13 @@
 # 6. `load_gpt2_weights`: the Hugging Face GPT-2 checkpoint in Lab 09's GPT, logits equal to `transformers`'.
 #    On Colab the real GPT-2 (124M parameters) is downloaded and writes text.
 #
+# **Course rules.** The grader reads your graded cells: import only the course's modules (`torch`, `math`,
+# `collections`, ... and what this lab names), use a module only through its attributes (`F.softmax`, never
+# `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
+# code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
+# and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
+# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+#
 # **Rules of this lab.**
 #
 # - The lab **gives** you Lab 07's `MultiHeadAttention`, `FeedForward` and `TransformerEncoderBlock`, and Lab

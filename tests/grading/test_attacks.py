@@ -474,7 +474,7 @@ EVASIONS = {
 def test_forbidden_calls_are_denied_by_default_and_named(name, built_course, tmp_path, off):
     attack, named = EVASIONS[name]
     res, _ = _grade_bounded(built_course, _notebook(tmp_path / f"{name}.ipynb", attack))
-    assert res["score"] == 0.0, res["questions"]  # lab99 ties every question to the rules
+    assert res["questions"]["double"]["score"] == 0 and res["score"] <= BASELINE, res["questions"]  # not Scale's
     message = res["questions"]["double"]["messages"][0]
     assert "the lab's rules" in message and named in message, message
 

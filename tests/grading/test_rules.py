@@ -196,6 +196,9 @@ def test_a_flood_of_breaches_is_bounded_in_count_and_time():
 
 def test_honest_code_is_not_flagged():
     assert rules.breaches([("cell 1", HONEST)]) == []
+    docstring = 'def f(x):\n    """getattr(x, name)(eval(s))"""\n    return x\n'  # nothing the rules allow runs it
+    assert rules.breaches([("cell 1", docstring)]) == []
+    assert rules.breaches([("cell 1", docstring.replace('"""g', 'y = """g'))])  # a value may be run
     assert rules.breaches([("cell 1", "def f(:\n")]) == []  # does not parse: the worker reports it
 
 
@@ -227,12 +230,12 @@ def test_a_breach_costs_the_tied_questions_and_fills_review():
     suite = HiddenSuite("lab98", policy_questions=("f",))
     suite.test("f", name="tf")(lambda student, ref, rng: None)
     suite.test("g", name="tg")(lambda student, ref, rng: None)
-    student = LocalStudent.from_code("import torch\n_g = torch\nf = 1\ng = 2")
+    student = LocalStudent.from_code("import torch\n_g = torch\nf = _g\ng = 2")
     review: list[str] = []
     res = run_suite(suite, student, student, seed=0, review=review)
     assert res["f"]["score"] == 0 and "line 2: `_g = torch` (torch: a module" in res["f"]["messages"][0]
     assert "the lab's rules" in res["f"]["messages"][0]
-    assert res["g"]["score"] == 1
+    assert res["g"]["score"] == 1  # not tied to the rules
     assert review == ["the lab's rules (f set to 0): line 2: `_g = torch` (torch: a module is used only through "
                       "its attributes: never as a value, never rebound)"]
     clean: list[str] = []
@@ -288,6 +291,103 @@ def test_assert_not_used_reads_the_students_source():
         rules.assert_not_used(cheat, NAMES, why="write attention yourself")
 
 
+def test_assert_not_used_names_the_cell_as_the_student_sees_it():
+    class Remote:  # what a RemoteStudent holds: the grader's own copy of the cells, each described
+        cells = [{"index": 3, "source": "import torch.nn.functional as F\n", "where": "cell 3"},
+                 {"index": 9, "source": f"def attention(q, k, v):\n    return F.{SDPA}(q, k, v)\n",
+                  "where": "the cell defining `attention`"}]
+
+    with pytest.raises(AssertionError, match=rf"found in the cell defining `attention`, line 2: \.{SDPA}"):
+        rules.assert_not_used(Remote(), NAMES, why="write attention yourself")
+
+
+# a forbidden call reached without writing its name: the class that holds it, a string a library runs as code
+REACHED = {
+    "layer_holds_it": "layer = nn.TransformerEncoderLayer(8, 2)\nattn = layer.self_attn",
+    "decoder_holds_it": "m = torch.nn.Transformer(8, 2)",
+    "mha_forward": "y = F.multi_head_attention_forward",
+    "timer_string": f"t = Timer(stmt='F.{SDPA}(q, k, v)')",
+    "type_hint_string": f"def h(a: 'F.{SDPA}(q, k, v)'):\n    pass",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REACHED))
+def test_forbidden_uses_sees_what_reaches_the_forbidden_call(name):
+    found = rules.forbidden_uses(HEAD + REACHED[name], NAMES)
+    assert found and all(f.startswith("line ") and int(f.split()[1].rstrip(":")) > 3 for f in found), found
+    assert rules.forbidden_uses(HEAD + "m = nn.TransformerEncoderLayer(8, 2)", ["layer_norm"]) == []
+
+
+# routes the rules refuse although no forbidden name is written: torch's internal layout, strings run as code
+REACH_ROUTES = {
+    "internal_layout": ("m = nn.modules.activation.MultiheadAttention(8, 2)", "torch.nn.modules"),
+    "internal_module_alias": ("from torch.nn.modules import activation", "torch.nn.modules"),
+    "benchmark_timer": ("t = torch.utils.benchmark.Timer(stmt='x')", "torch.utils.benchmark"),
+    "reexported_module": ("files = torch.glob.glob('/autograder/**')", "reaches the module glob"),
+    "reexported_private": ("c = torch.cpp.nn", "torch._C.cpp"),
+    "type_hint_runs_code": ("def h(a: \"__import__('os').system('ls')\"):\n    pass", "__import__"),
+    "singledispatch_hint": ("import functools\n@functools.singledispatch\ndef g(x):\n    pass\n"
+                            "@g.register\ndef _(x: \"eval('1')\"):\n    pass", "eval"),
+    "timer_statement": ("s = 'import os; os.system(1)'", "import os"),
+    "ancestor_class": ("base = nn.LSTM.mro()[1]", "mro"),
+    # the same through other standard-library modules that turn a string into code or a name into an object
+    "timeit_string": ("import timeit\nt = timeit.timeit('x = 1', number=1)", "import timeit"),
+    "pydoc_locate": ("import pydoc\nf = pydoc.locate('torch.nn.functional')", "import pydoc"),
+    "marshal": ("import marshal\nc = marshal.loads(b'')", "import marshal"),
+    "type_hints_imported": ("from typing import get_type_hints", "get_type_hints"),
+    "namedtuple_hint": ("import typing\nP = typing.NamedTuple('P', [('a', \"exec('1')\")])", "exec"),
+    "super_with_class": ("class R(nn.LSTM):\n    def __init__(self):\n        super(nn.LSTM, self).__init__('RNN_TANH', "
+                         "2, 2)", "super"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REACH_ROUTES))
+def test_what_code_reaches_is_refused_without_a_forbidden_name(name):
+    code, named = REACH_ROUTES[name]
+    found = rules.breaches([("cell 4", HEAD + code)])
+    assert found and named in "; ".join(map(str, found)) and not any(b.review_only for b in found), found
+
+
+def test_a_runtime_name_on_self_is_only_reviewed_and_costs_at_most_nothing():
+    code = HEAD + dedent('''
+        class BiGRUEncoder(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                for side in ("fwd", "bwd"):
+                    setattr(self, f"proj_{side}", nn.Linear(d, d))
+                    self.register_parameter(f"h0_{side}", nn.Parameter(torch.zeros(d)))
+
+            def forward(self, x):
+                return getattr(self, "proj_" + "fwd")(x) + getattr(self, "proj_bwd")(x)
+        ''')
+    found = rules.breaches([("cell 4", code)])
+    assert [b.review_only for b in found] == [True, True], found
+    assert all("the rule 'no names computed at run time'" in b.why for b in found)
+    suite = HiddenSuite("lab98")
+    suite.test("BiGRUEncoder", name="tb")(lambda student, ref, rng: None)
+    suite.test("other", name="to")(lambda student, ref, rng: None)
+    review: list[str] = []
+    res = run_suite(suite, LocalStudent.from_code(code + "other = 1\n"), None, seed=0, review=review)
+    assert {q: r["score"] for q, r in res.items()} == {"BiGRUEncoder": 1, "other": 1}
+    assert len(review) == 2 and all("(no points lost)" in r and "no names computed" in r for r in review)
+    assert rules.breaches([("", HEAD + "setattr(torch, 'x', 1)\n")])[0].review_only is False
+
+
+def test_a_breach_costs_the_question_it_appears_in_and_those_that_use_it():
+    suite = HiddenSuite("lab98")
+    for q in ("f", "g", "h"):
+        suite.test(q, name="t" + q)(lambda student, ref, rng: None)
+    code = HEAD + "def helper():\n    return eval('1')\ndef f():\n    return helper()\n" \
+        "def g():\n    return exec('1')\ndef h():\n    return 2\n"
+    review: list[str] = []
+    res = run_suite(suite, LocalStudent.from_code(code), None, seed=0, review=review)
+    assert {q: r["score"] for q, r in res.items()} == {"f": 0, "g": 0, "h": 1}
+    assert "`return eval('1')`" in res["f"]["messages"][0] and "exec" not in res["f"]["messages"][0]
+    assert review[0].startswith("the lab's rules (f set to 0): line 5:"), review
+    everything = run_suite(suite, LocalStudent.from_code(code + "exec('h = 3')\n"), None, seed=0)
+    assert {q: r["score"] for q, r in everything.items()} == {"f": 0, "g": 0, "h": 0}  # binds nothing: anything
+
+
 # ---------------------------------------------------------------- end to end through grade_submission
 def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
     from attnlab.grading.runner import grade_submission
@@ -306,5 +406,35 @@ def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
     res = grade_submission(lab.autograder_dir, path)
     q = res["questions"]["simple_self_attention"]
     assert q["score"] == 0 and "`_g = F`" in q["messages"][0], q["messages"]
-    assert res["review"] and all(f"cell {i}, line 2" in r for r in res["review"]), res["review"]
-    assert res["score"] == 0  # lab05 ties every question to the rules
+    where = "the cell defining `simple_self_attention`, line 2"  # the cell as the student sees it
+    assert res["review"] and all(where in r for r in res["review"]), res["review"]
+    others = {name: (r["score"], r["max_score"]) for name, r in res["questions"].items()
+              if name in ("causal_mask", "padding_mask")}  # the questions that do not check the forbidden call
+    assert len(others) == 2 and all(score == top > 0 for score, top in others.values()), others  # not the lab
+
+
+def test_a_correct_encoder_registering_parameters_by_built_names_keeps_its_marks(tmp_path):
+    """Lab04's bidirectional GRU with ``setattr``/``register_parameter`` under names built at run time: correct,
+    only suspicious (rule 6), so it keeps every point and goes to a person, the review naming the rule."""
+    from attnlab.grading.runner import grade_submission
+
+    lab = load_course(ROOT).lab("lab04")
+    nb = json.loads(lab.solution_notebook.read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code"
+                and "".join(c["source"]).startswith("class BiGRUEncoder"))
+    lines = "".join(cell["source"]).splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if "self.weight_ih_l0, self.weight_hh_l0 =" in line)
+    lines[first:first + 4] = [
+        '        for suffix in ("", "_reverse"):\n',
+        '            setattr(self, "weight_ih_l0" + suffix, uniform(3 * H, input_size))\n',
+        '            setattr(self, "weight_hh_l0" + suffix, uniform(3 * H, H))\n',
+        '            self.register_parameter("bias_ih_l0" + suffix, uniform(3 * H))\n',
+        '            self.register_parameter("bias_hh_l0" + suffix, uniform(3 * H))\n']
+    cell["source"] = "".join(lines)
+    path = tmp_path / "setattr.ipynb"
+    path.write_text(json.dumps(nb))
+    res = grade_submission(lab.autograder_dir, path)
+    assert res["score"] == res["max_score"] > 0, {q: r["score"] for q, r in res["questions"].items()}
+    assert len(res["review"]) == 2, res["review"]
+    assert all("no points lost" in r and "the rule 'no names computed at run time'" in r
+               and "the cell defining `BiGRUEncoder`, line " in r for r in res["review"]), res["review"]

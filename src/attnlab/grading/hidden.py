@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 
 from . import result_fields as fields
-from . import rules
+from . import rule_costs, rules
 from .executor import StudentError
 
 
@@ -42,8 +42,9 @@ class HiddenTest:
 class HiddenSuite:
     """The hidden tests of one lab, in registration order.
 
-    ``policy_questions``: the questions a breach of the course rules costs (``grading/rules.py`` describes the
-    rules, once); None: every question; ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
+    ``policy_questions``: the questions a breach of the course rules may cost (``grading/rules.py`` describes the
+    rules, once): each breach costs those of them it appears in or whose code uses it; None: every question;
+    ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
     ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words.
     """
 
@@ -92,6 +93,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     """
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
+    forbidden_names: dict[str, set[str]] = {}  # question -> the forbidden functions its failed tests met
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -102,12 +104,13 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         start = time.monotonic()
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
-        passed, message, forbidden = False, "", False
+        passed, message, forbidden = False, "", ()
         try:
             test.func(student, ref, rng)
             passed = True
         except AssertionError as exc:
-            message, forbidden = str(exc) or "assertion failed", isinstance(exc, rules.ForbiddenUse)
+            message = str(exc) or "assertion failed"
+            forbidden = (exc.names or ("",)) if isinstance(exc, rules.ForbiddenUse) else ()
         except StudentError as exc:
             message = str(exc)
         except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
@@ -123,30 +126,65 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             entry[fields.FAILED].append(test.name)
             if forbidden:
                 entry.setdefault(fields.FORBIDDEN, []).append(test.name)
+                forbidden_names.setdefault(test.question, set()).update(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
+    forbidden_costs_question(results, forbidden_names, student)
     found = apply_policy(suite, results, rules.student_cells(student))
     if review is not None:
         review.extend(found)
     return results
 
 
+def forbidden_costs_question(results: dict[str, dict], forbidden: dict[str, set[str]], student) -> None:
+    """A lab's forbidden library call costs the whole question it is written in, as the notebook says, whichever of
+    the question's hidden tests met it: a question whose test failed on ``rules.ForbiddenUse`` and whose own
+    definition (``student.source(question)``) holds one of the ``forbidden`` functions gets 0, its first message
+    naming the call. A question that fails such a test only because another question's code holds the call keeps
+    what its tests gave (each question graded on its own)."""
+    for q, names in forbidden.items():
+        entry = results[q]
+        try:
+            own = rules.forbidden_uses(student.source(q), names - {""}) if names - {""} else ["?"]
+        except Exception:  # noqa: BLE001 - a student without that definition: the tests' verdict stands
+            own = []
+        if not own or entry["score"] == 0.0:
+            continue
+        heads = tuple(f"failed: {name}: " for name in entry[fields.FORBIDDEN])
+        where = next((m for m in entry["messages"] if m.startswith(heads) and "; found " in m), "")
+        found = where.split("; found ", 1)[1] if where else "a forbidden library function"
+        entry["messages"].insert(0, (
+            f"failed: the lab forbids this library call, so it costs the whole question "
+            f"({entry['score']:g} of {entry['max_score']:g} points set to 0): found {found}; "
+            "write the computation yourself"))
+        entry["score"] = 0.0
+
+
 def apply_policy(suite: HiddenSuite, results: dict[str, dict], cells: list[tuple[str, str]]) -> list[str]:
-    """Zero the questions the lab ties to the course rules (``grading/rules.py``) when the graded ``cells``
-    (``rules.student_cells``) break them, naming each construct; returns one review line per construct."""
+    """Zero, for each construct of the graded ``cells`` (``rule_costs.student_cells``) that the course rules
+    (``grading/rules.py``) refuse, the questions it costs (``rule_costs``: the question it appears in or whose code
+    uses it, among those the lab ties to the rules), naming the construct and the rule; a construct that is only
+    suspicious costs nothing. Returns one review line per construct."""
     hits = rules.breaches(cells, suite.allowed_imports)
     if not hits:
         return []
     tied = [q for q in results if suite.policy_questions is None or q in suite.policy_questions]
-    shown = "; ".join(map(str, hits[:5])) + (f"; and {len(hits) - 5} more" if len(hits) > 5 else "")
-    message = (f"failed: the lab's rules: your graded cells use {shown}. The graded cells may use only the "
-               "imports and public functions the lab names, with no reflection and no names computed at run "
-               "time; rewrite that code (a person will review it)")
-    for q in tied:
+    uses = rule_costs.uses_by_name(cells)
+    lines, costs = [], {}
+    for hit in hits:
+        lost = [] if hit.review_only else rule_costs.costed_questions(hit.scope, tied, uses)
+        for q in lost:
+            costs.setdefault(q, []).append(hit)
+        what = f"{', '.join(lost)} set to 0" if lost else "no points lost"
+        lines.append(f"the lab's rules ({what}): {hit}")
+    for q, found in costs.items():
+        shown = "; ".join(map(str, found[:5])) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
         results[q]["score"] = 0.0
-        results[q]["messages"].insert(0, message)
-    lost = ", ".join(tied) if tied else "no question"
-    return [f"the lab's rules ({lost} set to 0): {hit}" for hit in hits]
+        results[q]["messages"].insert(0, (
+            f"failed: the lab's rules: this question's code uses {shown}. The graded cells may use only the "
+            "imports and public functions the lab names, with no reflection and no names computed at run "
+            "time (the course rules in the notebook's opening); rewrite that code (a person will review it)"))
+    return lines
 
 
 _IMPORT_LOCK = threading.Lock()  # batch jobs are threads: one import at a time, never half-imported

@@ -1,12 +1,12 @@
 """The course rules: what the graded cells of a submission may contain (the one description of them).
 
-The rules are an ALLOWLIST over the syntax of the graded cells; whatever they cannot prove allowed is a breach.
-A breach costs the questions the lab ties to the rules (``HiddenSuite(lab, policy_questions=...)``, None meaning
-every question), is named in the feedback by cell, line and code text, and is listed in the result's ``review``
-for a person to look at. The rules:
+The rules are an ALLOWLIST over what the graded cells can reach; whatever they cannot prove allowed is a breach.
+The rules:
 
-1. Imports: only the modules in ``DEFAULT_IMPORTS`` (and their public submodules) plus what a lab adds with
-   ``HiddenSuite(lab, allowed_imports=...)``; never ``attnlab.grading``, never a relative or ``*`` import.
+1. Imports: only the modules in ``DEFAULT_IMPORTS`` (and their public submodules, not ``DENIED_MODULES``: torch's
+   internal layout ``torch.nn.modules``, ``torch.utils.benchmark``...) plus what a lab adds with
+   ``HiddenSuite(lab, allowed_imports=...)``; never ``attnlab.grading``, never a relative or ``*`` import. A module
+   reached as an attribute (``plt.matplotlib``, ``nn.modules.activation``) must be allowed just the same.
 2. Attributes, read or written on ANY object (so an alias such as ``_g = F`` does not help): no private name
    (``_x``) except on ``self``, no dunder outside ``ALLOWED_DUNDERS``, none of ``DENIED_ATTRIBUTES`` (module names
    such as ``sys``/``os``/``grading`` that modules re-export, and ``torch.ops``/``torch.hub``/``load``...).
@@ -16,10 +16,21 @@ for a person to look at. The rules:
 4. No reflection or dynamic code: the names in ``DENIED_NAMES`` (``vars``, ``globals``, ``locals``, ``setattr``,
    ``delattr``, ``exec``, ``eval``, ``compile``, ``__import__``, ``__builtins__``, ``open``, ...) are never used;
    ``getattr``/``hasattr`` only as a direct call with a constant string that rule 2 allows
-   (``getattr(self, "bias", None)``), so no name is computed at run time; ``type`` only with one argument;
-   no dunder name (``__loader__``), no dunder method outside ``ALLOWED_DUNDERS``, no ``metaclass=``.
-5. Lab rules: a lab's forbidden library functions (``assert_not_used``) are refused as attributes of anything,
-   as imported names and as strings; a student's own function of the same name, called bare, is fine.
+   (``getattr(self, "bias", None)``), so no name is computed at run time; ``type`` only with one argument,
+   ``super`` with none, no ``.mro()`` (a class's ancestors: ``nn.LSTM.mro()[1]`` is ``RNNBase``);
+   no dunder name (``__loader__``), no dunder method outside ``ALLOWED_DUNDERS``, no ``metaclass=``. A string
+   that parses as Python code (a type hint that ``typing``/``functools.singledispatch`` evaluate, a timer's
+   statement) is checked as code, by these same rules.
+5. Lab rules (``forbidden_calls``): a lab's forbidden library functions (``assert_not_used``) are refused as
+   attributes of anything, as imported names, as strings, inside strings that run as code, and through the
+   library classes that hold them (``REACHES``: ``nn.TransformerEncoderLayer`` holds an ``nn.MultiheadAttention``);
+   a student's own function of the same name, called bare, is fine.
+6. Costs (``rule_costs``), proportionate and stated in each notebook's opening and ``docs/CURRICULUM.md``: a breach
+   costs the question it appears in (or whose code uses the helper or top-level name it is in; top-level code
+   that binds nothing costs every question the lab ties to the rules, ``HiddenSuite(policy_questions=...)``),
+   never the lab for one answer's sake; ``setattr(self, ...)``/``getattr(self, ...)`` with a name built at run
+   time is only suspicious (``Breach.review_only``): it costs nothing and goes to a person. Every breach is named
+   in the feedback by cell, line, code and rule, and listed in the result's ``review``.
 
 This is a policy check on the source, not a security measure: the sandbox is the security boundary, and the
 grader decides every score in its own process. RestrictedPython was considered and not used: it rewrites the
@@ -34,6 +45,8 @@ import ast
 import sys
 from dataclasses import dataclass
 from typing import Iterable
+
+from .rule_costs import student_cells, top_level_names  # noqa: F401 - student_cells: for the hidden tests
 
 # Every addition is deliberate: what the solutions, blank notebooks, catalogue entries and variants of the nine
 # labs import (torch and its public submodules, math, re, time, collections, matplotlib.pyplot, tqdm.auto,
@@ -63,12 +76,19 @@ DENIED_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "f_globals",
     "f_locals", "f_builtins", "f_back", "f_code", "co_code", "co_consts", "get_type_hints", "ForwardRef",
     "Formatter", "get_field", "attrgetter", "methodcaller",
+    # a class's ancestors: nn.LSTM.mro()[1] is the forbidden RNNBase
+    "mro",
 })
 DENIED_NAMES = frozenset({
     "vars", "globals", "locals", "dir", "setattr", "delattr", "exec", "eval", "compile", "__import__",
     "__builtins__", "breakpoint", "open", "input", "memoryview", "help",
 })
 CONSTANT_NAME_CALLS = frozenset({"getattr", "hasattr"})
+# modules inside allowed packages that the graded cells may not reach: torch's internal layout (where its ready-made
+# layers live under other names), attention back ends, and what runs code strings (a benchmark Timer's ``stmt``)
+DENIED_MODULES = ("torch.nn.modules", "torch.nn.attention", "torch.utils.benchmark", "torch.testing",
+                  "torch.compiler", "torch.export", "torch.onnx", "torch.utils.bundled_inputs", "torch.utils.jit",
+                  "timeit", "pydoc")
 MAX_BREACHES = 50  # per submission: a person reviews these; the rest is summed up in one line
 
 
@@ -78,11 +98,18 @@ class _Enough(Exception):
 
 @dataclass(frozen=True)
 class Breach:
-    """One construct the rules do not allow: where (``cell 12, line 3`` or ``line 3``), the code, and why."""
+    """One construct the rules do not allow: where (``cell 12, line 3`` or ``line 3``), the code, and why.
+
+    ``scope``: the top-level names whose code holds it (a ``def``/``class``, or what a top-level statement binds);
+    ``()`` for top-level code that binds nothing. ``review_only``: only suspicious (rule 6): a person looks at it
+    and it costs nothing.
+    """
 
     where: str
     text: str
     why: str
+    scope: tuple = ()
+    review_only: bool = False
 
     def __str__(self) -> str:
         return f"{self.where}: `{self.text}` ({self.why})"
@@ -91,6 +118,8 @@ class Breach:
 def _is_allowed_module(dotted: str, allowed: frozenset) -> bool:
     parts = dotted.split(".")
     if any(p.startswith("_") and p != "__future__" or p in DENIED_ATTRIBUTES for p in parts):
+        return False
+    if any(dotted == d or dotted.startswith(d + ".") for d in DENIED_MODULES):
         return False
     return any(".".join(parts[:i]) in allowed for i in range(1, len(parts) + 1))
 
@@ -110,6 +139,35 @@ def _names_a_module(dotted: str) -> bool:
     return isinstance(found, type(sys))
 
 
+def _module_reached(dotted: str, allowed: frozenset) -> str:
+    """The first module that a step of ``dotted`` reaches and the graded cells may not use (``torch.nn.modules``
+    in ``torch.nn.modules.activation``: torch's internal layout; ``matplotlib`` in ``plt.matplotlib``), else ''.
+    Looked up among the modules this process has loaded, through their ``__dict__``: nothing is imported or run."""
+    parts = dotted.split(".")
+    found = sys.modules.get(parts[0])
+    for part in parts[1:]:
+        found = (getattr(found, "__dict__", None) or {}).get(part)
+        if isinstance(found, type(sys)):
+            name = str(getattr(found, "__name__", ""))
+            if name.startswith(DENIED_MODULES) or not _is_allowed_module(name, allowed):
+                return name
+    return ""
+
+
+def code_in_string(value) -> ast.AST | None:
+    """The tree of a string that parses as Python code and does more than name one thing, else None."""
+    if not isinstance(value, str) or len(value) > 10_000 or not value.strip():
+        return None
+    try:
+        tree = ast.parse(value.strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body = tree.body
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, (ast.Name, ast.Constant)):
+        return None
+    return tree
+
+
 class _Scan(ast.NodeVisitor):
     """Walks one cell's tree and records every construct the rules cannot prove allowed."""
 
@@ -124,8 +182,13 @@ class _Scan(ast.NodeVisitor):
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
-        self.visit(tree)
+        for statement in getattr(tree, "body", [tree]):
+            self.scope = top_level_names(statement)
+            self.visit(statement)
         return self.hits
+
+    scope: tuple = ()
+    review: bool = False  # set while a hit is only suspicious
 
     def hit(self, node: ast.AST, why: str) -> None:
         """Record ``node``: its line of code, and in the reason the construct itself (``F`` in ``_g = F``)."""
@@ -139,7 +202,7 @@ class _Scan(ast.NodeVisitor):
         if segment and segment != text and not why.startswith(segment):
             why = f"{segment[:60]}: {why}"
         where = f"{self.where}, line {line}" if self.where else f"line {line}"
-        self.hits.append(Breach(where, text[:100], why))
+        self.hits.append(Breach(where, text[:100], why, self.scope, self.review))
 
     # -- rule 1: imports ---------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -186,10 +249,26 @@ class _Scan(ast.NodeVisitor):
         if self._attribute_ok(node, node.attr, on_self) and not isinstance(node.ctx, ast.Load):
             if self._module_path(node.value):
                 self.hit(node, "changing an attribute of a module is not allowed")
-        if isinstance(node.ctx, ast.Load) and not self._used_through(node) and self._module_path(node):
-            if _names_a_module(self._module_path(node)):
-                self.hit(node, "a module is used only through its attributes, never as a value")
+        path = self._module_path(node) if isinstance(node.ctx, ast.Load) else ""
+        if path and not self._used_through(node) and _names_a_module(path):
+            self.hit(node, "a module is used only through its attributes, never as a value")
+        if path and not isinstance(self.parents.get(id(node)), ast.Attribute):  # the whole chain, once
+            module = next((d for d in DENIED_MODULES if path == d or path.startswith(d + ".")), "") or \
+                _module_reached(path, self.allowed)  # written (not loaded here), or reached by a step
+            if module:
+                self.hit(node, f"{path} reaches the module {module}, which the graded cells may not use")
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """Rule 4: a string that parses as Python code (a type hint, a timer's statement) is checked as code; not a
+        docstring or other bare string statement, which nothing the rules allow can run."""
+        tree = None if isinstance(self.parents.get(id(node)), ast.Expr) else code_in_string(node.value)
+        if tree is None:
+            return
+        found: list[Breach] = []
+        _Scan(node.value, "", self.allowed, dict(self.modules), found).scan(tree)
+        for inner in found[:3]:
+            self.hit(node, f"a string that Python can run as code (a type hint, a timer's statement): {inner.why}")
 
     def visit_MatchClass(self, node: ast.AST) -> None:
         for name in getattr(node, "kwd_attrs", []):
@@ -213,15 +292,35 @@ class _Scan(ast.NodeVisitor):
             (isinstance(parent, ast.Call) and parent.func is node)
 
     # -- rule 4: names, reflection, dynamic code -----------------------------------------------------------
+    def _on_self(self, node: ast.Name, arguments: int) -> bool:
+        """``node`` is called directly as ``name(self, <name>, ...)`` with ``arguments`` arguments or more."""
+        parent = self.parents.get(id(node))
+        return isinstance(parent, ast.Call) and parent.func is node and len(parent.args) >= arguments \
+            and isinstance(parent.args[0], ast.Name) and parent.args[0].id == "self" and not parent.keywords
+
+    def _suspicious(self, node: ast.Name, why: str) -> None:
+        self.review = True
+        try:
+            self.hit(node, f"{why}: the rule 'no names computed at run time' (a person will review it; no points "
+                           "lost; nn.ModuleList / nn.ParameterList hold numbered layers without it)")
+        finally:
+            self.review = False
+
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
-        if name in DENIED_NAMES:
+        if name == "setattr" and self._on_self(node, 3):
+            self._suspicious(node, "setattr(self, ...) with a name built at run time")
+        elif name in CONSTANT_NAME_CALLS and self._on_self(node, 2) and not self._constant_name_call(node):
+            self._suspicious(node, f"{name}(self, ...) with a name built at run time")
+        elif name in DENIED_NAMES:
             self.hit(node, f"{name} is not allowed (reflection or dynamic code)")
         elif name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDERS:
             self.hit(node, f"the name {name} is not allowed")
         elif name in CONSTANT_NAME_CALLS and not self._constant_name_call(node):
             self.hit(node, f"{name} only as a direct call with a constant attribute name, e.g. "
                            f"{name}(self, \"bias\")")
+        elif name == "super" and not self._one_argument_call(node, 0):
+            self.hit(node, "super only as super(): super(X, self) reaches the methods of the classes above X")
         elif name == "type" and not self._one_argument_call(node):
             self.hit(node, "type only as type(x), to read a value's class")
         elif name == "self" and not isinstance(node.ctx, ast.Load):
@@ -239,9 +338,9 @@ class _Scan(ast.NodeVisitor):
         on_self = isinstance(parent.args[0], ast.Name) and parent.args[0].id == "self"
         return self._attribute_ok(parent, name.value, on_self)
 
-    def _one_argument_call(self, node: ast.Name) -> bool:
+    def _one_argument_call(self, node: ast.Name, count: int = 1) -> bool:
         parent = self.parents.get(id(node))
-        return isinstance(parent, ast.Call) and parent.func is node and len(parent.args) == 1 \
+        return isinstance(parent, ast.Call) and parent.func is node and len(parent.args) == count \
             and not parent.keywords
 
     def visit_arguments(self, node: ast.arguments) -> None:
@@ -288,54 +387,4 @@ def breaches(cells: Iterable[tuple[str, str]], allowed_imports: Iterable[str] = 
     return list(dict.fromkeys(found))
 
 
-def student_cells(student) -> list[tuple[str, str]]:
-    """The graded cells of ``student`` as ``(where, source)``: per notebook cell when the student has them (a
-    ``RemoteStudent``: the grader's own copy), else its whole source as one block."""
-    inner = getattr(student, "inner", student)  # diagnose.Recorder wraps the student
-    cells = getattr(inner, "cells", None)
-    if isinstance(cells, list) and all(isinstance(c, dict) for c in cells):
-        from .notebook_code import python_source
-
-        return [(f"cell {c.get('index')}", python_source(str(c.get("source", "")))) for c in cells]
-    source = getattr(student, "source", None)
-    code = source(None) if source is not None else None
-    return [("", code)] if code else []
-
-
-def forbidden_uses(code: str | None, names: Iterable[str]) -> list[str]:
-    """Where ``code`` uses any of ``names`` as an attribute of anything (``F.x``, ``_g.x``), an imported name, a
-    match-pattern attribute, or a string (``operator.attrgetter("x")``).
-
-    A bare call of the student's own function with the same name (``scaled_dot_product_attention(q, k, v)``)
-    is allowed: only the library versions are caught.
-    """
-    if not code:
-        return []
-    names = set(names)
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, RecursionError, MemoryError):
-        return []
-    hits = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in names:
-            hits.append(f"line {node.lineno}: .{node.attr}")
-        elif isinstance(node, ast.ImportFrom):
-            hits += [f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names if a.name in names]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
-            hits.append(f"line {node.lineno}: {node.value!r}")
-        elif type(node).__name__ == "MatchClass":
-            hits += [f"line {node.lineno}: {a}=" for a in getattr(node, "kwd_attrs", []) if a in names]
-    return hits
-
-
-class ForbiddenUse(AssertionError):
-    """A hidden test failed because the code uses a lab's forbidden function (``assert_not_used``): the suite
-    records it as a course-rule breach by this type, never by its text."""
-
-
-def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
-    """Fail (``ForbiddenUse``) when the submission's code uses any of the library functions in ``names``."""
-    hits = forbidden_uses(student.source(None), names)
-    if hits:
-        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}")
+from .forbidden_calls import ForbiddenUse, assert_not_used, forbidden_uses  # noqa: E402,F401 - rule 5, for hidden tests
