@@ -58,7 +58,7 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
 
 def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None = None, jobs: int = 1,
           shard: str | None = None, gradebook: str | None = None, regrade: bool = False,
-          root: str | None = None) -> int:
+          root: str | None = None, student_from: str | None = None) -> int:
     """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook."""
     from .grading.runner import grade_submission
 
@@ -67,15 +67,24 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or folder: {', '.join(missing)}")
-    if out or gradebook or shard:
-        from .grading.batch import BatchInterrupted, grade_batch
+    if out or gradebook or shard or student_from:
+        from .grading.batch import BatchInterrupted, BatchWriteFailed, grade_batch
+        from .grading.submissions import student_rule
 
         try:
+            rule = student_rule(student_from)
+        except ValueError as exc:  # a pattern that does not compile or has no group
+            raise UsageError(str(exc)) from None
+        try:
             summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out or "grading-out", jobs=jobs,
-                                  shard=shard, gradebook=gradebook, regrade=regrade)
+                                  shard=shard, gradebook=gradebook, regrade=regrade,
+                                  student_from=rule)
         except BatchInterrupted as exc:
             print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
             return 130
+        except BatchWriteFailed as exc:  # a full disk, a folder without permission: what is recorded stays
+            print(f"stopped: {exc}", file=sys.stderr)
+            return 1
         print(summary, file=sys.stderr)
         results = summary.results
     else:
