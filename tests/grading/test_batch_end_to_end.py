@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import sqlite3
 
@@ -84,3 +85,23 @@ def test_the_batch_grades_a_copy_and_still_hides_the_other_submissions(built_cou
     assert result["score"] == 3.0 and result["submission"] == str(subs / "good.ipynb")
     assert hidden and all(subs.resolve() in hide for hide in hidden)
     assert all(any(p.name.startswith("attnlab-graded-") for p in hide) for hide in hidden)  # the copy's folder
+
+
+def test_cli_student_from_grades_the_newest_file_of_each_student(built_course, tmp_path, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(built_course / "labs" / LAB / f"{LAB}.ipynb", subs / "alice.ipynb")
+    shutil.copy(built_course / "solutions" / LAB / f"{LAB}.ipynb", subs / "alice-v2.ipynb")
+    os.utime(subs / "alice.ipynb", (1_700_000_000, 1_700_000_000))
+    out = tmp_path / "out"
+    args = ["--root", str(built_course), "grade", LAB, str(subs), "--out", str(out), "--json",
+            "--student-from", r"(?P<student>[^-]+)(-v\d+)?"]
+    assert main(args) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["submission"].endswith("alice-v2.ipynb") and row["score"] == 3.0
+    with sqlite3.connect(out / "gradebook.db") as db:
+        assert db.execute("select key, score from submissions").fetchall() == [("alice", 3.0)]
+    assert (out / "submissions" / "alice" / "feedback.md").is_file()
+    assert main(args[:-1] + ["alice"]) == 2  # a pattern without a group: one line, exit 2
+    err = capsys.readouterr().err
+    assert "has no group" in err and "Traceback" not in err

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -265,3 +266,52 @@ def test_names_like_the_kits_files_get_rows_and_the_report_still_builds(tmp_path
     assert (out / "gradebook.db").is_file() and (out / "submissions" / "report.html" / "feedback.md").is_file()
     with open_gradebook(out, create=False) as book:
         assert len(book.rows(LAB)) == len(RESERVED)
+
+
+FULL_DISK = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[4])
+    from attnlab.grading.batch import BatchWriteFailed, grade_batch
+    from tests.grading.test_batch import fake_grade
+
+    def wordy(lab, path):  # about 6 KB of feedback per submission
+        result = fake_grade(lab, path)
+        result["errors"] = [f"note {i}: " + "x" * 100 for i in range(60)]
+        return result
+
+    subs, out, book = sys.argv[1:4]
+    try:
+        grade_batch("lab05_self_attention", [subs], out_dir=out, gradebook=book, grade_fn=wordy, progress=False)
+        print(json.dumps({"stopped": None}))
+    except BatchWriteFailed as exc:
+        print(json.dumps({"stopped": str(exc), "graded": exc.summary.graded}))
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="mounts a small tmpfs: root and unshare")
+def test_a_really_full_disk_stops_cleanly(tmp_path):
+    """OUT on a 64 KiB tmpfs (in a private mount namespace), the gradebook elsewhere: the batch stops at the first
+    write that does not fit, naming it; every row recorded has its files, no file is without its row, no .tmp."""
+    subs = write_submissions(tmp_path / "subs", {f"s{i:02d}.ipynb": {"softmax": 1} for i in range(20)})
+    out, book = tmp_path / "out", tmp_path / "gradebook.db"
+    out.mkdir()
+    root = str(Path(__file__).resolve().parents[2])
+    script = (f"mount -t tmpfs -o size=64k tmpfs {out} || exit 77; "
+              f"{sys.executable} -c \"$0\" {subs} {out} {book} {root} && find {out} -type f | sort")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, FULL_DISK], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode == 77:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    report, *files = proc.stdout.strip().splitlines()
+    stopped = json.loads(report)
+    assert stopped["stopped"] and "No space left on device" in stopped["stopped"]
+    assert f"cannot write {out}/submissions/s" in stopped["stopped"]
+    assert not [f for f in files if f.endswith(".tmp")]
+    with open_gradebook(book, create=False) as gradebook:
+        keys = sorted(r["key"] for r in gradebook.rows(LAB))
+    assert 0 < len(keys) == stopped["graded"] < 20
+    written = sorted({Path(f).parent.name for f in files})
+    assert written == [Path(k).stem for k in keys]  # files and rows agree
+    assert all(f"{out}/submissions/{Path(k).stem}/{n}" in files for k in keys for n in ("feedback.md", "results.json"))
