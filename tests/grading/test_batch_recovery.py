@@ -252,16 +252,18 @@ def test_a_bad_student_pattern_says_what_to_write(spec, says):
 RESERVED = ["report.html.ipynb", "report.md.ipynb", "gradebook.db.ipynb", "report-scores.csv.ipynb", "alice.ipynb"]
 
 
-def test_names_like_the_kits_files_get_rows_and_the_report_still_builds(tmp_path):
+@pytest.mark.parametrize("out_is_subs", [False, True])
+def test_names_like_the_kits_files_get_rows_and_the_report_still_builds(tmp_path, out_is_subs):
     from attnlab.report.build import build_report
 
     subs = write_submissions(tmp_path / "subs", {n: {"softmax": 1} for n in RESERVED})
-    out = tmp_path / "out"
+    out = subs if out_is_subs else tmp_path / "out"  # in the submissions folder: the kit's files are not submissions
     for regrade in (False, True):  # a rerun after the report finds the report's files beside the folders
         summary = grade_batch(LAB, [subs], out_dir=out, grade_fn=fake_grade, progress=False, regrade=regrade)
         assert summary.graded == len(RESERVED) and summary.failed == 0
         files = build_report(out)
         assert files.html == out / "report.html" and files.html.is_file() and files.markdown.is_file()
+        assert all(p.parent == out and p.name in outputs.KIT_NAMES for p in [*files.csv.values(), files.markdown])
     assert sorted(files_and_rows_agree(out)) == sorted(RESERVED)
     assert (out / "gradebook.db").is_file() and (out / "submissions" / "report.html" / "feedback.md").is_file()
     with open_gradebook(out, create=False) as book:

@@ -45,7 +45,7 @@ from attnlab.grading.gradebook import (
 )
 from attnlab.grading.gradescope import results_json_text
 from attnlab.grading.notebook_code import SubmissionError, read_submission
-from attnlab.grading.outputs import OutputWriteError, commit_files, discard, output_folders, stage_files
+from attnlab.grading.outputs import OutputWriteError, commit_files, discard, kit_paths, output_folders, stage_files
 from attnlab.grading.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.safe_text import for_terminal
 from attnlab.grading.scheduler import is_auto, shard_from_environment
@@ -283,7 +283,7 @@ def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *
 
 def _select(inputs, out_dir: Path, gb_target, shard_spec, student_from) -> tuple[dict[str, Path], dict[str, Path]]:
     """The submissions of this shard (never the gradebook's own files, nor out_dir's) and their output folders."""
-    exclude = [out_dir]  # out_dir inside an input folder; the gradebook's own files, when it lies in one
+    exclude = [out_dir, *kit_paths(out_dir)]  # out_dir and the kit's files in it, the gradebook's: in an input folder
     if gb_target is not None and "://" not in str(gb_target):
         db = sqlite_path(gb_target)
         exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]

@@ -22,6 +22,17 @@ SUBMISSIONS_FOLDER = "submissions"  # OUT/submissions/<folder>/: the only place 
 MAX_FOLDER_BYTES = 200  # a results folder's name; file systems allow 255 bytes, and "\\xNN" keys grow 4x
 
 
+# What the kit itself writes directly in OUT besides the gradebook (attnlab report's defaults, the job files' logs):
+# never taken as submissions when OUT lies in a submissions folder.
+KIT_NAMES = (SUBMISSIONS_FOLDER, "logs", "report.html", "report.md", "report-scores.csv", "report-canvas.csv",
+             "report-moodle.csv")
+
+
+def kit_paths(out_dir) -> list[Path]:
+    """The paths of ``KIT_NAMES`` in ``out_dir``."""
+    return [Path(out_dir) / name for name in KIT_NAMES]
+
+
 class OutputWriteError(OSError):
     """A submission's output file could not be written; ``str()`` names the path and the system's reason."""
 
