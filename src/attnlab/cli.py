@@ -21,6 +21,28 @@ def _gradebook(sub) -> None:
     gb.set_defaults(func=commands.gradebook)
 
 
+def _add_grade(sub) -> None:
+    """``attnlab grade``: one file, or a batch with results, feedback and a gradebook."""
+    g = sub.add_parser("grade", help="grade submissions of a lab", epilog=(
+        f"exit status: {commands.EXIT_OK} done, {commands.EXIT_USAGE} usage error, {commands.EXIT_GRADER_ERROR} a "
+        f"grader error, {commands.EXIT_UNWRITTEN} a gradebook row not written, {commands.EXIT_STOPPED} a file not "
+        f"written (the batch stopped), {commands.EXIT_INTERRUPTED} interrupted (docs/GRADING_AT_SCALE.md)"))
+    g.add_argument("lab")
+    g.add_argument("paths", nargs="+", help="submission notebooks or folders of them")
+    g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
+    g.add_argument("--out", default=S, help="batch mode: write results, feedback and gradebook.db here")
+    g.add_argument("--jobs", type=int, default=S, help="submissions graded at once")
+    g.add_argument("--shard", default=S,
+                   help="i/N: grade only this machine's share; auto/N: share K of N from a Slurm array job or "
+                        "Kubernetes indexed Job (task K: a task rerun alone grades the same share)")
+    g.add_argument("--gradebook", default=S, help="SQLite file or postgresql:// URL (default: OUT/gradebook.db)")
+    g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
+    g.add_argument("--student-from", default=S, metavar="REGEX|folder",
+                   help="one row per student, from the newest of their files: the group 'student' (or the first) of "
+                        "the file's stem, or 'folder' for one folder per student (docs/GRADING_AT_SCALE.md)")
+    g.set_defaults(func=commands.grade)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnlab", description="Build, grade and publish the attnlab labs.")
     p.add_argument("--root", default=S, help="the course repository (default: found from the current folder)")
@@ -31,20 +53,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", default=S, help="fail if committed outputs differ from a fresh build")
     b.set_defaults(func=commands.build)
 
-    g = sub.add_parser("grade", help="grade submissions of a lab", epilog=(
-        f"exit status: {commands.EXIT_OK} done, {commands.EXIT_USAGE} usage error, {commands.EXIT_GRADER_ERROR} a "
-        f"grader error, {commands.EXIT_UNWRITTEN} a gradebook row not written, {commands.EXIT_INTERRUPTED} "
-        "interrupted (docs/GRADING_AT_SCALE.md)"))
-    g.add_argument("lab")
-    g.add_argument("paths", nargs="+", help="submission notebooks or folders of them")
-    g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
-    g.add_argument("--out", default=S, help="batch mode: write results, feedback and gradebook.db here")
-    g.add_argument("--jobs", type=int, default=S, help="submissions graded at once")
-    g.add_argument("--shard", default=S,
-                   help="i/N: grade only this machine's share; auto: from a Slurm array job or Kubernetes indexed Job")
-    g.add_argument("--gradebook", default=S, help="SQLite file or postgresql:// URL (default: OUT/gradebook.db)")
-    g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
-    g.set_defaults(func=commands.grade)
+    _add_grade(sub)
 
     _gradebook(sub)
 

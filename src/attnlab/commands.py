@@ -23,6 +23,7 @@ EXIT_FOUND = 1  # ran and found a problem (build --check, catalogue, gradebook -
 EXIT_USAGE = 2  # a usage error: one line, nothing graded
 EXIT_GRADER_ERROR = 3  # grade: the grader failed on a submission (a grader process died...): stored as 0, rerun
 EXIT_UNWRITTEN = 4  # grade: a gradebook row could not be written after the retries (takes precedence over 3)
+EXIT_STOPPED = 5  # grade: a results or feedback file could not be written (full disk...): the batch stopped, rerun
 EXIT_INTERRUPTED = 130  # grade: Ctrl-C; what was recorded stays, the same command resumes
 
 
@@ -70,7 +71,7 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
 
 def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None = None, jobs: int = 1,
           shard: str | None = None, gradebook: str | None = None, regrade: bool = False,
-          root: str | None = None) -> int:
+          root: str | None = None, student_from: str | None = None) -> int:
     """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook."""
     from .grading.runner import grade_submission
 
@@ -79,9 +80,9 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or folder: {', '.join(missing)}")
-    if out or gradebook or shard:
+    if out or gradebook or shard or student_from:
         code, results, last = _grade_batch(lab_info, paths, out=out or "grading-out", jobs=jobs, shard=shard,
-                                           gradebook=gradebook, regrade=regrade)
+                                           gradebook=gradebook, regrade=regrade, student_from=student_from)
         if results is None:
             return code
     else:
@@ -103,21 +104,27 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
     return code
 
 
-def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, gradebook, regrade: bool):
-    """``attnlab grade --out/--gradebook/--shard``: (exit status, results or None when interrupted, the line that
-    says what to rerun or None)."""
-    from .grading.batch import BatchInterrupted, grade_batch, parse_shard
+def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, gradebook, regrade: bool,
+                 student_from: str | None):
+    """``attnlab grade --out/--gradebook/--shard/--student-from``: (exit status, results or None when interrupted
+    or stopped, the line that says what to rerun or None)."""
+    from .grading.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
     from .grading.gradebook_check import rerun_line
+    from .grading.submissions import student_rule
 
     try:
+        rule = student_rule(student_from)  # a pattern that does not compile or has no group: ValueError
         if shard is not None:
             parse_shard(shard)  # --shard auto without a scheduler: one line, before anything is opened
         Path(out).mkdir(parents=True, exist_ok=True)
         summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out, jobs=jobs, shard=shard,
-                              gradebook=gradebook, regrade=regrade)
+                              gradebook=gradebook, regrade=regrade, student_from=rule)
     except BatchInterrupted as exc:
         print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED, None, None
+    except BatchWriteFailed as exc:  # a full disk, a folder without permission: what is recorded stays
+        print(f"stopped: {exc}", file=sys.stderr)
+        return EXIT_STOPPED, None, None
     except ValueError as exc:  # a bad shard, jobs, gradebook URL or name clash, found before grading starts
         raise UsageError(str(exc)) from None
     except OSError as exc:

@@ -671,7 +671,7 @@ def test_a_file_name_cannot_collide_with_the_gradebook(tmp_path):
         summary, _ = bounded(lambda: grade_batch("lab98", [subs], out_dir=subs, grade_fn=fake, progress=False),
                              seconds=30, mib=64)
     assert summary.skipped == 4 and summary.failed == 0
-    assert (subs / "gradebook.db").is_file() and (subs / "gradebook.db.results" / "feedback.md").is_file()
+    assert (subs / "gradebook.db").is_file() and (subs / "submissions" / "gradebook.db" / "feedback.md").is_file()
 
 
 # 11. --------------------------------------------------------------- cell errors are capped

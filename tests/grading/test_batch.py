@@ -123,13 +123,13 @@ def test_every_file_gets_a_row_results_json_and_feedback(subs, tmp_path):
     assert rows["corrupt.ipynb"]["errors"] == ["the file is not a readable notebook"]
     assert rows["bob.ipynb"]["path"] == str((subs / "bob.ipynb").resolve())
     for key in ALL_KEYS:
-        stem = out / Path(key).stem
+        stem = out / "submissions" / Path(key).stem
         gradescope = json.loads((stem / "results.json").read_text())
         assert gradescope["score"] == rows[key]["score"]
         assert [t["name"] for t in gradescope["tests"]] == ["Your notebook", "softmax", "attention"]
         assert (stem / "feedback.md").read_text().startswith(f"# Feedback: {markdown_inline(key)}\n")
-    assert "attention: 0 of 3 points" in (out / "bob" / "feedback.md").read_text()
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [Path(k).stem for k in ALL_KEYS]
+    assert "attention: 0 of 3 points" in (out / "submissions" / "bob" / "feedback.md").read_text()
+    assert sorted(p.name for p in (out / "submissions").iterdir()) == [Path(k).stem for k in ALL_KEYS]
 
 
 def test_csv_export_exactly(subs, tmp_path):
@@ -164,7 +164,7 @@ def test_resubmission_is_regraded_and_replaces_the_row(subs, tmp_path):
     assert grader.calls == ["bob.ipynb"] and (summary.graded, summary.skipped) == (1, 4)
     rows = rows_by_key(out)
     assert len(rows) == 5 and rows["bob.ipynb"]["score"] == 4.0
-    assert json.loads((out / "bob" / "results.json").read_text())["score"] == 4.0
+    assert json.loads((out / "submissions" / "bob" / "results.json").read_text())["score"] == 4.0
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -205,9 +205,9 @@ def test_grader_that_raises_or_returns_garbage_still_gives_rows(subs, tmp_path):
                        ("corrupt.ipynb", "invalid result: the result is a str"),
                        ("blank.ipynb", "invalid result: result['score'] is 'abc'")]:
         assert rows[key]["score"] == 0.0 and error in rows[key]["grader_error"]
-        feedback = (out / Path(key).stem / "feedback.md").read_text()
+        feedback = (out / "submissions" / Path(key).stem / "feedback.md").read_text()
         assert "grader itself failed" in feedback and "secret" not in feedback and "Traceback" not in feedback
-    assert "secret" not in (out / "bob" / "results.json").read_text()
+    assert "secret" not in (out / "submissions" / "bob" / "results.json").read_text()
     retry = Grader()
     summary = grade_batch(LAB, [subs], out_dir=out, grade_fn=retry, progress=False)
     assert sorted(retry.calls) == ["blank.ipynb", "bob.ipynb", "corrupt.ipynb"]  # failures are retried
@@ -240,8 +240,8 @@ def test_feedback_and_results_json_never_contain_hidden_test_source(tmp_path):
     subs = write_submissions(tmp_path / "subs", {"dan.ipynb": {"softmax": 1, "attention": 3}})
     out = tmp_path / "out"
     grade_batch(LAB, [subs], out_dir=out, grade_fn=grade_with_hidden_tests, progress=False)
-    feedback = (out / "dan" / "feedback.md").read_text()
-    results_json = (out / "dan" / "results.json").read_text()
+    feedback = (out / "submissions" / "dan" / "feedback.md").read_text()
+    results_json = (out / "submissions" / "dan" / "results.json").read_text()
     assert "softmax: each row of the output must sum to 1" in feedback  # the message does get through
     assert "softmax: each row of the output must sum to 1" in results_json
     assert marker in hidden.read_text()
@@ -306,7 +306,7 @@ def test_duplicate_names_are_refused_naming_both_paths(tmp_path):
     assert list(collect_submissions([a, a / "alice.ipynb"])) == ["alice.ipynb"]
     # two names with one stem would share out_dir/alice/
     write_submissions(a, {"alice.txt": b"x"})
-    with pytest.raises(ValueError, match=r"alice.ipynb and .*alice.txt would both write .*<out_dir>/alice/"):
+    with pytest.raises(ValueError, match=r"alice.ipynb and .*alice.txt would both write .*<out_dir>/submissions/alice/"):
         collect_submissions([a])
 
 

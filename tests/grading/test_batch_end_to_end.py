@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import sqlite3
 
@@ -37,8 +38,9 @@ def test_batch_of_good_blank_buggy_corrupt_and_empty(built_course, tmp_path, cap
         assert db.execute("select count(*) from submissions").fetchone()[0] == 5
         assert db.execute("select count(*) from questions").fetchone()[0] == 10
     for stem in ("good", "blank", "buggy", "corrupt", "empty"):
-        assert (out / stem / "results.json").exists() and (out / stem / "feedback.md").exists()
-    feedback = (out / "corrupt" / "feedback.md").read_text()
+        folder = out / "submissions" / stem
+        assert (folder / "results.json").exists() and (folder / "feedback.md").exists()
+    feedback = (out / "submissions" / "corrupt" / "feedback.md").read_text()
     assert "not a Jupyter notebook" in feedback and "double_values" not in feedback.split("messages")[0]
 
     assert main(["--root", str(built_course), "gradebook", str(out), "--csv", str(tmp_path / "g.csv")]) == 0
@@ -64,3 +66,42 @@ def test_grade_batch_default_grade_fn_grades_against_the_lab_folder(built_course
     assert summary.lab == LAB and (summary.graded, summary.failed) == (2, 0)
     scores = {r["key"]: (r["score"], r["max_score"]) for r in summary.results}
     assert scores == {"good.ipynb": (3.0, 3.0), "broken.ipynb": (0.0, 3.0)}
+
+
+def test_the_batch_grades_a_copy_and_still_hides_the_other_submissions(built_course, tmp_path, monkeypatch):
+    """The grader runs a private copy of each notebook, and the worker is still told to hide the folder the original
+    came from (the other students' work), besides the copy's folder."""
+    from attnlab.grading import runner
+    from attnlab.grading.batch import grade_batch
+
+    hidden, real = [], runner._start_worker
+    monkeypatch.setattr(runner, "_start_worker", lambda workdir, hide: hidden.append(hide) or real(workdir, hide))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(built_course / "solutions" / LAB / f"{LAB}.ipynb", subs / "good.ipynb")
+    summary = grade_batch(built_course / "autograder" / LAB, [subs / "good.ipynb"], out_dir=tmp_path / "out",
+                          progress=False)
+    (result,) = summary.results
+    assert result["score"] == 3.0 and result["submission"] == str(subs / "good.ipynb")
+    assert hidden and all(subs.resolve() in hide for hide in hidden)
+    assert all(any(p.name.startswith("attnlab-graded-") for p in hide) for hide in hidden)  # the copy's folder
+
+
+def test_cli_student_from_grades_the_newest_file_of_each_student(built_course, tmp_path, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(built_course / "labs" / LAB / f"{LAB}.ipynb", subs / "alice.ipynb")
+    shutil.copy(built_course / "solutions" / LAB / f"{LAB}.ipynb", subs / "alice-v2.ipynb")
+    os.utime(subs / "alice.ipynb", (1_700_000_000, 1_700_000_000))
+    out = tmp_path / "out"
+    args = ["--root", str(built_course), "grade", LAB, str(subs), "--out", str(out), "--json",
+            "--student-from", r"(?P<student>[^-]+)(-v\d+)?"]
+    assert main(args) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["submission"].endswith("alice-v2.ipynb") and row["score"] == 3.0
+    with sqlite3.connect(out / "gradebook.db") as db:
+        assert db.execute("select key, score from submissions").fetchall() == [("alice", 3.0)]
+    assert (out / "submissions" / "alice" / "feedback.md").is_file()
+    assert main(args[:-1] + ["alice"]) == 2  # a pattern without a group: one line, exit 2
+    err = capsys.readouterr().err
+    assert "has no group" in err and "Traceback" not in err

@@ -218,7 +218,7 @@ def test_every_hostile_file_name_gets_a_row_and_is_escaped_everywhere(tmp_path):
     assert len(table.splitlines()) == 1 + len(HOSTILE_NAMES)
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e\udc80-\udcff]", table)
     for key in keys:
-        folder = out / Path(key).stem
+        folder = out / "submissions" / Path(key).stem
         feedback = (folder / "feedback.md").read_text(encoding="utf-8")
         first = feedback.splitlines()[0]
         assert first.startswith("# Feedback: ") and "<script>" not in first and "\x1b" not in first
@@ -237,7 +237,7 @@ def test_a_long_name_that_is_not_utf8_gets_a_row_and_a_short_folder(tmp_path):
     summary = grade_batch("lab05_self_attention", [subs], out_dir=tmp_path / "out", grade_fn=fake_grade,
                           progress=False)
     assert [r["key"] for r in summary.results] == ["\\xff" * 240 + ".ipynb"]
-    (folder,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
+    (folder,) = list((tmp_path / "out" / "submissions").iterdir())
     assert len(folder.name.encode()) <= 200 and folder.name.startswith("\\xff") and (folder / "feedback.md").exists()
 
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
-from attnlab.grading.batch import export_gradebook, parse_shard
+from attnlab.grading.batch import export_gradebook, in_shard, parse_shard
 from attnlab.grading.scheduler import shard_from_environment
 
 from .test_batch import write_submissions
@@ -23,7 +27,7 @@ from .test_postgres import pg_server, pg_url  # noqa: F401 - fixtures: a real se
     ({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "3"}, "auto", "3/3"),
     ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_STEP": "2",
       "SLURM_ARRAY_TASK_COUNT": "3"}, "auto", "3/3"),  # --array=0-4:2 -> tasks 0, 2, 4
-    ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "5"}, "auto/2", "1/2"),
+    ({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "2"}, "auto/2", "2/2"),  # auto/N: the task id is the shard
     ({"JOB_COMPLETION_INDEX": "0", "ATTNLAB_SHARD_COUNT": "4"}, "auto", "1/4"),
     ({"JOB_COMPLETION_INDEX": "3"}, " auto / 4 ", "4/4"),
 ])
@@ -38,6 +42,11 @@ def test_the_shard_comes_from_the_scheduler(environ, spec, expected):
     ({"JOB_COMPLETION_INDEX": "x", "ATTNLAB_SHARD_COUNT": "2"}, "auto", "JOB_COMPLETION_INDEX='x'"),
     ({"JOB_COMPLETION_INDEX": "4", "ATTNLAB_SHARD_COUNT": "4"}, "auto", "shard 5 of 4"),
     ({"JOB_COMPLETION_INDEX": "0"}, "automatic", "not 'auto'"),
+    ({"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "8"}, "auto/8", r"task ids are the shard numbers 1..8"),
+    ({"SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_COUNT": "1"}, "auto/8", r"sbatch --array=1-8"),
+    # a rerun of task 3 alone with plain auto would grade everything as 1/1: refused, naming auto/N
+    ({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_MAX": "3",
+      "SLURM_ARRAY_TASK_COUNT": "1"}, "auto", r"one task, id 3.*--shard auto/N"),
 ])
 def test_a_missing_or_bad_variable_says_what_to_set(environ, spec, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(")):
@@ -95,3 +104,81 @@ def test_shards_in_separate_processes_give_every_submission_one_row(scheduler, p
     assert export_gradebook(pg_url, tmp_path / "all.csv") == 30
     rows = (tmp_path / "all.csv").read_text().splitlines()[1:]
     assert sorted(r.split(",")[0] for r in rows) == names  # exactly one row each
+
+
+# -- rerunning one task: the variables exactly as Slurm 22.05 and Kubernetes set them ------------------------------
+def _slurm_task(job: int, task: int, low: int, high: int, restarts: int | None = None) -> dict[str, str]:
+    """What sbatch --array=LOW-HIGH gives task TASK of array job JOB (22.05: _set_env_vars of a batch array task);
+    SLURM_RESTART_COUNT only after a requeue."""
+    env = {"SLURM_JOB_ID": str(job + task), "SLURM_ARRAY_JOB_ID": str(job), "SLURM_ARRAY_TASK_ID": str(task),
+           "SLURM_ARRAY_TASK_COUNT": str(high - low + 1), "SLURM_ARRAY_TASK_MIN": str(low),
+           "SLURM_ARRAY_TASK_MAX": str(high), "SLURM_ARRAY_TASK_STEP": "1", "SLURM_CPUS_PER_TASK": "2"}
+    return env | ({"SLURM_RESTART_COUNT": str(restarts)} if restarts is not None else {})
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_auto_n_picks_share_k_of_n_first_time_on_requeue_and_when_rerun_alone(k):
+    first = _slurm_task(500, k, 1, 8)  # sbatch --array=1-8
+    requeued = _slurm_task(500, k, 1, 8, restarts=1)  # scontrol requeue 500_K (or a node failure with --requeue)
+    alone = _slurm_task(600, k, k, k)  # sbatch --array=K: a new job of one task, COUNT=1, MIN=MAX=K
+    assert alone["SLURM_ARRAY_TASK_COUNT"] == "1" and alone["SLURM_ARRAY_TASK_MIN"] == alone["SLURM_ARRAY_TASK_MAX"]
+    for environ in (first, requeued, alone):
+        assert shard_from_environment("auto/8", environ) == f"{k}/8"
+    assert shard_from_environment("auto/8", {"JOB_COMPLETION_INDEX": str(k - 1)}) == f"{k}/8"  # an indexed Job
+
+
+def test_plain_auto_grades_a_whole_array_but_refuses_a_one_task_rerun():
+    assert shard_from_environment("auto", _slurm_task(500, 3, 1, 8)) == "3/8"
+    with pytest.raises(ValueError, match="auto/N"):
+        shard_from_environment("auto", _slurm_task(600, 3, 3, 3))
+
+
+def test_a_rerun_of_task_k_grades_exactly_task_ks_share():
+    keys = [f"s{i:03d}.ipynb" for i in range(200)]
+    share = {k: {key for key in keys if in_shard(key, *parse_shard_in(_slurm_task(500, k, 1, 8)))} for k in (1, 2, 3)}
+    assert all(share.values()) and not share[1] & share[2]
+    assert {key for key in keys if in_shard(key, *parse_shard_in(_slurm_task(600, 2, 2, 2, restarts=0)))} == share[2]
+
+
+def parse_shard_in(environ):
+    index, count = shard_from_environment("auto/8", environ).split("/")
+    return int(index), int(count)
+
+
+JOB_FILES = Path(__file__).resolve().parents[2] / "docs" / "scale"
+
+
+def test_the_job_files_carry_the_shard_count_and_keep_every_attempts_log():
+    sbatch = (JOB_FILES / "grade.sbatch").read_text()
+    array = re.search(r"^#SBATCH --array=1-(\d+)$", sbatch, re.M)
+    assert array and f"--shard auto/{array.group(1)} " in sbatch
+    assert "#SBATCH --open-mode=append" in sbatch and "SLURM_RESTART_COUNT" in sbatch
+    manifest = yaml.safe_load((JOB_FILES / "grade-job.yaml").read_text())
+    spec = manifest["spec"]
+    container = spec["template"]["spec"]["containers"][0]
+    command = container["command"]
+    assert command[command.index("--shard") + 1] == f"auto/{spec['completions']}"
+    out = command[command.index("--out") + 1]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volume = next(m for path, m in mounts.items() if out.startswith(path.rstrip("/") + "/"))
+    claims = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+    assert "persistentVolumeClaim" in claims[volume]  # --out outlives the pod
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_sbatch_script_run_as_a_requeued_task_writes_a_new_log_and_passes_auto_n(tmp_path):
+    course = tmp_path / "course"
+    (course / ".venv" / "bin").mkdir(parents=True)
+    fake = course / ".venv" / "bin" / "attnlab"
+    fake.write_text('#!/bin/bash\necho "args: $*"\n')
+    fake.chmod(0o755)
+    base = {"PATH": os.environ["PATH"], "ATTNLAB_COURSE": str(course), "ATTNLAB_GRADEBOOK": "postgresql://h/db"}
+    for restarts in (None, 1):
+        env = base | _slurm_task(700, 5, 1, 8, restarts=restarts)
+        subprocess.run(["bash", str(JOB_FILES / "grade.sbatch"), "lab05", "/subs"], env=env, check=True,
+                       capture_output=True, timeout=60)
+    logs = sorted(p.name for p in (course / "grading-lab05" / "logs").iterdir())
+    assert logs == ["grade-700_5-restart0.log", "grade-700_5-restart1.log"]  # the failed attempt's log is kept
+    args = (course / "grading-lab05" / "logs" / logs[1]).read_text()
+    assert "--shard auto/8" in args and "--out grading-lab05" in args
+    assert shard_from_environment("auto/8", _slurm_task(700, 5, 1, 8, restarts=1)) == "5/8"

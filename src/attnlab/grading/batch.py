@@ -2,19 +2,26 @@
 on ``jobs`` workers (forked grader processes with the real grader, ``grading/pool.py``; threads for a custom
 ``grade_fn``), and write ``results.json`` + ``feedback.md`` per submission and a gradebook row.
 
-A submission is keyed by its file name (``alice.ipynb``); its outputs go to ``out_dir/<stem>/``. Every
+A submission is keyed by its file name (``alice.ipynb``), or by its student under a ``student_from`` rule
+(``submissions.py``: the newest file of a student replaces the student's row); its outputs go to
+``out_dir/submissions/<stem>/`` (``outputs.py``), never beside the kit's own files in out_dir. The grader grades a
+private copy of the bytes read once, and the row stores the digest of those bytes. Every
 selected file gets a row, whatever it contains: a notebook the grader cannot read scores 0 with messages
 (the grader's job), and a grader that raises or returns garbage gives a row with score 0 and the error,
 which the next run grades again. Ctrl-C stops the batch; what was recorded stays, and rerunning the same
-command resumes.
+command resumes. A submission's two files are written under private temporary names, its row recorded, and
+only then both files put in place, so files and row agree; a write that fails (a full disk) stops the batch
+with ``BatchWriteFailed`` naming the path: the rows recorded before it stay, and rerunning resumes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
+import tempfile
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -22,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnlab.grading import pool
-from attnlab.grading.bundle import manifest_lab, manifest_questions
-from attnlab.grading.feedback import write_feedback
+from attnlab.grading.bundle import manifest_lab, manifest_questions, read_manifest
+from attnlab.grading.feedback import feedback_markdown
 from attnlab.grading.gradebook import (
     DEFAULT_NAME,
     Gradebook,
@@ -34,12 +41,14 @@ from attnlab.grading.gradebook import (
     sqlite_path,
     validate_result,
 )
-from attnlab.grading.gradescope import write_results_json
+from attnlab.grading.gradescope import Visibility, results_json_text
+from attnlab.grading.notebook_code import SubmissionError, read_submission
+from attnlab.grading.outputs import OutputWriteError, commit_files, discard, kit_paths, output_folders, stage_files
 from attnlab.grading.progress import BatchProgress
 from attnlab.grading.result_fields import GRADER_ERROR, problem
 from attnlab.grading.runner import grade_submission, ungraded, warm_up
-from attnlab.grading.safe_text import readable_name
 from attnlab.grading.scheduler import is_auto, shard_from_environment
+from attnlab.grading.submissions import collect_submissions, output_stem
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
     "The grader itself failed on this submission, so it has not been graded yet. "
@@ -74,6 +83,17 @@ class BatchSummary:
         return text + (" (interrupted: rerun the same command to resume)" if self.interrupted else "")
 
 
+class BatchWriteFailed(Exception):
+    """An output file or the gradebook row of a submission could not be written (a full disk, no permission): the
+    batch stopped there. ``summary`` says what was recorded before; ``str()`` names the path and the fix."""
+
+    def __init__(self, summary: BatchSummary, error: OSError, key: str):
+        super().__init__(f"{error}; stopped before recording {key}: {summary.graded + summary.failed} recorded, "
+                         "none lost; free the space (or fix the permission) and run the same command again to resume")
+        self.summary = summary
+        self.error = error
+
+
 class BatchInterrupted(KeyboardInterrupt):
     """Ctrl-C during a batch. ``summary`` says what was recorded before it."""
 
@@ -83,55 +103,6 @@ class BatchInterrupted(KeyboardInterrupt):
 
 
 # -- selecting the submissions -----------------------------------------------------------------------------
-def collect_submissions(inputs, *, exclude=()) -> dict[str, Path]:
-    """Map key (the file name as text, ``safe_text.readable_name``: bytes that are not UTF-8 as ``\\xNN``) ->
-    path for the given files and directories, sorted by key.
-
-    A directory contributes each non-hidden entry directly in it that is not a folder, whatever its extension
-    (never followed or opened here: the grader gives a link, pipe or device a row saying so).
-    ``exclude``: paths never taken (the batch's own outputs). Two different files with the same name,
-    or with the same stem (both would write ``out_dir/<stem>/``), are an error naming both.
-    """
-    if isinstance(inputs, (str, Path)):
-        inputs = [inputs]
-    excluded = {Path(p).resolve() for p in exclude}
-    found: dict[str, Path] = {}
-    for item in inputs:
-        item = Path(item)
-        if item.is_dir() and not item.is_symlink():
-            files = sorted(
-                p for p in item.iterdir()
-                if not p.name.startswith(".") and not stat.S_ISDIR(os.lstat(p).st_mode)
-                and p.resolve() not in excluded
-            )
-        elif os.path.lexists(item) and not item.is_dir():
-            if item.name.startswith("."):
-                raise ValueError(f"submission {item} is a hidden file (its results would go to a hidden "
-                                 "or parent folder of out_dir): rename it without the leading dot")
-            files = [item]
-        else:
-            raise FileNotFoundError(f"submission input {item} is neither a file nor a directory: check it")
-        for path in files:
-            key = readable_name(path.name)
-            earlier = found.get(key)
-            if earlier is not None and earlier.resolve() != path.resolve():
-                raise ValueError(
-                    f"two submissions are named {key!r}: {readable_name(str(earlier))} and "
-                    f"{readable_name(str(path))}; the file name is the gradebook key, so rename one or grade "
-                    "the folders separately"
-                )
-            found[key] = path
-    stems: dict[str, str] = {}
-    for key in sorted(found):
-        other = stems.setdefault(Path(key).stem, key)
-        if other != key:
-            raise ValueError(
-                f"submissions {readable_name(str(found[other]))} and {readable_name(str(found[key]))} would both "
-                f"write their results to <out_dir>/{Path(key).stem}/: rename one"
-            )
-    return {key: found[key] for key in sorted(found)}
-
-
 def parse_shard(shard: str) -> tuple[int, int]:
     """``"2/3"`` -> ``(2, 3)``: the second of three shards (1-based). ``"auto"``: from Slurm or Kubernetes."""
     if is_auto(shard):
@@ -163,55 +134,55 @@ def file_sha256(path) -> str:
     return digest.hexdigest()
 
 
-MAX_FOLDER_BYTES = 200  # a results folder's name; file systems allow 255 bytes, and "\\xNN" keys grow 4x
-
-
-def _folder(stem: str) -> str:
-    """``stem``, or when its UTF-8 is longer than ``MAX_FOLDER_BYTES``, its start and a digest of the whole."""
-    raw = stem.encode("utf-8")
-    if len(raw) <= MAX_FOLDER_BYTES:
-        return stem
-    return raw[: MAX_FOLDER_BYTES - 13].decode("utf-8", "ignore") + "-" + hashlib.sha1(raw).hexdigest()[:12]
-
-
-def output_folders(keys, reserved=()) -> dict[str, str]:
-    """Key -> the folder under out_dir for its results: the file's stem (shortened past ``MAX_FOLDER_BYTES``),
-    moved to ``<stem>.results`` when the stem is one of the ``reserved`` names (the gradebook's files beside
-    the folders)."""
-    reserved = set(reserved)
-    stems = {k: _folder(Path(k).stem) for k in keys}
-    folders = {k: (f"{stem}.results" if stem in reserved else stem) for k, stem in stems.items()}
-    taken: dict[str, str] = {}
-    for key, folder in folders.items():
-        other = taken.setdefault(folder, key)
-        if other != key or folder in reserved:
-            raise ValueError(f"submissions {other} and {key} would both write their results to "
-                             f"<out_dir>/{folder}/: rename one")
-    return folders
-
-
 # -- grading one ---------------------------------------------------------------------------------------
 def lab_id(lab_dir) -> str:
     """The lab a built autograder folder grades (its manifest's ``lab``, else the folder's name)."""
     return manifest_lab(lab_dir) or Path(lab_dir).name
 
 
-def _grade_one(grade_fn, lab_dir, path: Path) -> tuple[dict, str | None]:
-    """(clean result, None) or (failure result, grader error text). Never raises an ``Exception``."""
+def _grade_one(grade_fn, lab_dir, path: Path) -> tuple[dict, str | None, str | None]:
+    """(clean result, None, sha256) or (failure result, grader error text, sha256): ``path``'s bytes are read once
+    and a private copy of them graded, and sha256 is their digest (None when they could not be read: the grader
+    was given the file itself, to say why). Never raises an ``Exception``."""
     start = time.monotonic()
+    sha, error = None, None
     try:
-        raw = grade_fn(lab_dir, path)
-        error = None
+        with tempfile.TemporaryDirectory(prefix="attnlab-graded-") as tmp:
+            graded, sha = _private_copy(path, Path(tmp))
+            if grade_fn is grade_submission:  # the student's code must not read the other submissions either
+                raw = grade_submission(lab_dir, graded, hide=(path.resolve().parent,))
+            else:
+                raw = grade_fn(lab_dir, graded)
     except Exception:
         error = traceback.format_exc()
     if error is None:
         try:
-            result = validate_result(raw)
+            result = _as_original(validate_result(raw), graded, path)
             result["submission"] = result["submission"] or str(path)
-            return result, None
+            return result, None, sha
         except InvalidResult as exc:
             error = f"grade_fn returned an invalid result: {exc}"
-    return _grader_failure(lab_dir, path, error, time.monotonic() - start)
+    return (*_grader_failure(lab_dir, path, error, time.monotonic() - start), sha)
+
+
+def _as_original(result: dict, graded: Path, path: Path) -> dict:
+    """``result`` with the private copy's path, wherever the grader wrote it, replaced by the submission's."""
+    if graded == path:
+        return result
+    text = json.dumps(result)
+    return json.loads(text.replace(json.dumps(str(graded))[1:-1], json.dumps(str(path))[1:-1]))
+
+
+def _private_copy(path: Path, folder: Path) -> tuple[Path, str | None]:
+    """(a copy of ``path``'s bytes in ``folder``, their sha256), or ``(path, None)`` when they cannot be read (a
+    link, a pipe, a file past the size limit: the grader gives that file a row saying so)."""
+    try:
+        data = read_submission(path)
+    except SubmissionError:
+        return path, None
+    copy = folder / path.name
+    copy.write_bytes(data)
+    return copy, hashlib.sha256(data).hexdigest()
 
 
 def _grader_failure(lab_dir, path: Path, error: str, elapsed_s: float = 0.0) -> tuple[dict, str]:
@@ -234,18 +205,19 @@ def grade_batch(
     grade_fn=None,
     progress: bool = True,
     regrade: bool = False,
+    student_from=None,
 ) -> BatchSummary:
     """Grade the submissions in ``inputs`` (files and/or directories) against the built autograder folder
     ``lab_dir`` (``autograder/<lab>/``; its manifest names the lab the gradebook rows are filed under).
 
-    ``out_dir``: gets ``<stem>/results.json`` (Gradescope) and ``<stem>/feedback.md`` per submission (see
-    ``output_folders``).
+    ``out_dir``: gets ``submissions/<stem>/results.json`` (Gradescope) and ``.../feedback.md`` per submission
+    (``outputs.py``). ``student_from``: the resubmission rule, ``None``, ``"folder"`` or a pattern (``submissions.py``).
     ``jobs``: submissions graded at once. ``shard``: ``"i/N"``, grade only the i-th of N disjoint parts.
     ``gradebook``: a ``Gradebook``, a SQLite path or a ``postgresql://`` URL (default
     ``out_dir/gradebook.db``). ``grade_fn(lab_dir, path) -> result`` (default
     ``attnlab.grading.runner.grade_submission``). ``regrade``: grade even what the gradebook already has
-    with the same content. Raises ``BatchInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C, after the
-    submissions finished so far are recorded.
+    with the same content. Raises ``BatchInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C, and ``BatchWriteFailed``
+    when a file or row cannot be written, after the submissions finished so far are recorded.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: expected a whole number of workers, 1 or more")
@@ -258,7 +230,7 @@ def grade_batch(
 
     own_gradebook = not isinstance(gradebook, Gradebook)
     gb_target = out_dir / DEFAULT_NAME if gradebook is None else gradebook
-    submissions, folders = _select(inputs, out_dir, gb_target if own_gradebook else None, shard_spec)
+    submissions, folders = _select(inputs, out_dir, gb_target if own_gradebook else None, shard_spec, student_from)
     out_dir.mkdir(parents=True, exist_ok=True)
     book = open_gradebook(gb_target) if own_gradebook else gradebook
     summary = BatchSummary(lab=lab)
@@ -266,7 +238,7 @@ def grade_batch(
     try:
         todo = _todo(submissions, book, lab, summary, regrade=regrade)
         bar = BatchProgress(lab, len(todo), enabled=progress)
-        finish = _recorder(lab, book, summary, bar, {key: out_dir / folder for key, folder in folders.items()})
+        finish = _recorder(lab, book, summary, bar, folders, Visibility.from_manifest(read_manifest(lab_dir)))
         _grade_all(todo, lab_dir, grade_fn, jobs, finish, summary, in_processes=in_processes)
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -294,7 +266,7 @@ def _grade_all(todo, lab_dir, grade_fn, jobs: int, finish, summary: BatchSummary
         summary.jobs_as = f"{jobs} grader processes"
         warm_up(lab_dir)  # the bundle and the zygote, shared by the forks
         summary.process_peaks_mib = pool.run_in_processes(
-            todo, jobs, work, finish, lambda item, why: _grader_failure(lab_dir, item[1], why))
+            todo, jobs, work, finish, lambda item, why: (*_grader_failure(lab_dir, item[1], why), None))
     else:
         summary.jobs_as = f"{jobs} threads"
         _run_pool(todo, jobs, work, finish)
@@ -321,32 +293,39 @@ def _is_done(book, lab: str, key: str, sha: str) -> bool:
         return False
 
 
-def _select(inputs, out_dir: Path, gb_target, shard_spec) -> tuple[dict[str, Path], dict[str, str]]:
-    """The submissions of this shard (never the gradebook's own files) and their output folders."""
-    exclude = []  # the gradebook's own files, when it lies in an input folder
+def _select(inputs, out_dir: Path, gb_target, shard_spec, student_from) -> tuple[dict[str, Path], dict[str, Path]]:
+    """The submissions of this shard (never the gradebook's own files, nor out_dir's) and their output folders."""
+    exclude = [out_dir, *kit_paths(out_dir)]  # out_dir and the kit's files in it, the gradebook's: in an input folder
     if gb_target is not None and "://" not in str(gb_target):
         db = sqlite_path(gb_target)
         exclude += [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
-    submissions = collect_submissions(inputs, exclude=exclude)
+    submissions = collect_submissions(inputs, exclude=exclude, student_from=student_from)
     if shard_spec:
         submissions = {k: p for k, p in submissions.items() if in_shard(k, *shard_spec)}
-    beside = [p.name for p in exclude if p.parent.resolve() == out_dir.resolve()]
-    return submissions, output_folders(submissions, reserved=beside)
+    return submissions, output_folders({k: output_stem(k, p) for k, p in submissions.items()}, out_dir)
 
 
-def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Path]):
-    """``finish(item, outcome)``: write one submission's files and gradebook row, count it, show it."""
+def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Path], visibility: Visibility):
+    """``finish(item, outcome)``: write one submission's files and gradebook row, count it, show it. The files are
+    staged under private names, the row recorded, then the files put in place: a failure leaves neither."""
 
     def finish(item, outcome) -> None:
-        (key, path, sha), (result, grader_error) = item, outcome
-        write_results_json(result, folders[key] / "results.json")
-        write_feedback(result, folders[key] / "feedback.md")
+        (key, path, sha), (result, grader_error, graded_sha) = item, outcome
         try:
-            book.record(lab, key, path.resolve(), sha, result, grader_error=grader_error)
+            staged = stage_files({folders[key] / "results.json": results_json_text(result, visibility),
+                                  folders[key] / "feedback.md": feedback_markdown(result)})
+            try:
+                book.record(lab, key, path.resolve(), graded_sha or sha, result, grader_error=grader_error)
+            except BaseException:
+                discard(staged)
+                raise
+            commit_files(staged)
+        except OutputWriteError as exc:
+            raise BatchWriteFailed(summary, exc, key) from exc
         except GradebookUnavailable as exc:  # retried already (connection.py): report it, go on to the next
             summary.unwritten += 1
             summary.left[key] = str(path)
-            bar.note(f"gradebook row of {key} not written (rerun to record it): {exc}")
+            bar.note(f"gradebook row of {key} not written, nor its files (rerun to record it): {exc}")
         summary.results.append({**result, "key": key, "grader_error": grader_error})
         if grader_error:
             summary.left[key] = str(path)

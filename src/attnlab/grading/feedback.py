@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.grading.gradebook import format_score, validate_result
+from attnlab.grading.outputs import write_text_atomic
 from attnlab.grading.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
 
 REVIEW_HEADING = "Your instructor will review"  # the items of result["review"], a person's decision
@@ -50,10 +51,6 @@ def feedback_markdown(result: dict) -> str:
 
 
 def write_feedback(result: dict, path) -> Path:
-    """Write ``feedback_markdown(result)`` to ``path`` (atomically: a reader never sees half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(feedback_markdown(result), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write ``feedback_markdown(result)`` to ``path`` (atomically, under a private temporary name:
+    ``outputs.write_text_atomic``; a failure raises ``outputs.OutputWriteError`` naming the path)."""
+    return write_text_atomic(path, feedback_markdown(result))

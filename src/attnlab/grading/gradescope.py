@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab.grading.gradebook import format_score, validate_result
+from attnlab.grading.outputs import write_text_atomic
 from attnlab.grading.safe_text import bullet_lines, cap_messages, for_terminal
 
 # Gradescope's values (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Controlling test case
@@ -108,10 +109,11 @@ def to_gradescope(result: dict, visibility: Visibility | None = None) -> dict:
 
 
 def write_results_json(result: dict, path, visibility: Visibility | None = None) -> Path:
-    """Write ``to_gradescope(result, visibility)`` to ``path`` (atomically: a reader never sees half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_gradescope(result, visibility), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write ``to_gradescope(result, visibility)`` to ``path`` (atomically, under a private temporary name:
+    ``outputs.write_text_atomic``; a failure raises ``outputs.OutputWriteError`` naming the path)."""
+    return write_text_atomic(path, results_json_text(result, visibility))
+
+
+def results_json_text(result: dict, visibility: Visibility | None = None) -> str:
+    """The text of ``results.json``."""
+    return json.dumps(to_gradescope(result, visibility), indent=2) + "\n"

@@ -110,9 +110,11 @@ def ungraded(submission, questions: dict[str, float], message: str, *, lab: str 
 def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
                      load_timeout: float = DEFAULT_LOAD_TIMEOUT, call_timeout: float = DEFAULT_CALL_TIMEOUT,
                      test_timeout: float = DEFAULT_TEST_TIMEOUT, timeout: float = DEFAULT_SUBMISSION_TIMEOUT,
-                     seed: int | None = None) -> dict:
+                     seed: int | None = None, hide=()) -> dict:
     """Grade the notebook at ``path`` against the built autograder in ``lab_dir``; never raises for
     anything the submission does. ``timeout`` bounds the whole submission (load, restarts, tests).
+    ``hide``: more folders the student's code must not read, besides the bundle and ``path``'s folder (a batch
+    grades a private copy of the file, and hides the folder of the original, with the other submissions).
     Returns the result dict described in docs/ARCHITECTURE.md."""
     start = time.monotonic()
     from .sandbox import prestart
@@ -143,7 +145,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         from .remote import RemoteStudent
 
         def spawn():
-            proc, isolation[0] = _start_worker(Path(tmp), [bundle.directory, path.resolve().parent])
+            proc, isolation[0] = _start_worker(Path(tmp), [bundle.directory, path.resolve().parent, *hide])
             return proc
 
         sent = [{"index": c.index, "source": c.source, "where": describe_cell(c.source, c.section)} for c in cells]
