@@ -68,7 +68,7 @@ def test_a_restart_mid_batch_ends_with_every_row_written(server, db_url, tmp_pat
     src = write_submissions(tmp_path / "subs", {f"s{i:02d}.ipynb": b"x" * i for i in range(10)})
     restarts = []
 
-    def grade(lab_dir, path):
+    def grade(lab_dir, path, **_):
         if path.name == "s04.ipynb" and not restarts:
             server.stop("fast")
             restarts.append(threading.Timer(2.0, server.start))
@@ -135,13 +135,14 @@ def test_shards_in_separate_processes_ride_out_a_restart(server, db_url, tmp_pat
 
 def test_a_server_down_for_good_exits_4_naming_every_file_left(server, db_url, built_course, tmp_path,
                                                                 monkeypatch, capsys):
-    """The server stops while s04 is graded and stays down: the batch goes on (files written), exits 4, and its
+    """The server stops while s04 is graded and stays down: the batch goes on (files put in place only with their
+    row, so s00..s03's alone), exits 4, and its
     last line is the command that grades exactly s04..s09; afterwards `gradebook --check` lists the same six."""
     monkeypatch.setenv("ATTNLAB_DB_RETRIES", "2")
     monkeypatch.setenv("ATTNLAB_DB_BACKOFF_S", "0.2")
     src = write_submissions(tmp_path / "subs", {f"s{i:02d}.ipynb": b"x" * i for i in range(10)})
 
-    def grade(lab_dir, path):
+    def grade(lab_dir, path, **_):
         if path.name == "s04.ipynb":
             server.stop("fast")
         return _fake_grade(lab_dir, path)
@@ -160,7 +161,9 @@ def test_a_server_down_for_good_exits_4_naming_every_file_left(server, db_url, b
     assert err[-1] == f"attnlab grade: 6 submission(s) left: rerun: attnlab grade {LAB} {' '.join(left)} " \
                       f"--out {out} --gradebook {db_url}"
     assert "6 not written to the gradebook" in err[-2]
-    assert sorted(p.name for p in out.iterdir()) == [f"s{i:02d}" for i in range(10)]  # the files were written
+    # files and rows agree: the rows written have their files, the six left have none (and no stray temporary file)
+    assert sorted(p.parent.name for p in (out / "submissions").glob("*/results.json")) == [f"s{i:02d}" for i in range(4)]
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
     assert elapsed < 30, elapsed  # the first lost row: 3 tries (0.6 s of pauses); the later ones 1 try at most
 
     assert main(["gradebook", db_url, "--check", str(src), "--lab", LAB]) == 1
@@ -226,7 +229,7 @@ def test_a_listener_that_never_answers_is_one_line_and_exit_2(silent_listener, b
 def test_a_killed_grader_process_makes_the_exit_non_zero(built_course, tmp_path, monkeypatch, capsys):
     """A grader process killed mid-grade (SIGKILL, as the OOM killer does): its file gets a row with the grader
     error, the batch exits 3 and its last line reruns exactly that file."""
-    def grade(lab_dir, path):
+    def grade(lab_dir, path, **_):
         if path.name == "b.ipynb":
             os.kill(os.getpid(), signal.SIGKILL)
         return _fake_grade(lab_dir, path)
@@ -261,7 +264,7 @@ def test_a_sqlite_lock_held_past_the_busy_timeout_is_retried_then_reported(tmp_p
     open_gradebook(db).close()
     holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
 
-    def grade(lab_dir, path):
+    def grade(lab_dir, path, **_):
         if path.name == "a.ipynb":
             holder.execute("BEGIN IMMEDIATE")
             threading.Timer(0.4, holder.execute, ("COMMIT",)).start()  # released while a's row is retried

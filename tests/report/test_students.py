@@ -91,8 +91,8 @@ def test_the_students_view_marks_each_problem_links_the_feedback_and_puts_the_lo
     by_name = {re.search(r"<span id='student-\d+'>([^<]+)</span>", r).group(1): r for r in rows}
     for name, (_, category) in PROBLEMS.items():
         assert f"<b class='bad'>{SHORT[category]}</b>" in by_name[name], name
-        assert f"href='out/{name[:-6]}/feedback.md'" in by_name[name]
-    assert (page.parent / "out" / "forbidden" / "feedback.md").is_file()
+        assert f"href='out/submissions/{name[:-6]}/feedback.md'" in by_name[name]
+    assert (page.parent / "out" / "submissions" / "forbidden" / "feedback.md").is_file()
     totals = [float(re.search(r"<span class='nw'>([\d.]+) / 30</span>", r).group(1)) for r in rows]
     assert totals == sorted(totals) and totals[0] < 30  # who needs help comes first
     assert "scaled_dot_product_attention 0/10" in by_name["forbidden.ipynb"]  # the points lost, per question

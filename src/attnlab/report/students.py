@@ -33,19 +33,21 @@ def feedback_files(target, subs: list[Submission]) -> dict[str, Path]:
     or the folder of a ``.db`` target); none for a ``postgresql://`` gradebook."""
     if "://" in str(target):
         return {}
-    from attnlab.grading.batch import output_folders
+    from attnlab.grading.outputs import output_folders
+    from attnlab.grading.submissions import output_stem
 
     out = Path(target) if Path(target).is_dir() else Path(target).parent
+    stems = {s.key: output_stem(s.key, Path(s.path or s.key)) for s in subs}
     try:
-        folders = output_folders([s.key for s in subs])
+        folders = output_folders(stems, out)
     except ValueError:  # two keys sharing a folder: the batch refused them, so there is nothing to link
         folders = {}
     found = {}
     for s in subs:
-        stem = folders.get(s.key, Path(s.key).stem)
-        for candidate in (out / stem / FEEDBACK, out / f"{stem}.results" / FEEDBACK):
-            if candidate.is_file():
-                found[s.key] = candidate
+        stem = stems[s.key]  # OUT/submissions/<stem>/; a gradebook from before it: OUT/<stem>/, OUT/<stem>.results/
+        for folder in (folders.get(s.key), out / stem, out / f"{stem}.results"):
+            if folder is not None and (folder / FEEDBACK).is_file():
+                found[s.key] = folder / FEEDBACK
                 break
     return found
 
