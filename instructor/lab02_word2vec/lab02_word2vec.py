@@ -1265,8 +1265,9 @@ for word in ("dog", "red", "guitar"):
 # cosine is near 1. A likely reason, which we have not measured: CBOW only ever sees *averages* of context
 # vectors, so nothing stops all of them from sharing one large common direction, and the cosine then mostly
 # measures that direction. If so, subtracting the mean vector before comparing should spread them out again:
-# try it, and compare the mean cosine between random words before and after. Cheaper per epoch, a little worse per word: the usual
-# trade-off (Mikolov et al. report CBOW better on syntactic and skip-gram on semantic analogies at their scale).
+# try it, and compare the mean cosine between random words before and after. Cheaper per epoch, a little worse
+# per word: the usual trade-off (Mikolov et al. report CBOW better on syntactic and skip-gram on semantic
+# analogies at their scale).
 #
 # ### Going further (not graded)
 #
