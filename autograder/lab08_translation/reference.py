@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from attnlab.device import sized
-from attnlab.plotting import attention_grid, plot_history
+from attnlab.plotting import attention_grid, line_plot, plot_history
 from attnlab.seeding import seed_everything
 from attnlab.training import fit
 

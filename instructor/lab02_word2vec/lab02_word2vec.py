@@ -489,8 +489,10 @@ for name, got, want in zip(("grad_v_c", "grad_u_o", "grad_u_neg"), mine, expecte
 # \ell = -\Big[\log \sigma(u_t \cdot h) + \sum_{k=1}^{K} \log \sigma(-u_k \cdot h)\Big] .$$
 #
 # One example per position instead of one per pair: CBOW reads the corpus in about $2 \times$ window fewer
-# examples, trains faster, and smooths over the context (it does a little better on frequent words,
-# skip-gram on rare ones, [Mikolov et al., 2013](https://arxiv.org/abs/1301.3781)).
+# examples, trains faster, and smooths over the context. A common rule of thumb, from the notes of the
+# original word2vec project rather than the paper, is that CBOW does a little better on frequent words and
+# skip-gram on rare ones; the paper ([Mikolov et al., 2013](https://arxiv.org/abs/1301.3781)) compares them
+# on syntactic and semantic analogies instead.
 #
 # **Padding.** Near the ends of a sentence a window has fewer than $C$ words; the rows of `contexts (B, C)`
 # are right-padded with the id 0. The average runs over the **real** context words only: sum the vectors
@@ -1267,10 +1269,12 @@ for word in ("dog", "red", "guitar"):
 # 930,320 skip-gram pairs and trained in 19.8 s against 60.1 s; it ranked 0.93 of the easy triples and 0.69 of
 # the "similar, not just related" ones right, against 1.00 and 0.74 for skip-gram. Its neighbours make sense
 # (`red`: `green`, `yellow`, `blue`, `purple`; `guitar`: `violin`, `saxophone`, `keyboard`, `bass`), but every
-# cosine is near 1: CBOW only ever sees *averages* of context vectors, so nothing stops all of them from sharing
-# one large common direction, and the cosine then mostly measures that direction. Subtracting the mean vector
-# before comparing spreads them out again (try it). Cheaper per epoch, a little worse per word: the usual
-# trade-off (Mikolov et al. report CBOW better on syntactic and skip-gram on semantic analogies at their scale).
+# cosine is near 1. A likely reason, which we have not measured: CBOW only ever sees *averages* of context
+# vectors, so nothing stops all of them from sharing one large common direction, and the cosine then mostly
+# measures that direction. If so, subtracting the mean vector before comparing should spread them out again:
+# try it, and compare the mean cosine between random words before and after. Cheaper per epoch, a little worse
+# per word: the usual trade-off (Mikolov et al. report CBOW better on syntactic and skip-gram on semantic
+# analogies at their scale).
 #
 # ### Going further (not graded)
 #

@@ -414,9 +414,12 @@ expect_close(h, h_ref, "h_t compared with nn.LSTMCell", atol=1e-5)
 # ## 3.1 The GRU cell
 #
 # The **Gated Recurrent Unit** ([Cho et al., 2014](https://arxiv.org/abs/1406.1078)) keeps the LSTM's idea,
-# a state changed by learned gates, with one state instead of two and three blocks instead of four. In
-# PyTorch's order **r, z, n** (rows `0:H`, `H:2H`, `2H:3H` of $W_{ih} \in \mathbb{R}^{3H \times D}$ and
-# $W_{hh} \in \mathbb{R}^{3H \times H}$):
+# a state changed by learned gates, with one state instead of two and three blocks instead of four. We
+# implement **PyTorch's variant** (`nn.GRUCell`, as in cuDNN), where the reset gate multiplies the product
+# $W_{hn} h_{t-1} + b_{hn}$. The paper's form is another: it resets the state *before* the product,
+# $\tanh(W x_t + U (r \odot h_{t-1}))$, and gives different numbers: here it fails the tests, since the
+# reference is `nn.GRUCell`. In PyTorch's order **r, z, n** (rows `0:H`, `H:2H`, `2H:3H` of
+# $W_{ih} \in \mathbb{R}^{3H \times D}$ and $W_{hh} \in \mathbb{R}^{3H \times H}$):
 #
 # $$\begin{aligned}
 # r &= \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr}) \quad \text{reset gate: how much of the old state
@@ -658,9 +661,10 @@ expect_close(h_n, expected_h_n, "h_n compared with nn.GRU", atol=1e-5)
 # # END QUESTION
 
 # %% [markdown]
-# Who reads what: the gradient of one output position with respect to every input shows it. The forward half
-# at position 2 depends on $x_1, x_2, x_3$ only (zeros after it); the backward half on $x_3, \dots, x_T$; the
-# concatenation on everything.
+# Who reads what: the gradient of one output position with respect to every input shows it. Code counts from
+# 0 and the formulas from 1: `outputs[:, 2]` is the third position, the state after $x_3$. Its forward half
+# depends on $x_1, x_2, x_3$ only (the first three printed norms, `x[:, 0]` to `x[:, 2]`; zeros after); its
+# backward half on $x_3, \dots, x_T$; the concatenation on everything.
 
 # %% tags=["otter_ignore"]
 # Demo (not graded): which inputs each half of outputs[:, 2] depends on (gradient norms)

@@ -662,7 +662,8 @@ for h in (1, 4):
 #
 # What *does* grow with $h$ is the attention-weight tensor itself, `(B, h, n_q, n_k)`: $h$ softmaxes over
 # $n_q n_k$ scores each, and memory to keep them for the backward pass. That is one reason for fused
-# kernels such as FlashAttention (Lab 09) that never store it.
+# kernels such as FlashAttention (one of the kernels behind PyTorch's `F.scaled_dot_product_attention`) that
+# never store it.
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): parameters and FLOPs against the number of heads

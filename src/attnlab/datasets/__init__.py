@@ -4,6 +4,7 @@
 - :mod:`~attnlab.datasets.sentiment`: synthetic sentiment, negation and word order decide the label.
 - :mod:`~attnlab.datasets.shakespeare`: Tiny Shakespeare (real, downloaded).
 - :mod:`~attnlab.datasets.multi30k`: Multi30k task 1 translation pairs (real, downloaded).
+- :mod:`~attnlab.datasets.digits`: scikit-learn's handwritten 8 x 8 digits (real, no download; import it from its module).
 - :mod:`~attnlab.datasets.mnist`: MNIST and Fashion-MNIST images (real, downloaded; import it from its module).
 
 Where each source comes from, its license and how to use a mirror: ``datasets/README.md``.
