@@ -5,13 +5,13 @@ passed, or by the release's ``--closed``; otherwise it is open)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
 import yaml
 
+from . import settings
 from .grading.bundle import CATALOGUE, HIDDEN_TESTS
 
 COURSE_FILE = Path("instructor") / "course.yml"
@@ -131,7 +131,7 @@ class Course:
 
 def find_root(start: str | Path | None = None) -> Path:
     """The course repository: ``$ATTNLAB_ROOT``, else the first parent of ``start`` (cwd) with instructor/course.yml."""
-    env = os.environ.get("ATTNLAB_ROOT")
+    env = settings.get(settings.ROOT)
     if env:
         return Path(env).resolve()
     here = Path(start or Path.cwd()).resolve()

@@ -25,19 +25,20 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import signal
 import sys
 from multiprocessing.connection import wait as wait_ready
 from typing import Any, Callable
 
-POOL_ENV = "ATTNLAB_GRADER_POOL"  # "threads": a batch's jobs as threads of one grader process
+from .. import settings
+
+POOL_ENV = settings.GRADER_POOL  # "threads": a batch's jobs as threads of one grader process
 STOP_TIMEOUT_S = 10.0  # what a child gets to end its grade after SIGTERM before SIGKILL
 
 
 def start_method() -> str:
     """``"processes"`` where forked grader processes can serve a batch, else ``"threads"``."""
-    if os.environ.get(POOL_ENV, "").strip().lower() == "threads":
+    if settings.get(POOL_ENV).strip().lower() == "threads":
         return "threads"
     if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return "threads"

@@ -23,6 +23,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ... import settings
 from .mechanisms import BWRAP, UNSHARE, _minimal_env
 from .mounts import _plan, _with_parents
 from .running import _KILL_DEADLINE_S, RunningWorker
@@ -30,7 +31,7 @@ from .running import _KILL_DEADLINE_S, RunningWorker
 if TYPE_CHECKING:
     from .mechanisms import Mechanism, _Job
 
-ENV_START = "ATTNLAB_WORKER_START"
+ENV_START = settings.WORKER_START
 _STARTS = ("auto", "fork", "cold")
 _READY_TIMEOUT_S = 30.0  # the sandbox's set-up in the child (mounts, a copy of the workdir)
 _ZYGOTE_START_TIMEOUT_S = 120.0  # importing torch on a loaded machine
@@ -43,7 +44,7 @@ class ZygoteUnavailable(RuntimeError):
 
 
 def start_mode() -> str:
-    mode = os.environ.get(ENV_START, "").strip().lower() or "auto"
+    mode = settings.get(ENV_START).strip().lower() or "auto"
     if mode not in _STARTS:
         raise ValueError(f"{ENV_START}={mode!r}: expected one of {', '.join(_STARTS)}")
     return mode

@@ -8,6 +8,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from ... import settings
 from .host import _user_name
 from .limits import Limits
 from .mechanisms import BWRAP, MECHANISMS, NONE, SETPRIV, UNSHARE, Bubblewrap, Mechanism, NoIsolation, SetprivOnly, Unshare
@@ -15,7 +16,7 @@ from .uids import _uid_range
 
 _ALIASES = {"bwrap": BWRAP, "bubblewrap": BWRAP, "unshare": UNSHARE, "setpriv": SETPRIV, "setpriv-only": SETPRIV,
             "none": NONE, "off": NONE}
-ENV_MECHANISM = "ATTNLAB_SANDBOX"
+ENV_MECHANISM = settings.SANDBOX
 
 
 @dataclass
@@ -70,7 +71,7 @@ def available(mechanism: str, refresh: bool = False) -> str:
 
 def _choose(mechanism: str | None, refresh: bool = False) -> tuple[Mechanism, list[str]]:
     """The mechanism to use and notes on the better ones that do not work here."""
-    forced = mechanism or os.environ.get(ENV_MECHANISM, "").strip()
+    forced = mechanism or settings.get(ENV_MECHANISM).strip()
     if forced:
         name = _ALIASES.get(forced.lower())
         if name is None:

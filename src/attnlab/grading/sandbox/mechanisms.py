@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ... import settings
 from .host import _missing, _others_cannot_run, _run_quietly, _user_name
 from .limits import Limits, _rlimit_argv, _set_rlimits
 from .mounts import _Mount, _plan, _with_parents
@@ -311,9 +312,9 @@ class NoIsolation(Mechanism):
 
     def start(self, job: _Job) -> Sandboxed:
         token = os.urandom(8).hex()
-        env = {**_minimal_env(job.workdir, job.workdir, job.env), "ATTNLAB_SANDBOX_TOKEN": token}
+        env = {**_minimal_env(job.workdir, job.workdir, job.env), settings.SANDBOX_TOKEN: token}
         return Sandboxed(job.command(), kind=self, report=job.report, cwd=job.workdir, env=env,
-                         preexec_fn=job.preexec(), token=f"ATTNLAB_SANDBOX_TOKEN={token}".encode())
+                         preexec_fn=job.preexec(), token=f"{settings.SANDBOX_TOKEN}={token}".encode())
 
 
 def _minimal_env(workdir: str, tmpdir: str, extra) -> dict[str, str]:

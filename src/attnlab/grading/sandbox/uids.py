@@ -8,21 +8,21 @@ import os
 import pwd
 import tempfile
 
+from ... import settings
 from .proctable import _processes
 
-ENV_UIDS = "ATTNLAB_SANDBOX_UIDS"
-_DEFAULT_UIDS = "64000-64255"
+ENV_UIDS = settings.SANDBOX_UIDS
 
 
 def _uid_range() -> range:
-    raw = os.environ.get(ENV_UIDS, _DEFAULT_UIDS)
+    raw = settings.get(ENV_UIDS)
     try:
         first, last = (int(x) for x in raw.split("-"))
         if not 0 < first <= last:
             raise ValueError
     except ValueError:
         raise ValueError(f"{ENV_UIDS}={raw!r}: expected FIRST-LAST, a range of unused uids such as "
-                         f"{_DEFAULT_UIDS}") from None
+                         f"{settings.VARIABLES[ENV_UIDS].default}") from None
     return range(first, last + 1)
 
 
