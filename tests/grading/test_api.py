@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from attnlab.grading.api import LocalStudent, ObjectRef, RemoteStudent, Result, StudentError, WorkerDied, definition_source
+from attnlab.grading.api import LocalStudent, ObjectRef, Result, StudentError, definition_source
+from attnlab.grading.remote import RemoteStudent, WorkerDied
 
 DEFS = '''
 import os
@@ -482,7 +483,7 @@ def test_remote_student_is_reexported_from_api_whichever_module_is_imported_firs
         import importlib
         importlib.import_module({first!r})
         import attnlab.grading.api as api, attnlab.grading.remote as remote
-        from attnlab.grading.api import RemoteStudent, WorkerDied
+        from attnlab.grading.remote import RemoteStudent, WorkerDied
         assert RemoteStudent is remote.RemoteStudent and WorkerDied is remote.WorkerDied
         assert issubclass(RemoteStudent, api.StudentAPI) and issubclass(WorkerDied, api.StudentError)
         try:
