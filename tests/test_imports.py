@@ -174,3 +174,14 @@ def test_every_module_imports_on_its_own():
     assert done.returncode == 0, done.stderr[-3000:]
     failed = json.loads(done.stdout.strip().splitlines()[-1])
     assert failed == [], f"these modules do not import on their own: {failed}\n{done.stderr[-3000:]}"
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name another module imports is public (no leading underscore); what stays private stays in its module."""
+    found = []
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} takes {a.name} from {node.module or '.'}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, "rename these without the underscore where they are defined and used:\n" + "\n".join(found)
