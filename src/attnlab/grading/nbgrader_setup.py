@@ -20,7 +20,9 @@ import sys
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-SKIP_TAG = "otter_ignore"
+from .notebook_code import OTTER_IGNORE
+
+SKIP_TAG = OTTER_IGNORE
 
 
 def tools_on_path() -> None:

@@ -30,7 +30,8 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20
 UNREADABLE = ("this notebook could not be read: {why}; simplify the cell it names (or the notebook) "
               "and submit again")
 
-SKIP_TAGS = {"otter_ignore", "attnlab_setup"}
+OTTER_IGNORE = "otter_ignore"  # the tag of training and experiments: Otter, nbgrader and the grader skip them
+SKIP_TAGS = {OTTER_IGNORE, "attnlab_setup"}
 
 
 class SubmissionError(Exception):

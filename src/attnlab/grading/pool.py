@@ -1,11 +1,8 @@
 """Grader processes for a batch: ``jobs`` forked copies of the grader, each grading one submission at a time.
 
 Why processes, not threads: a batch's jobs as threads share one interpreter lock, and the grader's own Python
-work (the reference's side of each hidden test, the comparisons, the diagnosis) then runs one job at a time.
-Measured on the 2-core machine, quiet, lab08's batch of 20 (``benchmarks/README.md``): the grader process took
-0.47 s of CPU per submission with one job and 0.62 s with two threads, and the two threads' wall (0.61-0.68 s per
-submission) sat on that figure while the machine's two cores were 30% idle. Forked graders each have their own
-lock.
+work (the reference's side of each hidden test, the comparisons, the diagnosis) then runs one job at a time; forked
+graders each have their own lock (the figures: ``benchmarks/README.md``, "Grader processes").
 
 Each child is a fork of the batch's process, taken before any grading, after ``runner.warm_up`` loaded the lab's
 bundle and started the workers' zygote: the children share both (``sandbox/forked.py``: the zygote's lock is a
