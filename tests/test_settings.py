@@ -90,7 +90,6 @@ def test_the_detector_finds_a_read():
 
 def test_every_variable_named_in_the_package_has_its_row():
     named = {m for p in SRC.rglob("*.py") for m in NAME.findall(p.read_text())}
-    assert len(settings.VARIABLES) == 15
     assert named == set(settings.VARIABLES), "named but without a row in settings.VARIABLES: " \
         f"{sorted(named - set(settings.VARIABLES))}; a row nothing names: {sorted(set(settings.VARIABLES) - named)}"
     for variable in settings.VARIABLES.values():
