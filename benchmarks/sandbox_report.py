@@ -22,7 +22,7 @@ import uuid
 
 from attnlab.grading import sandbox
 from attnlab.grading.sandbox import Limits
-from attnlab.grading.sandbox.host import _others_cannot_run
+from attnlab.grading.sandbox.host import others_cannot_run
 
 # The system Python starts fast and any uid can run it; the grader's own may live under /root (mode 700).
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -151,9 +151,9 @@ def report_for_this_user() -> None:
     for m in sandbox.MECHANISMS:
         if m not in working:
             print(f"- {m}: does not work here: {sandbox.available(m)}")
-    if sandbox.SETPRIV in working and _others_cannot_run(PY):
+    if sandbox.SETPRIV in working and others_cannot_run(PY):
         working.remove(sandbox.SETPRIV)
-        print(f"- {sandbox.SETPRIV}: skipped: {_others_cannot_run(PY)}")
+        print(f"- {sandbox.SETPRIV}: skipped: {others_cannot_run(PY)}")
     print(f"- chosen by default: {sandbox.probe().mechanism}\n")
     for m in working:
         report = sandbox.probe(mechanism=m)

@@ -20,19 +20,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = next((p for p in (os.environ.get("ATTNLAB_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser")) if p), None)
 JUPYTER = Path(sys.executable).parent / "jupyter"
-# Chromium as root, headless, on a machine with no network beyond loopback (the probe's flags).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: apt-get install chromium (.ci/run does), "
-                                                "or set ATTNLAB_CHROMIUM to a Chromium binary"),
+    pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM),
     pytest.mark.skipif(not JUPYTER.exists(), reason="JupyterLab is not installed: pip install -e '.[student]'"),
 ]
 
@@ -139,10 +134,6 @@ def _open(browser, url: str):
     return page
 
 
-def _launch(pw):
-    return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-
-
 def _student_session(url: str, shots: Path, definition: str, name: str, steps) -> dict[str, str]:
     """Open the lab, run the set-up, then for each (step, answer) of ``steps`` type the answer (None: leave the stub)
     into the cell starting ``definition`` and run it and ``grader.check(name)``; the output text of each, and a
@@ -151,7 +142,7 @@ def _student_session(url: str, shots: Path, definition: str, name: str, steps) -
 
     seen = {}
     with sync_playwright() as pw:
-        browser = _launch(pw)
+        browser = launch(pw)
         page = _open(browser, url)
         page.screenshot(path=str(shots / "1-opened.png"))
         seen["setup"] = _run(page, _cell(page, "Set-up: run this cell first"))

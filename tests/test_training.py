@@ -496,7 +496,7 @@ def test_live_plot_redraws_one_display_after_each_epoch(monkeypatch):
         return _FakeHandle(shown)
 
     monkeypatch.setattr(training, "in_notebook", lambda: True)
-    monkeypatch.setattr(training, "_display", fake_display)
+    monkeypatch.setattr(training, "show_in_notebook", fake_display)
     x, y = _binary_data(n=16)
     fit(Binary(), _loader(x, y), epochs=3, val_loader=_loader(x, y), progress=False)  # live_plot=None: on
     assert [kind for kind, _ in shown] == ["display", "update", "update"]
@@ -510,7 +510,7 @@ def test_live_plot_redraws_one_display_after_each_epoch(monkeypatch):
 
 def test_no_live_plot_outside_a_notebook(monkeypatch):
     calls = []
-    monkeypatch.setattr(training, "_display", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(training, "show_in_notebook", lambda *a, **k: calls.append(a))
     x, y = _binary_data(n=16)
     fit(Binary(), _loader(x, y), epochs=1, progress=False)
     fit(Binary(), _loader(x, y), epochs=1, progress=False, live_plot=True)
@@ -523,7 +523,7 @@ def test_a_failing_live_plot_warns_and_training_goes_on(monkeypatch):
         raise RuntimeError("no frontend")
 
     monkeypatch.setattr(training, "in_notebook", lambda: True)
-    monkeypatch.setattr(training, "_display", broken)
+    monkeypatch.setattr(training, "show_in_notebook", broken)
     x, y = _binary_data(n=16)
     with pytest.warns(UserWarning, match="live plot turned off.*no frontend"):
         h = fit(Binary(), _loader(x, y), epochs=2, progress=False)

@@ -7,13 +7,13 @@ passed, or by the release's ``--closed``; otherwise it is open)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
 import yaml
 
+from . import settings
 from .grading.bundle import CATALOGUE, HIDDEN_TESTS
 from .grading.gradescope import VISIBILITIES, Visibility
 from .roster import Roster, RosterError, roster_from
@@ -137,7 +137,7 @@ class Course:
 
 def find_root(start: str | Path | None = None) -> Path:
     """The course repository: ``$ATTNLAB_ROOT``, else the first parent of ``start`` (cwd) with instructor/course.yml."""
-    env = os.environ.get("ATTNLAB_ROOT")
+    env = settings.get(settings.ROOT)
     if env:
         return Path(env).resolve()
     here = Path(start or Path.cwd()).resolve()

@@ -11,13 +11,14 @@ import nbformat
 
 from .course import Lab
 from .grading.mutants import load_catalogue
+from .grading.notebook_code import OTTER_IGNORE
 
 
 def with_entry(solution_path: Path, entry) -> nbformat.NotebookNode:
     """The solution notebook with ``entry``'s definitions in a cell after the last graded code cell."""
     nb = nbformat.read(solution_path, as_version=4)
     last = max(i for i, c in enumerate(nb.cells)
-               if c.cell_type == "code" and "otter_ignore" not in c.metadata.get("tags", []))
+               if c.cell_type == "code" and OTTER_IGNORE not in c.metadata.get("tags", []))
     nb.cells.insert(last + 1, nbformat.v4.new_code_cell(dedent(entry.source).strip()))
     for i, cell in enumerate(nb.cells):
         cell.id = f"demo-{i:03d}"

@@ -13,15 +13,16 @@ first cell print so that a student and a grader can see both answers. This modul
 from __future__ import annotations
 
 import functools
-import os
 from typing import TypeVar
 
 import torch
 
+from . import settings
+
 __all__ = ["pick_device", "is_fast_mode", "sized", "describe_device", "available_devices"]
 
-DEVICE_ENV = "ATTNLAB_DEVICE"
-FAST_ENV = "ATTNLAB_FAST"
+DEVICE_ENV = settings.DEVICE
+FAST_ENV = settings.FAST
 
 _T = TypeVar("_T")
 
@@ -102,7 +103,7 @@ def pick_device(prefer: str | None = None) -> torch.device:
     """
     source = "prefer"
     if prefer is None or not str(prefer).strip():
-        prefer = os.environ.get(DEVICE_ENV, "")
+        prefer = settings.get(DEVICE_ENV)
         source = DEVICE_ENV
     if not isinstance(prefer, str):
         raise ValueError(f"prefer={prefer!r} must be a device name such as 'cpu' or 'cuda', or None")
@@ -118,7 +119,7 @@ def pick_device(prefer: str | None = None) -> torch.device:
 
 def _fast_override() -> bool | None:
     """``ATTNLAB_FAST`` as a bool, or None when it is unset (or empty)."""
-    value = os.environ.get(FAST_ENV, "").strip()
+    value = settings.get(FAST_ENV).strip()
     if value == "":
         return None
     if value in ("1", "0"):

@@ -217,7 +217,7 @@ def _as_runs(histories: Any) -> dict[str, dict]:
     )
 
 
-def _draw_history(fig: Figure, histories: Any, metrics: Sequence[str] = ("loss", "metric"),
+def draw_history(fig: Figure, histories: Any, metrics: Sequence[str] = ("loss", "metric"),
                   title: str | None = None) -> Figure:
     """Clear ``fig`` and draw the training curves on it (used by :func:`plot_history` and the live plot)."""
     if isinstance(metrics, str):
@@ -271,7 +271,7 @@ def plot_history(
     import matplotlib.pyplot as plt
     fig = plt.figure(figsize=(5.0 * max(1, n), 3.5), layout="constrained")
     try:
-        return _draw_history(fig, histories, metrics, title)
+        return draw_history(fig, histories, metrics, title)
     except Exception:
         plt.close(fig)  # do not leave an empty figure behind
         raise

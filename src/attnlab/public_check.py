@@ -32,11 +32,12 @@ from typing import Any
 
 from otter.test_files import test_case
 
+from . import settings
 from .buildchain.transforms.strip_solutions import NOT_WRITTEN  # the ending of the stubs' NotImplementedError
 
 PASS = "[pass]"  # plain ASCII: renders in every font (an emoji check mark is an empty box without an emoji font)
 FAIL = "[FAIL]"
-SHOW_SOURCE_VARIABLE = "ATTNLAB_SHOW_SOURCE"
+SHOW_SOURCE_VARIABLE = settings.SHOW_SOURCE
 NBGRADER_EXECUTION = "NBGRADER_EXECUTION"  # nbgrader sets it ("validate", "autograde") while it runs the notebook
 
 
@@ -44,7 +45,7 @@ def source_requested(show_source: bool | None = None) -> bool:
     """Whether a failed check shows its statement: ``show_source`` when given, else ``ATTNLAB_SHOW_SOURCE``."""
     if show_source is not None:
         return bool(show_source)
-    return os.environ.get(SHOW_SOURCE_VARIABLE, "").strip().lower() in {"1", "true", "yes", "on"}
+    return settings.get(SHOW_SOURCE_VARIABLE).strip().lower() in {"1", "true", "yes", "on"}
 
 
 @dataclass
@@ -200,7 +201,8 @@ class Grader:
     """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's.
 
     While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: it raises when a public check
-    fails and, while nbgrader autogrades, runs the hidden tests of ``lab_id`` (``grading/nbgrader_bridge.py``).
+    fails (``require_checks``) and, while nbgrader autogrades, runs the hidden tests of ``lab_id``
+    (``grading/nbgrader_bridge.py``, which imports nothing from here: no cycle).
     """
 
     def __init__(self, notebook, lab_id: str | None = None):
@@ -218,8 +220,27 @@ class Grader:
             frame = inspect.currentframe().f_back
             global_env = frame.f_globals
         if self._lab_id and os.environ.get(NBGRADER_EXECUTION):
-            from .grading.nbgrader_bridge import grade_cell
-
-            return grade_cell(self._notebook, self._lab_id, question, global_env)
+            return self._grade_cell(question, global_env)
         result = self._notebook.check(question, global_env)
         return CheckResult(question, result, show_source)
+
+    def _grade_cell(self, question: str, env: dict) -> None:
+        """``check`` while nbgrader runs the notebook: the public checks must pass, then (autograde) the hidden
+        tests. Returns None: nbgrader reads a test cell's result value as partial credit."""
+        require_checks(self._notebook, question, env)
+        if os.environ.get(NBGRADER_EXECUTION) == "autograde":
+            from .grading import nbgrader_bridge  # torch and the bundle: only while nbgrader autogrades
+
+            nbgrader_bridge.run_hidden_tests(env, self._lab_id, question)
+
+
+def require_checks(notebook, question: str, env: dict) -> None:
+    """Run Otter's ``notebook.check(question)`` on ``env``; raise ``AssertionError`` naming the question if any
+    public check fails, so that nbgrader's Validate and autograde see the failure (a plain ``check`` shows it)."""
+    result = notebook.check(question, env)
+    failed = [r for r in result.test_case_results if not r.passed and not r.test_case.hidden]
+    if failed:
+        raise AssertionError(f"{len(failed)} check(s) of {question} do not pass yet:\n"
+                             + format_result(question, result, show_source=False))
+    # Printed to stdout (nbgrader's Validate counts anything on stderr as a failure), not returned.
+    print(f"{question}: all {len(result.test_case_results)} checks pass")

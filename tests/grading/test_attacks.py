@@ -559,7 +559,7 @@ def test_the_whole_submission_has_a_deadline(built_course, tmp_path, off):
 def test_a_worker_that_stops_reading_cannot_block_the_grader(tmp_path):
     import torch
 
-    from attnlab.grading.api import RemoteStudent, WorkerDied
+    from attnlab.grading.remote import RemoteStudent, WorkerDied
     from tests.grading.test_api import FAKE, Spawner
 
     script = tmp_path / "fake_worker.py"

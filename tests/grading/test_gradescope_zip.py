@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from attnlab.grading import sandbox
-from attnlab.grading.sandbox.host import _others_cannot_run
+from attnlab.grading.sandbox.host import others_cannot_run
 
 LAB = "lab99_demo"
 
@@ -111,7 +111,7 @@ else:
 def test_world_readable_bundle_is_locked_away_when_only_setpriv_isolates(built_course):
     """Gradescope containers often lack namespaces, leaving setpriv (another uid, no private file system).
     /autograder is world-readable there; run_autograder must still keep the reference out of reach."""
-    why = sandbox.available(sandbox.SETPRIV) or _others_cannot_run(sys.executable)
+    why = sandbox.available(sandbox.SETPRIV) or others_cannot_run(sys.executable)
     if why:
         pytest.skip(f"setpriv-only cannot run here: {why}")
     scratch = Path(tempfile.mkdtemp(prefix="attnlab-gs-", dir="/tmp"))

@@ -73,7 +73,7 @@ MEASURE = textwrap.dedent("""
 REMOTE = MEASURE + textwrap.dedent("""
     import json, subprocess, sys
     import torch
-    from attnlab.grading.api import RemoteStudent
+    from attnlab.grading.remote import RemoteStudent
     from attnlab.grading.diagnose import Recorder
     from attnlab.grading.hidden import HiddenSuite, run_suite
 

@@ -24,7 +24,7 @@ import pytest
 
 from attnlab.grading import sandbox
 from attnlab.grading.sandbox import Limits, probe, run_once, spawn
-from attnlab.grading.sandbox.host import _others_cannot_run
+from attnlab.grading.sandbox.host import others_cannot_run
 from attnlab.grading.sandbox.isolation import _availability, _kind
 
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -38,8 +38,8 @@ def mechanism(request):
     why = sandbox.available(request.param)
     if why:
         pytest.skip(f"{request.param} does not work here: {why}")
-    if request.param == sandbox.SETPRIV and _others_cannot_run(PY):
-        pytest.skip(f"setpriv-only needs a Python other users can run: {_others_cannot_run(PY)}")
+    if request.param == sandbox.SETPRIV and others_cannot_run(PY):
+        pytest.skip(f"setpriv-only needs a Python other users can run: {others_cannot_run(PY)}")
     return request.param
 
 
@@ -305,8 +305,8 @@ def test_readable_paths_are_read_only(mechanism, workdir):
 
 def test_python_and_torch_import_inside(workdir):
     report = probe()
-    if report.mechanism == sandbox.SETPRIV and _others_cannot_run(sys.executable):
-        pytest.skip(_others_cannot_run(sys.executable))
+    if report.mechanism == sandbox.SETPRIV and others_cannot_run(sys.executable):
+        pytest.skip(others_cannot_run(sys.executable))
     code = "import torch, attnlab.grading.worker; print(torch.ones(2).sum().item())"
     rc, out, err, timed_out = run_once([sys.executable, "-c", code], workdir=workdir, timeout=120)
     assert (rc, out.strip(), timed_out) == (0, b"2.0", False), err.decode()

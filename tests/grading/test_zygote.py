@@ -23,7 +23,7 @@ import pytest
 
 from attnlab.grading import sandbox
 from attnlab.grading.sandbox import Limits, run_once, spawn
-from attnlab.grading.sandbox.proctable import _processes
+from attnlab.grading.sandbox.proctable import process_table
 
 PY = sys.executable
 MIB = 2**20
@@ -56,7 +56,7 @@ def run(code: str, workdir: str, *args: str, limits: Limits | None = None, timeo
 
 
 def by_uid(uid: int) -> list[int]:
-    return [p.pid for p in _processes(with_uid=True).values() if p.uid == uid and not p.zombie]
+    return [p.pid for p in process_table(with_uid=True).values() if p.uid == uid and not p.zombie]
 
 
 def test_the_start_in_force_is_reported(workdir, monkeypatch):

@@ -7,22 +7,15 @@ from __future__ import annotations
 
 import html
 import itertools
-import os
 import re
-import shutil
 
 import pytest
+from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
 
 from attnlab.cli import main
 from attnlab.report import build_report
 
 from .conftest import HOSTILE_NAME, PAYLOAD, ROOT
-
-# Debian's Chromium, headless, as root, on a machine with no network beyond loopback (tests/test_browser.py).
-CHROMIUM = next((p for p in (os.environ.get("ATTNLAB_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser")) if p), None)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
 pytestmark = pytest.mark.slow  # grades 26 notebooks (about 3 minutes on a loaded 2-core machine)
 
@@ -91,14 +84,14 @@ def test_anonymised_names_leave_no_file_name_in_any_output(lab05_batch, tmp_path
         assert re.search(r"student\\?-\d{3}", text), path.name  # Markdown escapes the hyphen
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: apt-get install chromium, or set ATTNLAB_CHROMIUM")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_the_page_opens_from_disk_in_a_real_browser(built):
     from playwright.sync_api import sync_playwright
 
     page_path, report = built
     errors: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1300, "height": 1000})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -121,15 +121,15 @@ def test_a_known_path_that_does_not_exist_is_a_usage_error(graded, capsys, tmp_p
 
 
 def test_the_page_shows_students_health_and_clusters_in_chromium(graded, tmp_path):
-    from .test_report_batch import CHROMIUM, CHROMIUM_ARGS
+    from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
 
     if CHROMIUM is None:
-        pytest.skip("no Chromium: apt-get install chromium, or set ATTNLAB_CHROMIUM")
+        pytest.skip(NO_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     page_path, _ = graded
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1300, "height": 1000})
         page.goto(page_path.as_uri())
         page.wait_for_load_state("load")

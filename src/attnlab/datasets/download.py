@@ -26,6 +26,8 @@ from pathlib import Path, PurePosixPath
 
 from tqdm.auto import tqdm
 
+from .. import settings
+
 __all__ = [
     "DATA_ENV",
     "MIRROR_ENV",
@@ -38,8 +40,8 @@ __all__ = [
     "sha256_of",
 ]
 
-DATA_ENV = "ATTNLAB_DATA"
-MIRROR_ENV = "ATTNLAB_DATA_MIRROR"
+DATA_ENV = settings.DATA
+MIRROR_ENV = settings.DATA_MIRROR
 
 _SCHEMES = ("http", "https", "file")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -82,7 +84,7 @@ class RemoteFile:
 
 def default_cache_dir() -> Path:
     """The cache folder: ``$ATTNLAB_DATA`` when set and not empty, else ``~/.cache/attnlab``."""
-    env = os.environ.get(DATA_ENV, "").strip()
+    env = settings.get(DATA_ENV).strip()
     if env:
         return Path(env).expanduser()
     return Path.home() / ".cache" / "attnlab"
@@ -104,7 +106,7 @@ def mirror_url(name: str, mirror: str | None = None) -> str | None:
     """
     _check_relative_name(name)
     if mirror is None:
-        mirror = os.environ.get(MIRROR_ENV, "").strip()
+        mirror = settings.get(MIRROR_ENV).strip()
     if not mirror:
         return None
     if "://" not in mirror:
@@ -242,7 +244,7 @@ def _reason(exc: BaseException) -> str:
 
 def _unavailable_message(url: str, reason: str, path: Path, sha256: str, public_url: str, name: str) -> str:
     """What to do first, then what failed: the reader acts on the first lines."""
-    mirror = os.environ.get(MIRROR_ENV, "").strip()
+    mirror = settings.get(MIRROR_ENV).strip()
     lines = [f"{name} is not in the cache and could not be downloaded. To get it, either"]
     if url != public_url:
         lines.append(

@@ -17,8 +17,7 @@ test always sees plain tensors, tuples, lists and JSON values, whoever produced 
 
 ``LocalStudent`` runs the code in this process (the reference; Otter's in-kernel ``grader.check``).
 ``RemoteStudent`` talks to a worker process (``attnlab.grading.worker``), possibly sandboxed; it lives in
-``attnlab.grading.remote`` and is re-exported here (with ``WorkerDied``), so ``from attnlab.grading.api import
-RemoteStudent`` keeps working.
+``attnlab.grading.remote`` (with ``WorkerDied``), which builds on this module: import it from there.
 """
 
 from __future__ import annotations
@@ -37,9 +36,8 @@ from . import wire
 from .executor import Executor, StudentError
 from .wire import ObjectHandle
 
-# RemoteStudent, WorkerDied: from attnlab.grading.remote, through __getattr__ at the end
-__all__ = ["StudentAPI", "ObjectRef", "Result", "LocalStudent", "RemoteStudent", "StudentError",  # noqa: F822
-           "WorkerDied", "definition_source", "trusted_namespace"]
+__all__ = ["StudentAPI", "ObjectRef", "Result", "LocalStudent", "StudentError",
+           "definition_source", "trusted_namespace"]
 
 # Packages that trusted code (the reference, the catalogue's candidates) imports for its plots only: a plain
 # ``import matplotlib.pyplot as plt`` in it binds a stand-in that imports the real module on first use, so that
@@ -239,12 +237,3 @@ class LocalStudent(StudentAPI):
         except (OSError, TypeError):
             return None
 
-
-def __getattr__(name: str) -> Any:
-    """``RemoteStudent`` and ``WorkerDied`` from ``attnlab.grading.remote``, imported on first use: that module
-    builds on this one (``StudentAPI``), so importing it here at the top would be circular."""
-    if name in ("RemoteStudent", "WorkerDied"):
-        from . import remote
-
-        return getattr(remote, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,12 +38,9 @@ def tolerance(dtype: torch.dtype, *, scale: float = 0.0, depth: int = 1) -> tupl
     in play, ``scale`` (``assert_close`` passes the largest ``|expected|``), and the number of layers the value
     went through, ``depth`` (1 for one operation, L for a block of L sub-layers; ``compare_call`` and
     ``compare_module_call`` compare gradients, which go back through the same layers, at twice the depth):
-    ``atol = max(TOLERANCES atol, ROUNDING_SLACK * depth * eps * scale)`` with ``ROUNDING_SLACK = 64``: the error
-    of an inner product of length n grows like sqrt(n) eps (n up to 4096 here) with room for a few operations
-    per layer. ``rtol`` stays the table's. In float64 the scaled term (1.4e-14 * depth * scale) stays below the
-    table's atol for every value the tests draw, so float64 tests keep their full power against mistakes; in
-    float32 it grows with the values (7.6e-6 * depth * scale), which is what a correct float32 answer needs.
-    Integer dtypes compare exactly.
+    ``atol = max(TOLERANCES atol, ROUNDING_SLACK * depth * eps * scale)``; ``rtol`` stays the table's. Integer
+    dtypes compare exactly. Why 64, and what the term comes to in float64 and float32: ``benchmarks/README.md``,
+    "Tolerances".
     """
     rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
     if dtype.is_floating_point and scale > 0:

@@ -2,11 +2,10 @@
 
 The ``grader.check`` cells are nbgrader's autograded test cells (``buildchain/transforms/nbgrader_cells.py``). While
 nbgrader executes the notebook (it sets ``NBGRADER_EXECUTION`` to ``validate`` or ``autograde``), ``grader.check``
-calls ``grade_cell`` instead of only showing the result:
+(``public_check.Grader``) raises when a public check fails (``public_check.require_checks``) and, while nbgrader
+autogrades only, calls
 
-- ``require_checks(notebook, question, env)``: the question's public checks; raises when one fails, so that
-  nbgrader's Validate and autograde see the failure (a plain ``grader.check`` only shows it);
-- ``run_hidden_tests(env, lab, question)``, while nbgrader autogrades only: the question's hidden tests through the
+- ``run_hidden_tests(env, lab, question)``: the question's hidden tests through the
   narrow interface (``LocalStudent`` over the notebook's globals), as plain Otter does. The bundle (hidden tests,
   reference, manifest) is ``autograder/<lab>/`` of the course repository, found from the working folder upwards,
   or ``$ATTNLAB_BUNDLE`` (``bundle.find_bundle``). The notebook never holds them, so the cell's source is the
@@ -16,36 +15,14 @@ calls ``grade_cell`` instead of only showing the result:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 
-from ..public_check import NBGRADER_EXECUTION, format_result
 from .api import LocalStudent, StudentError
 from .bundle import find_bundle, grading_seed, load_bundle
 from .hidden import test_seed
 from .notebook_code import SubmissionError, cells_from_notebook, joined_source
-
-
-def grade_cell(notebook, lab: str, question: str, env: dict) -> None:
-    """What ``grader.check(question)`` does under nbgrader: the public checks must pass, then (autograde) the
-    hidden tests. Returns None: nbgrader reads a test cell's result value as partial credit."""
-    require_checks(notebook, question, env)
-    if os.environ.get(NBGRADER_EXECUTION) == "autograde":
-        run_hidden_tests(env, lab, question)
-
-
-def require_checks(notebook, question: str, env: dict) -> None:
-    """Run Otter's ``notebook.check(question)`` on ``env``; raise ``AssertionError`` naming the question if any
-    public check fails."""
-    result = notebook.check(question, env)
-    failed = [r for r in result.test_case_results if not r.passed and not r.test_case.hidden]
-    if failed:
-        raise AssertionError(f"{len(failed)} check(s) of {question} do not pass yet:\n"
-                             + format_result(question, result, show_source=False))
-    # Printed to stdout (nbgrader's Validate counts anything on stderr as a failure), not returned.
-    print(f"{question}: all {len(result.test_case_results)} checks pass")
 
 
 def _is_test_cell(cell: dict) -> bool:

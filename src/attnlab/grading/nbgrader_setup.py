@@ -29,8 +29,9 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .bundle import BUNDLE_ENV, find_bundle, holds_bundle, manifest_lab
+from .notebook_code import OTTER_IGNORE
 
-SKIP_TAG = "otter_ignore"
+SKIP_TAG = OTTER_IGNORE
 
 
 def tools_on_path() -> None:

@@ -47,7 +47,8 @@ TOO_LARGE = ("the graded code is too large for the grader: {what}, over the limi
 KEEP_ANSWERS = "Keep the graded cells to your answers (delete pasted data, generated code and long experiments)"
 CLEAR_OUTPUTS = "Clear the outputs (Edit > Clear Outputs of All Cells), keep the graded cells to your answers"
 
-SKIP_TAGS = {"otter_ignore", "attnlab_setup"}
+OTTER_IGNORE = "otter_ignore"  # the tag of training and experiments: Otter, nbgrader and the grader skip them
+SKIP_TAGS = {OTTER_IGNORE, "attnlab_setup"}
 
 
 class SubmissionError(Exception):

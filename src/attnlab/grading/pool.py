@@ -1,11 +1,8 @@
 """Grader processes for a batch: ``jobs`` forked copies of the grader, each grading one submission at a time.
 
 Why processes, not threads: a batch's jobs as threads share one interpreter lock, and the grader's own Python
-work (the reference's side of each hidden test, the comparisons, the diagnosis) then runs one job at a time.
-Measured on the 2-core machine, quiet, lab08's batch of 20 (``benchmarks/README.md``): the grader process took
-0.47 s of CPU per submission with one job and 0.62 s with two threads, and the two threads' wall (0.61-0.68 s per
-submission) sat on that figure while the machine's two cores were 30% idle. Forked graders each have their own
-lock.
+work (the reference's side of each hidden test, the comparisons, the diagnosis) then runs one job at a time; forked
+graders each have their own lock (the figures: ``benchmarks/README.md``, "Grader processes").
 
 Each child is a fork of the batch's process, taken before any grading, after ``runner.warm_up`` loaded the lab's
 bundle and started the workers' zygote: the children share both (``sandbox/forked.py``: the zygote's lock is a
@@ -25,19 +22,20 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import signal
 import sys
 from multiprocessing.connection import wait as wait_ready
 from typing import Any, Callable
 
-POOL_ENV = "ATTNLAB_GRADER_POOL"  # "threads": a batch's jobs as threads of one grader process
+from .. import settings
+
+POOL_ENV = settings.GRADER_POOL  # "threads": a batch's jobs as threads of one grader process
 STOP_TIMEOUT_S = 10.0  # what a child gets to end its grade after SIGTERM before SIGKILL
 
 
 def start_method() -> str:
     """``"processes"`` where forked grader processes can serve a batch, else ``"threads"``."""
-    if os.environ.get(POOL_ENV, "").strip().lower() == "threads":
+    if settings.get(POOL_ENV).strip().lower() == "threads":
         return "threads"
     if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
         return "threads"

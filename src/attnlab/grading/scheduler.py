@@ -26,6 +26,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from .. import settings
+
 AUTO = re.compile(r"\s*auto\s*(?:/\s*(\d+)\s*)?")
 
 
@@ -61,10 +63,10 @@ def _slurm(environ: Mapping[str, str], count: int | None) -> tuple[int, int]:
 
 def _kubernetes(environ: Mapping[str, str], count: int | None) -> tuple[int, int]:
     if count is None:
-        if "ATTNLAB_SHARD_COUNT" not in environ:
+        if not settings.is_set(settings.SHARD_COUNT, environ):
             raise ValueError("JOB_COMPLETION_INDEX is set but the number of shards is not: set ATTNLAB_SHARD_COUNT "
                              "to the Job's completions (see docs/GRADING_AT_SCALE.md), or pass --shard auto/N")
-        count = _int(environ, "ATTNLAB_SHARD_COUNT")
+        count = _int(environ, settings.SHARD_COUNT)
     return _int(environ, "JOB_COMPLETION_INDEX") + 1, count
 
 

@@ -18,6 +18,8 @@ import signal
 import sys
 import traceback
 
+from attnlab import settings
+
 
 class CellTimeout(BaseException):
     """Raised inside a cell that ran past its time limit."""
@@ -95,7 +97,7 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=l
 
 def main() -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
-    os.environ.setdefault("ATTNLAB_FAST", "1")
+    os.environ.setdefault(settings.FAST, "1")
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     devnull = os.open(os.devnull, os.O_RDWR)

@@ -3,38 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import clusters, plots, similarity, stats
+from . import clusters, exports, markdown, page, plots, similarity, stats
 from .load import Names, Submission, load_submissions
+from .model import ClassReport
 from .students import feedback_links
-
-
-@dataclass
-class ClassReport:
-    """Everything the page, the summary and the exports show, computed once."""
-
-    lab: str
-    submissions: list[Submission]
-    names: Names
-    total: stats.Distribution
-    per_question: list[stats.Distribution]
-    mistakes: list[stats.Mistake]
-    failed_tests: list[tuple[str, str, int]]
-    not_written: list[tuple[str, int]]
-    health: stats.Health
-    pairs: list[similarity.Pair]  # of two submissions, highest first
-    threshold: float
-    compared: int  # submissions whose graded code could be read and compared
-    known_matches: list[similarity.Pair] = field(default_factory=list)  # a submission (a) and a known source (b)
-    clusters: list[clusters.Cluster] = field(default_factory=list)
-    known: list[str] = field(default_factory=list)  # the known sources compared (their labels)
-    feedback: dict[str, str] = field(default_factory=dict)  # key -> link to its feedback file, from the page
-    mutants: list = field(default_factory=list)  # the catalogue's entries, which name the diagnosed mistakes
-    generated_at: str = ""
-    figures: dict[str, str] = field(default_factory=dict)  # name -> PNG data URI
 
 
 @dataclass
@@ -100,8 +76,6 @@ def build_report(target, *, html=None, lab: str | None = None, mutants=(), templ
     ``<stem>-canvas.csv``, ``<stem>-moodle.csv`` (per-question scores in three layouts). ``mutants``, ``template``
     and ``reference`` (see ``compute``) may be functions of the lab id, called once the gradebook names the lab;
     ``roster`` (``attnlab.roster.Roster``) identifies the students in the exports."""
-    from . import exports, markdown, page
-
     start = time.monotonic()
     lab, subs = load_submissions(target, lab)
     report = compute(lab, subs, mutants=mutants(lab) if callable(mutants) else mutants,

@@ -27,7 +27,7 @@ from attnlab.grading.gradebook import MAX_NOTES_CHARS, format_score, row_notes
 from attnlab.grading.safe_text import clip, for_csv
 
 from ..roster import CSV_COLUMNS, NOT_ON_ROSTER, Roster, Student
-from .build import ClassReport
+from .model import ClassReport
 
 CANVAS_IDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDS = ["First name", "Last name", "ID number", "Institution", "Department", "Email address"]

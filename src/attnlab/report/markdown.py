@@ -10,8 +10,8 @@ from attnlab.grading.gradebook import format_score
 from attnlab.grading.safe_text import for_markdown, markdown_inline
 
 from . import students
-from .build import ClassReport
 from .categories import CATEGORIES, SHORT, problems
+from .model import ClassReport
 from .page import MAX_LISTED, VERDICT
 
 

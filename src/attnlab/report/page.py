@@ -14,9 +14,9 @@ from attnlab.grading.gradebook import format_score
 from attnlab.grading.safe_text import escape_controls
 
 from . import students
-from .build import ClassReport
 from .categories import CATEGORIES
 from .clusters import Cluster, cluster_of
+from .model import ClassReport
 from .similarity import NOISE, Pair
 
 MAX_LISTED = 200  # pairs in the table; the first similarity.MAX_PAIRS_SHOWN of them also side by side

@@ -22,7 +22,7 @@ from .categories import SHORT, diagnosed, problems, unwritten
 from .load import Submission
 
 if TYPE_CHECKING:
-    from .build import ClassReport
+    from .model import ClassReport
 
 NOTE_CHARS, MAX_NOTES = 240, 3  # a row's notes: each clipped, the rest counted
 FEEDBACK = "feedback.md"

@@ -25,8 +25,8 @@ surface: ``from attnlab.training import fit`` and the rest.
 
 from .evaluation import evaluate
 from .history import History
-from .live_plot import _display as _display  # here so a test can replace it (live_plot reads it here)
 from .live_plot import in_notebook
+from .live_plot import show_in_notebook as show_in_notebook  # here so a test can replace it (live_plot reads it here)
 from .loop import fit
 from .tasks import TASKS, Task, default_loss, infer_task
 

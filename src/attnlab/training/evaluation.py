@@ -1,5 +1,5 @@
 """How a batch is scored and a model evaluated: batches ``(*inputs, target)`` moved to the device, what the model
-returned (logits, maybe its own loss), ``_Objective`` (task, loss, metric, pad id) and its ``_Meter`` over one pass,
+returned (logits, maybe its own loss), ``Objective`` (task, loss, metric, pad id) and its ``Meter`` over one pass,
 the model's device and train/eval modes, and ``evaluate``."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from torch import nn
 
 from attnlab.device import pick_device
 
-from .tasks import _check_task, _task_for, default_loss
+from .tasks import check_task, default_loss, task_for
 
 
-def _to_device(obj: Any, device: torch.device) -> Any:
+def to_device(obj: Any, device: torch.device) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.to(device)
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_to_device(o, device) for o in obj)
+        return type(obj)(to_device(o, device) for o in obj)
     return obj
 
 
-def _split_batch(batch: Any) -> tuple[list[Any], torch.Tensor]:
+def split_batch(batch: Any) -> tuple[list[Any], torch.Tensor]:
     """``(*inputs, target)`` of one batch."""
     if not isinstance(batch, (tuple, list)) or len(batch) < 2:
         got = type(batch).__name__
@@ -61,7 +61,7 @@ def _unpack_output(out: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 
 
-class _Meter:
+class Meter:
     """Accumulates the loss (weighted by batch size) and the metric of one pass over a loader.
 
     Values stay on the device until :meth:`sync` or :meth:`result`, so a pass costs a host sync every few
@@ -84,7 +84,7 @@ class _Meter:
         if self.metric is None:
             return
         if self.metric == "auto":
-            chosen = _task_for(self.task, logits, target)
+            chosen = task_for(self.task, logits, target)
             if chosen is None or chosen.hits is None:
                 return  # accuracy does not apply to these shapes
             correct, count = chosen.hits(logits, target, self.pad_id)
@@ -127,7 +127,7 @@ def _check_metric(metric: Any) -> None:
 
 
 @dataclass(frozen=True)
-class _Objective:
+class Objective:
     """How a batch is scored: the task, a custom ``loss_fn`` (or None), the metric and the pad id."""
 
     task: str = "auto"
@@ -136,7 +136,7 @@ class _Objective:
     pad_id: int | None = 0
 
     def __post_init__(self) -> None:
-        _check_task(self.task)
+        check_task(self.task)
         _check_metric(self.metric)
 
     def loss(self, output: Any, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,8 +153,8 @@ class _Objective:
             )
         return loss, logits
 
-    def meter(self) -> _Meter:
-        return _Meter(self.metric, self.task, self.pad_id)
+    def meter(self) -> Meter:
+        return Meter(self.metric, self.task, self.pad_id)
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -165,7 +165,7 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _resolve_device(model: nn.Module, device: str | torch.device | None) -> torch.device:
+def resolve_device(model: nn.Module, device: str | torch.device | None) -> torch.device:
     """The device to run on; when one is given, the model is moved there."""
     if device is None:
         return _model_device(model)
@@ -174,11 +174,11 @@ def _resolve_device(model: nn.Module, device: str | torch.device | None) -> torc
     return device
 
 
-def _modes(model: nn.Module) -> dict[nn.Module, bool]:
+def training_modes(model: nn.Module) -> dict[nn.Module, bool]:
     return {module: module.training for module in model.modules()}
 
 
-def _restore_modes(modes: dict[nn.Module, bool]) -> None:
+def restore_modes(modes: dict[nn.Module, bool]) -> None:
     for module, training in modes.items():
         module.training = training
 
@@ -201,24 +201,24 @@ def evaluate(
 
     Returns ``(mean_loss, metric)``; the metric is None when it is off or does not apply.
     """
-    objective = _Objective(task, loss_fn, metric, pad_id)
-    device = _resolve_device(model, device)
-    return _evaluate(model, loader, objective, device)
+    objective = Objective(task, loss_fn, metric, pad_id)
+    device = resolve_device(model, device)
+    return evaluate_on(model, loader, objective, device)
 
 
-def _evaluate(model: nn.Module, loader: Iterable, objective: _Objective,
+def evaluate_on(model: nn.Module, loader: Iterable, objective: Objective,
               device: torch.device) -> tuple[float, float | None]:
-    modes = _modes(model)
+    modes = training_modes(model)
     meter = objective.meter()
     model.eval()
     try:
         with torch.no_grad():
             for batch in loader:
-                inputs, target = _split_batch(_to_device(batch, device))
+                inputs, target = split_batch(to_device(batch, device))
                 loss, logits = objective.loss(model(*inputs), target)
                 meter.add(loss, logits, target)
     finally:
-        _restore_modes(modes)
+        restore_modes(modes)
     if not meter.steps:
         raise ValueError("the loader yielded no batches; check that the dataset is not empty")
     return meter.result()

@@ -1,7 +1,7 @@
 """The live plot: inside a Jupyter kernel (``in_notebook``), ``fit`` redraws the training curves in one notebook
 output after every epoch; outside one it draws nothing and never opens a window.
 
-``in_notebook`` and ``_display`` are looked up on the package ``attnlab.training`` when used, so a test that
+``in_notebook`` and ``show_in_notebook`` are looked up on the package ``attnlab.training`` when used, so a test that
 replaces them there (``monkeypatch.setattr(training, "in_notebook", ...)``) reaches the live plot."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from .history import History
 
 
 def _package() -> Any:
-    """``attnlab.training``, where ``in_notebook`` and ``_display`` are read at call time."""
+    """``attnlab.training``, where ``in_notebook`` and ``show_in_notebook`` are read at call time."""
     return importlib.import_module(__package__)
 
 
@@ -30,7 +30,7 @@ def in_notebook() -> bool:
     return getattr(shell, "kernel", None) is not None or "IPKernelApp" in getattr(shell, "config", {})
 
 
-def _display(obj: Any, display_id: bool = True) -> Any:
+def show_in_notebook(obj: Any, display_id: bool = True) -> Any:
     """IPython's ``display``; a separate function so tests can replace it."""
     from IPython.display import display
 
@@ -59,14 +59,14 @@ class _LivePlot:
 
             from IPython.display import Image
 
-            from attnlab.plotting import _draw_history
+            from attnlab.plotting import draw_history
 
-            _draw_history(self.figure, history)
+            draw_history(self.figure, history)
             buffer = io.BytesIO()
             self.figure.savefig(buffer, format="png", dpi=90)
             image = Image(data=buffer.getvalue(), format="png")
             if self.handle is None:
-                self.handle = _package()._display(image, display_id=True)
+                self.handle = _package().show_in_notebook(image, display_id=True)
                 if self.handle is None:
                     self.enabled = False
             else:
@@ -77,7 +77,7 @@ class _LivePlot:
                           f"use attnlab.plotting.plot_history(history) after training", stacklevel=3)
 
 
-def _live_plot(live_plot: bool | None) -> _LivePlot | None:
+def live_plot_for(live_plot: bool | None) -> _LivePlot | None:
     """The live plot, only inside a notebook (outside one there is nowhere to draw without opening a window)."""
     in_notebook = _package().in_notebook
     wanted = in_notebook() if live_plot is None else live_plot and in_notebook()

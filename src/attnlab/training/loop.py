@@ -14,9 +14,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .evaluation import _evaluate, _Meter, _modes, _Objective, _resolve_device, _restore_modes, _split_batch, _to_device
+from .evaluation import Meter, Objective, evaluate_on, resolve_device, restore_modes, split_batch, to_device, training_modes
 from .history import History
-from .live_plot import _live_plot
+from .live_plot import live_plot_for
 
 
 def fit(
@@ -58,16 +58,16 @@ def fit(
     training with a FloatingPointError (checked every 10 steps and at the end of each epoch).
     """
     _check_epochs(epochs)
-    objective = _Objective(task, loss_fn, metric, pad_id)  # checks task and metric
+    objective = Objective(task, loss_fn, metric, pad_id)  # checks task and metric
     _check_clip(clip_grad_norm)
-    device = _resolve_device(model, device)
+    device = resolve_device(model, device)
     optimizer = optimizer if optimizer is not None else _default_optimizer(model, lr)
     _check_scheduler(scheduler, optimizer)
     run = _Run(model, objective, optimizer, scheduler, clip_grad_norm, device, epochs)
-    plot = _live_plot(live_plot)
+    plot = live_plot_for(live_plot)
     bar = _progress_bar(train_loader, epochs, desc, progress)
 
-    history, modes, start = History(), _modes(model), time.perf_counter()
+    history, modes, start = History(), training_modes(model), time.perf_counter()
     try:
         for epoch in range(1, epochs + 1):
             _epoch(run, train_loader, val_loader, epoch, history, bar)
@@ -76,7 +76,7 @@ def fit(
                 plot.update(history)
     finally:
         bar.close()
-        _restore_modes(modes)
+        restore_modes(modes)
         history.seconds = time.perf_counter() - start
     return history
 
@@ -126,7 +126,7 @@ class _Run:
     """What every step of one ``fit`` call needs."""
 
     model: nn.Module
-    objective: _Objective
+    objective: Objective
     optimizer: torch.optim.Optimizer
     scheduler: Any
     clip_grad_norm: float | None
@@ -155,12 +155,12 @@ def _epoch(run: _Run, train_loader: Iterable, val_loader: Iterable | None, epoch
     bar.set_postfix_str(summary)
 
 
-def _train_epoch(run: _Run, train_loader: Iterable, epoch: int, bar: tqdm) -> _Meter:
+def _train_epoch(run: _Run, train_loader: Iterable, epoch: int, bar: tqdm) -> Meter:
     """One pass over the training data, an optimizer step per batch; returns the epoch's meter."""
     run.model.train()
     meter = run.objective.meter()
     for step, batch in enumerate(train_loader):
-        inputs, target = _split_batch(_to_device(batch, run.device))
+        inputs, target = split_batch(to_device(batch, run.device))
         run.optimizer.zero_grad(set_to_none=True)
         loss, logits = run.objective.loss(run.model(*inputs), target)
         loss.backward()
@@ -183,7 +183,7 @@ def _train_epoch(run: _Run, train_loader: Iterable, epoch: int, bar: tqdm) -> _M
     return meter
 
 
-def _sync_losses(meter: _Meter, epoch: int) -> float:
+def _sync_losses(meter: Meter, epoch: int) -> float:
     """Brings the step losses not yet seen to the host and stops at the first that is not finite (each step's loss
     is checked once, here); returns the latest loss."""
     first = len(meter.values)
@@ -197,7 +197,7 @@ def _sync_losses(meter: _Meter, epoch: int) -> float:
     return meter.values[-1]
 
 
-def _record_training(history: History, meter: _Meter, epoch: int, epochs: int) -> str:
+def _record_training(history: History, meter: Meter, epoch: int, epochs: int) -> str:
     """Adds the epoch's training loss and metric to ``history``; returns the progress bar's summary."""
     history.step_loss.extend(meter.values)
     train_loss, train_metric = meter.result()
@@ -210,7 +210,7 @@ def _record_training(history: History, meter: _Meter, epoch: int, epochs: int) -
 
 def _validate(run: _Run, val_loader: Iterable, history: History, metric_name: str | None) -> str:
     """Evaluates on the validation data, adds it to ``history``; returns the progress bar's addition."""
-    val_loss, val_metric = _evaluate(run.model, val_loader, run.objective, run.device)
+    val_loss, val_metric = evaluate_on(run.model, val_loader, run.objective, run.device)
     history.val_loss.append(val_loss)
     summary = f" val_loss {val_loss:.4f}"
     if val_metric is not None:

@@ -119,14 +119,14 @@ def infer_task(logits: torch.Tensor, target: torch.Tensor) -> str | None:
     return next((name for name in _INFERRED if TASKS[name].fits(logits, target)), None)
 
 
-def _check_task(task: str) -> None:
+def check_task(task: str) -> None:
     if task != "auto" and task not in TASKS:
         raise ValueError(f"task={task!r} is not understood; use 'auto' (chosen by shapes) or one of {list(TASKS)}")
 
 
-def _task_for(task: str, logits: torch.Tensor, target: torch.Tensor) -> Task | None:
+def task_for(task: str, logits: torch.Tensor, target: torch.Tensor) -> Task | None:
     """The Task of this batch (None: ``task="auto"`` and no default applies); an explicit task must fit."""
-    _check_task(task)
+    check_task(task)
     if task == "auto":
         name = infer_task(logits, target)
         return None if name is None else TASKS[name]
@@ -153,7 +153,7 @@ def default_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int | None 
     >>> default_loss(torch.zeros(2, 4), torch.tensor([0, 3]))  # uniform over 4 classes: log 4
     tensor(1.3863)
     """
-    chosen = _task_for(task, logits, target)
+    chosen = task_for(task, logits, target)
     if chosen is None:
         raise ValueError(
             f"fit cannot choose a loss for logits of shape {tuple(logits.shape)} and a target of shape "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 
+from ... import settings
 from .package_zip import deterministic_zip
 
 SETUP_SH = """\
@@ -35,7 +36,7 @@ RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
 # Gradescope calls this once per submission. AUTOGRADER_ROOT and ATTNLAB_PYTHON exist for local runs.
 root="${{AUTOGRADER_ROOT:-/autograder}}"
-python="${{ATTNLAB_PYTHON:-/opt/attnlab/bin/python}}"
+python="${{{python_variable}:-{python_default}}}"
 exec "$python" -m attnlab.grading.gradescope_run --lab {lab!r} \\
   --bundle "$root/source/bundle" --submission "$root/submission" --results "$root/results/results.json"
 """
@@ -54,5 +55,6 @@ def gradescope_zip(support_files: dict[str, bytes], *, lab_id: str, install_spec
                                "`attnlab release OUT --url URL`")
     files = {f"bundle/{name}": data for name, data in support_files.items()}
     files["setup.sh"] = SETUP_SH.format(spec=shlex.quote(install_spec), torch_index=TORCH_CPU_INDEX).encode()
-    files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id).encode()
+    files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id, python_variable=settings.PYTHON,
+                                                      python_default=settings.VARIABLES[settings.PYTHON].default).encode()
     return deterministic_zip(files, executable=frozenset({"setup.sh", "run_autograder"}))

@@ -3,7 +3,7 @@
 The grader calls ``spawn([sys.executable, "-m", "attnlab.grading.worker"], workdir=..., limits=...)`` and talks to
 the worker over ``stdin``/``stdout``. Mechanisms, best first (``ATTNLAB_SANDBOX=bwrap|unshare|setpriv|none|off`` or
 ``mechanism=`` forces one; ``off`` is ``none``). Each is one subclass of :class:`Mechanism` (``check``: does it work
-here; ``start``: the worker in it; attributes and hooks: what it enforces, which ``_report`` turns into the
+here; ``start``: the worker in it; attributes and hooks: what it enforces, which ``isolation_report`` turns into the
 :class:`IsolationReport`):
 
 - ``bubblewrap`` (:class:`Bubblewrap`): new mount, pid, network, ipc and uts namespaces. The worker sees only what

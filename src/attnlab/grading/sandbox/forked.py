@@ -23,14 +23,15 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .mechanisms import BWRAP, UNSHARE, _minimal_env
-from .mounts import _plan, _with_parents
-from .running import _KILL_DEADLINE_S, RunningWorker
+from ... import settings
+from .mechanisms import BWRAP, UNSHARE, minimal_env
+from .mounts import mount_plan, with_parents
+from .running import KILL_DEADLINE_S, RunningWorker
 
 if TYPE_CHECKING:
-    from .mechanisms import Mechanism, _Job
+    from .mechanisms import Job, Mechanism
 
-ENV_START = "ATTNLAB_WORKER_START"
+ENV_START = settings.WORKER_START
 _STARTS = ("auto", "fork", "cold")
 _READY_TIMEOUT_S = 30.0  # the sandbox's set-up in the child (mounts, a copy of the workdir)
 _ZYGOTE_START_TIMEOUT_S = 120.0  # importing torch on a loaded machine
@@ -43,13 +44,13 @@ class ZygoteUnavailable(RuntimeError):
 
 
 def start_mode() -> str:
-    mode = os.environ.get(ENV_START, "").strip().lower() or "auto"
+    mode = settings.get(ENV_START).strip().lower() or "auto"
     if mode not in _STARTS:
         raise ValueError(f"{ENV_START}={mode!r}: expected one of {', '.join(_STARTS)}")
     return mode
 
 
-def fork_unusable(kind: Mechanism, job: _Job) -> str:
+def fork_unusable(kind: Mechanism, job: Job) -> str:
     """'' when ``job`` can start by fork from a zygote, else why not."""
     if kind.name not in (BWRAP, UNSHARE):
         return f"the {kind.name} mechanism starts its own command (the zygote builds namespaces)"
@@ -103,7 +104,7 @@ class _Zygote:
     the process that started it (a request and its reply are one step under the lock, whoever sends it)."""
 
     def __init__(self, env: dict[str, str]):
-        env = _minimal_env("/", "/tmp", env)
+        env = minimal_env("/", "/tmp", env)
         self.config_dir = _config_dir()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.shared = _shared_lock()
@@ -246,12 +247,12 @@ def shutdown() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ one worker
-def start_forked(job: _Job) -> Forked:
+def start_forked(job: Job) -> Forked:
     """``job``'s worker, forked from the zygote for its environment into the sandbox ``job`` describes."""
     zygote = zygote_for(job.env)
-    mounts = _with_parents(_plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=True))
+    mounts = with_parents(mount_plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=True))
     newroot = tempfile.mkdtemp(prefix="attnlab-sandbox-root-")  # empty: mounted on only inside
-    spec = {"argv": job.argv, "workdir": job.workdir, "env": _minimal_env(job.workdir, "/tmp", job.env),
+    spec = {"argv": job.argv, "workdir": job.workdir, "env": minimal_env(job.workdir, "/tmp", job.env),
             "mounts": [[m.dest, m.kind, m.source, m.mode] for m in mounts], "newroot": newroot, "uid": job.uid,
             "disk_bytes": job.limits.disk_bytes, "network": job.limits.network,
             "rlimits": [[name, getattr(job.limits, field)] for name, field in _RLIMITS] + [["RLIMIT_CORE", 0]]}
@@ -275,7 +276,7 @@ class Forked(RunningWorker):
     """A worker forked from the zygote into its sandbox; the interface of :class:`Sandboxed` (``pid`` is the pid
     1 of its namespace, as seen from here). The status pipe says ``pid``, ``ready`` (or ``error``) and ``exit``."""
 
-    def __init__(self, job: _Job, *, stdin: int, stdout: int, stderr: int, status: int, newroot: str):
+    def __init__(self, job: Job, *, stdin: int, stdout: int, stderr: int, status: int, newroot: str):
         super().__init__(job.report, mechanism=job.report.mechanism, namespaces=True, uid=job.uid,
                          lock_fd=job.lock_fd, cleanup_dirs=[newroot])
         self._status = os.fdopen(status, "rb")
@@ -324,7 +325,7 @@ class Forked(RunningWorker):
 
     def _kill(self) -> None:
         """Kill pid 1 of the namespace: the kernel kills everything in it."""
-        deadline = time.monotonic() + _KILL_DEADLINE_S
+        deadline = time.monotonic() + KILL_DEADLINE_S
         while not self._exited.is_set() and time.monotonic() < deadline:
             if self._pidfd is not None:
                 try:

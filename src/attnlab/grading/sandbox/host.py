@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 
-def _run_quietly(argv: list[str], timeout: float = 5.0) -> str:
+def run_quietly(argv: list[str], timeout: float = 5.0) -> str:
     """'' when argv exits 0, else its last stderr line (or why it could not run)."""
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env={})
@@ -22,12 +22,12 @@ def _run_quietly(argv: list[str], timeout: float = 5.0) -> str:
     return lines[-1] if lines else f"exit status {done.returncode}"
 
 
-def _missing(*tools: str) -> str:
+def missing_tools(*tools: str) -> str:
     absent = [t for t in tools if shutil.which(t) is None]
     return f"{', '.join(absent)} not found on PATH" if absent else ""
 
 
-def _others_cannot_run(program: str) -> str:
+def others_cannot_run(program: str) -> str:
     """'' when any user can run `program` (needed when setpriv-only switches uid in place), else why not."""
     path = os.path.abspath(shutil.which(program) or program)
     for p in (path, os.path.realpath(path)):
@@ -39,7 +39,7 @@ def _others_cannot_run(program: str) -> str:
     return ""
 
 
-def _user_name(uid: int) -> str:
+def user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

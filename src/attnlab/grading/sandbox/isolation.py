@@ -8,14 +8,15 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .host import _user_name
+from ... import settings
+from .host import user_name
 from .limits import Limits
 from .mechanisms import BWRAP, MECHANISMS, NONE, SETPRIV, UNSHARE, Bubblewrap, Mechanism, NoIsolation, SetprivOnly, Unshare
-from .uids import _uid_range
+from .uids import uid_range
 
 _ALIASES = {"bwrap": BWRAP, "bubblewrap": BWRAP, "unshare": UNSHARE, "setpriv": SETPRIV, "setpriv-only": SETPRIV,
             "none": NONE, "off": NONE}
-ENV_MECHANISM = "ATTNLAB_SANDBOX"
+ENV_MECHANISM = settings.SANDBOX
 
 
 @dataclass
@@ -68,9 +69,9 @@ def available(mechanism: str, refresh: bool = False) -> str:
     return _availability[mechanism]
 
 
-def _choose(mechanism: str | None, refresh: bool = False) -> tuple[Mechanism, list[str]]:
+def choose(mechanism: str | None, refresh: bool = False) -> tuple[Mechanism, list[str]]:
     """The mechanism to use and notes on the better ones that do not work here."""
-    forced = mechanism or os.environ.get(ENV_MECHANISM, "").strip()
+    forced = mechanism or settings.get(ENV_MECHANISM).strip()
     if forced:
         name = _ALIASES.get(forced.lower())
         if name is None:
@@ -92,12 +93,12 @@ def _choose(mechanism: str | None, refresh: bool = False) -> tuple[Mechanism, li
 
 def probe(refresh: bool = False, mechanism: str | None = None) -> IsolationReport:
     """What isolation ``spawn`` gives on this machine with default Limits (cached; ``refresh`` re-tests)."""
-    kind, notes = _choose(mechanism, refresh)
+    kind, notes = choose(mechanism, refresh)
     root = os.geteuid() == 0
-    return _report(kind, Limits(), uid=None if root and kind.dedicated_uid else os.getuid(), notes=notes)
+    return isolation_report(kind, Limits(), uid=None if root and kind.dedicated_uid else os.getuid(), notes=notes)
 
 
-def _report(kind: Mechanism, limits: Limits, *, uid: int | None, notes: list[str]) -> IsolationReport:
+def isolation_report(kind: Mechanism, limits: Limits, *, uid: int | None, notes: list[str]) -> IsolationReport:
     """What `kind` enforces for a worker running as `uid` (None: a dedicated uid not yet claimed)."""
     worker_is_root = os.geteuid() == 0 and not kind.dedicated_uid
     limits_held = {
@@ -128,8 +129,8 @@ def _report(kind: Mechanism, limits: Limits, *, uid: int | None, notes: list[str
 
 def _describe_user(kind: Mechanism, uid: int | None) -> str:
     if uid is None:
-        first, last = _uid_range()[0], _uid_range()[-1]
+        first, last = uid_range()[0], uid_range()[-1]
         return f"a dedicated uid from {first}-{last}"
     if uid == os.getuid():
-        return f"{_user_name(uid)} (uid {uid}, the grader's own user){kind.own_user_detail}"
+        return f"{user_name(uid)} (uid {uid}, the grader's own user){kind.own_user_detail}"
     return f"uid {uid} (dedicated to this sandbox, no login)"

@@ -8,11 +8,11 @@ import subprocess
 import threading
 
 from .forked import ZygoteUnavailable, fork_unusable, start_forked, start_mode
-from .isolation import _choose, _report
+from .isolation import choose, isolation_report
 from .limits import Limits
-from .mechanisms import _Job
+from .mechanisms import Job
 from .sandboxed import Sandboxed
-from .uids import _claim_uid
+from .uids import claim_uid
 
 
 def spawn(argv, *, workdir, limits: Limits | None = None, env=None, hide=(), readable=(),
@@ -30,10 +30,10 @@ def spawn(argv, *, workdir, limits: Limits | None = None, env=None, hide=(), rea
     workdir = os.path.abspath(workdir)
     if not os.path.isdir(workdir):
         raise NotADirectoryError(f"workdir={workdir!r}: not a folder; create it before spawn()")
-    kind, notes = _choose(mechanism)
-    uid, lock_fd = _claim_uid() if os.geteuid() == 0 and kind.dedicated_uid else (None, None)
-    report = _report(kind, limits, uid=uid if uid is not None else os.getuid(), notes=notes)
-    job = _Job(argv, workdir, limits, env, tuple(hide), tuple(readable), uid, lock_fd, report)
+    kind, notes = choose(mechanism)
+    uid, lock_fd = claim_uid() if os.geteuid() == 0 and kind.dedicated_uid else (None, None)
+    report = isolation_report(kind, limits, uid=uid if uid is not None else os.getuid(), notes=notes)
+    job = Job(argv, workdir, limits, env, tuple(hide), tuple(readable), uid, lock_fd, report)
     try:
         return _forked_or_cold(kind, job)
     except BaseException:
@@ -42,7 +42,7 @@ def spawn(argv, *, workdir, limits: Limits | None = None, env=None, hide=(), rea
         raise
 
 
-def _forked_or_cold(kind, job: _Job):
+def _forked_or_cold(kind, job: Job):
     """The worker forked from a warm zygote where that works (``forked.py``; ``ATTNLAB_WORKER_START``), else the
     mechanism's own cold start; the report says which, and why not forked."""
     mode = start_mode()

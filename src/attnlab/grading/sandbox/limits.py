@@ -25,8 +25,8 @@ class Limits:
                 raise ValueError(f"Limits.{name}={value!r}: expected a positive int")
 
 
-def _rlimit_argv(limits: Limits) -> list[str]:
-    """prlimit in front of the worker; [] where prlimit is missing (then _set_rlimits runs as preexec_fn)."""
+def rlimit_argv(limits: Limits) -> list[str]:
+    """prlimit in front of the worker; [] where prlimit is missing (then set_rlimits runs as preexec_fn)."""
     tool = shutil.which("prlimit")
     if tool is None:
         return []
@@ -34,7 +34,7 @@ def _rlimit_argv(limits: Limits) -> list[str]:
             f"--fsize={limits.file_size_bytes}", f"--nofile={limits.open_files}", "--core=0", "--"]
 
 
-def _set_rlimits(limits: Limits) -> None:
+def set_rlimits(limits: Limits) -> None:
     for name, value in (("RLIMIT_AS", limits.memory_bytes), ("RLIMIT_CPU", limits.cpu_seconds),
                         ("RLIMIT_NPROC", limits.max_processes), ("RLIMIT_FSIZE", limits.file_size_bytes),
                         ("RLIMIT_NOFILE", limits.open_files), ("RLIMIT_CORE", 0)):

@@ -12,9 +12,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .host import _missing, _others_cannot_run, _run_quietly, _user_name
-from .limits import Limits, _rlimit_argv, _set_rlimits
-from .mounts import _Mount, _plan, _with_parents
+from ... import settings
+from .host import missing_tools, others_cannot_run, run_quietly, user_name
+from .limits import Limits, rlimit_argv, set_rlimits
+from .mounts import Mount, mount_plan, with_parents
 from .sandboxed import Sandboxed
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ _SETPRIV_CAPS_ONLY = ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"
 
 
 @dataclass
-class _Job:
+class Job:
     """What spawn hands a mechanism: the worker's command, its workdir and limits, and what it may see."""
 
     argv: list[str]
@@ -49,18 +50,18 @@ class _Job:
 
     def command(self, *wrapper: str) -> list[str]:
         """`wrapper`, then prlimit (where installed), then the worker's argv."""
-        return [*wrapper, *_rlimit_argv(self.limits), *self.argv]
+        return [*wrapper, *rlimit_argv(self.limits), *self.argv]
 
     def preexec(self):
         """Where prlimit is missing, the rlimits are set between fork and exec instead."""
-        return None if _rlimit_argv(self.limits) else (lambda: _set_rlimits(self.limits))
+        return None if rlimit_argv(self.limits) else (lambda: set_rlimits(self.limits))
 
 
 class Mechanism:
     """One way to isolate the worker, behind one small interface (Otter has one runner class per language).
 
     ``check(root)``: '' when it works on this machine, else why not. ``start(job)``: the worker started in it,
-    a :class:`Sandboxed`. What it enforces is declared by the attributes and hooks below; ``_report`` turns them
+    a :class:`Sandboxed`. What it enforces is declared by the attributes and hooks below; ``isolation_report`` turns them
     into the :class:`IsolationReport`, and :class:`Sandboxed` uses ``namespaces`` to find and kill the process
     tree.
     """
@@ -69,7 +70,7 @@ class Mechanism:
     # private mount, pid, network, ipc and uts namespaces: grader files hidden, the process tree dies with the
     # sandbox, disk_bytes holds (tmpfs), and a worker killed by signal N is reported as exit status 128 + N
     namespaces = False
-    dedicated_uid = True  # as root, the worker runs as a uid claimed for this sandbox (see _claim_uid)
+    dedicated_uid = True  # as root, the worker runs as a uid claimed for this sandbox (see claim_uid)
     linux_only = True
     own_user_detail = ""  # added to the report's user when the worker runs as the grader's own uid
 
@@ -93,7 +94,7 @@ class Mechanism:
         """Notes on what the worker can still reach."""
         return []
 
-    def start(self, job: _Job) -> Sandboxed:
+    def start(self, job: Job) -> Sandboxed:
         raise NotImplementedError
 
 
@@ -103,21 +104,21 @@ class Bubblewrap(Mechanism):
     name, namespaces = BWRAP, True
 
     def check(self, root: bool) -> str:
-        why = _missing("bwrap", "prlimit", *(["setpriv"] if root else []))
+        why = missing_tools("bwrap", "prlimit", *(["setpriv"] if root else []))
         if why:
             return why + " (Debian/Ubuntu: apt-get install bubblewrap util-linux)"
         drop = [shutil.which("setpriv"), *_setpriv_drop(65534)] if root else []
-        why = _run_quietly([shutil.which("bwrap"), *self.namespace_flags(root, network=False), "--ro-bind", "/",
+        why = run_quietly([shutil.which("bwrap"), *self.namespace_flags(root, network=False), "--ro-bind", "/",
                             "/", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", "65536",
                             "--tmpfs", "/tmp", "--", *drop, "/bin/true"])
         return why + " (needs bubblewrap 0.8 or newer)" if "Unknown option" in why else why
 
-    def start(self, job: _Job) -> Sandboxed:
-        mounts = _plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=job.uid is not None)
+    def start(self, job: Job) -> Sandboxed:
+        mounts = mount_plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=job.uid is not None)
         cmd, opened = self.argv(mounts, job.workdir, job.limits, job.uid)
         try:
             return Sandboxed(job.command(*cmd), kind=self, report=job.report, cwd="/",
-                             env=_minimal_env(job.workdir, "/tmp", job.env), pass_fds=[f.fileno() for f in opened],
+                             env=minimal_env(job.workdir, "/tmp", job.env), pass_fds=[f.fileno() for f in opened],
                              preexec_fn=job.preexec(), uid=job.uid, lock_fd=job.lock_fd)
         finally:
             for f in opened:
@@ -133,12 +134,12 @@ class Bubblewrap(Mechanism):
         flags = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
         return flags + (["--share-net"] if network else [])
 
-    def argv(self, mounts: list[_Mount], workdir: str, limits: Limits, uid: int | None) -> tuple[list[str], list]:
+    def argv(self, mounts: list[Mount], workdir: str, limits: Limits, uid: int | None) -> tuple[list[str], list]:
         """bwrap command line and the open files it copies in (their fds must be passed to it)."""
         argv = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 *self.namespace_flags(uid is not None, limits.network)]
         opened = []
-        for m in _with_parents(mounts):
+        for m in with_parents(mounts):
             if m.kind == "copy-file":
                 opened.append(open(m.source, "rb"))
                 argv += ["--perms", f"{m.mode:o}", "--file", str(opened[-1].fileno()), m.dest]
@@ -150,7 +151,7 @@ class Bubblewrap(Mechanism):
         return argv, opened
 
     @staticmethod
-    def mount_flags(m: _Mount, limits: Limits) -> list[str]:
+    def mount_flags(m: Mount, limits: Limits) -> list[str]:
         """The bwrap options for one mount (copy-file needs an open file: see argv)."""
         if m.kind == "ro":
             return ["--ro-bind", m.source, m.dest]
@@ -176,23 +177,23 @@ class Unshare(Mechanism):
     own_user_detail = ", uid 0 without capabilities inside its user namespace"
 
     def check(self, root: bool) -> str:
-        why = _missing("unshare", "chroot", "setpriv", "prlimit", "env", "mount", "cp")
+        why = missing_tools("unshare", "chroot", "setpriv", "prlimit", "env", "mount", "cp")
         if why:
             return why + " (Debian/Ubuntu: apt-get install util-linux coreutils mount)"
         scratch = tempfile.mkdtemp(prefix="attnlab-sandbox-probe-")
         try:
-            return _run_quietly([shutil.which("unshare"), *self.flags(root, network=False), "--", "/bin/sh",
+            return run_quietly([shutil.which("unshare"), *self.flags(root, network=False), "--", "/bin/sh",
                                  "-c", f"mount -t tmpfs -o size=4k attnlab-probe {shlex.quote(scratch)}"])
         finally:
             os.rmdir(scratch)
 
-    def start(self, job: _Job) -> Sandboxed:
-        mounts = _plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=job.uid is not None)
+    def start(self, job: Job) -> Sandboxed:
+        mounts = mount_plan(job.workdir, job.limits, job.hide, job.readable, dedicated_uid=job.uid is not None)
         newroot = tempfile.mkdtemp(prefix="attnlab-sandbox-root-")  # empty: mounted on only inside
         try:
             cmd = self.argv(mounts, newroot, job.workdir, job.limits, job.uid)
             return Sandboxed(job.command(*cmd), kind=self, report=job.report, cwd="/",
-                             env=_minimal_env(job.workdir, "/tmp", job.env), preexec_fn=job.preexec(), uid=job.uid,
+                             env=minimal_env(job.workdir, "/tmp", job.env), preexec_fn=job.preexec(), uid=job.uid,
                              lock_fd=job.lock_fd, cleanup_dirs=[newroot])
         except BaseException:
             os.rmdir(newroot)
@@ -204,7 +205,7 @@ class Unshare(Mechanism):
         flags += [] if network else ["--net"]
         return flags if root else ["--user", "--map-root-user", *flags]
 
-    def argv(self, mounts: list[_Mount], newroot: str, workdir: str, limits: Limits, uid: int | None) -> list[str]:
+    def argv(self, mounts: list[Mount], newroot: str, workdir: str, limits: Limits, uid: int | None) -> list[str]:
         """unshare + a shell script that builds the new root from `mounts` and chroots into it."""
         lines = ["set -e", "umask 022", f"mount -t tmpfs -o mode=0755,size=1m attnlab-root {shlex.quote(newroot)}"]
         for m in mounts:
@@ -218,7 +219,7 @@ class Unshare(Mechanism):
                 "\n".join(lines), "attnlab-sandbox"]
 
     @staticmethod
-    def mount_lines(m: _Mount, target: str, workdir: str, limits: Limits, uid: int | None) -> list[str]:
+    def mount_lines(m: Mount, target: str, workdir: str, limits: Limits, uid: int | None) -> list[str]:
         """Shell lines that make one mount at `target` (its path under the new root)."""
         q, dest = shlex.quote, shlex.quote(target)
         if m.kind == "ro":
@@ -260,22 +261,22 @@ class SetprivOnly(Mechanism):
     def check(self, root: bool) -> str:
         if not root:
             return "needs root (there is no other user to switch to)"
-        return _missing("setpriv", "prlimit") or _run_quietly(
+        return missing_tools("setpriv", "prlimit") or run_quietly(
             [shutil.which("setpriv"), *_setpriv_drop(65534), "/bin/true"])
 
     def skipped_when_automatic(self) -> str:
-        return _others_cannot_run(sys.executable)
+        return others_cannot_run(sys.executable)
 
     def weaknesses(self) -> list[str]:
         notes = []
-        if _others_cannot_run(sys.executable):
-            notes.append(f"spawn cannot run this grader's Python: {_others_cannot_run(sys.executable)}")
+        if others_cannot_run(sys.executable):
+            notes.append(f"spawn cannot run this grader's Python: {others_cannot_run(sys.executable)}")
         notes.append("no namespaces: the worker sees every world-readable file (grader files are protected only "
                      "by their permissions) and can use the network")
         return notes
 
-    def start(self, job: _Job) -> Sandboxed:
-        why = _others_cannot_run(job.argv[0])
+    def start(self, job: Job) -> Sandboxed:
+        why = others_cannot_run(job.argv[0])
         if why:
             raise PermissionError(f"setpriv-only runs the worker as uid {job.uid} without a private file system, "
                                   f"and {why}; install Python where other users can read it, or use "
@@ -286,7 +287,7 @@ class SetprivOnly(Mechanism):
             for entry in dirs + files:
                 os.chown(os.path.join(folder, entry), job.uid, job.uid, follow_symlinks=False)
         return Sandboxed(job.command(shutil.which("setpriv"), *_setpriv_drop(job.uid)), kind=self,
-                         report=job.report, cwd=job.workdir, env=_minimal_env(job.workdir, job.workdir, job.env),
+                         report=job.report, cwd=job.workdir, env=minimal_env(job.workdir, job.workdir, job.env),
                          preexec_fn=job.preexec(), uid=job.uid, lock_fd=job.lock_fd, restore_owner=job.workdir)
 
 
@@ -302,21 +303,21 @@ class NoIsolation(Mechanism):
     def limit_notes(self, worker_is_root: bool) -> list[str]:
         if worker_is_root:
             return []
-        return [f"max_processes counts every process and thread of {_user_name(os.getuid())}, "
+        return [f"max_processes counts every process and thread of {user_name(os.getuid())}, "
                 "the grader's own included"]
 
     def weaknesses(self) -> list[str]:
         return ["no isolation: the worker can read what the grader can read and use the network; "
                 "a detached process that also clears its environment can survive kill_tree"]
 
-    def start(self, job: _Job) -> Sandboxed:
+    def start(self, job: Job) -> Sandboxed:
         token = os.urandom(8).hex()
-        env = {**_minimal_env(job.workdir, job.workdir, job.env), "ATTNLAB_SANDBOX_TOKEN": token}
+        env = {**minimal_env(job.workdir, job.workdir, job.env), settings.SANDBOX_TOKEN: token}
         return Sandboxed(job.command(), kind=self, report=job.report, cwd=job.workdir, env=env,
-                         preexec_fn=job.preexec(), token=f"ATTNLAB_SANDBOX_TOKEN={token}".encode())
+                         preexec_fn=job.preexec(), token=f"{settings.SANDBOX_TOKEN}={token}".encode())
 
 
-def _minimal_env(workdir: str, tmpdir: str, extra) -> dict[str, str]:
+def minimal_env(workdir: str, tmpdir: str, extra) -> dict[str, str]:
     env = {"PATH": f"{os.path.join(sys.prefix, 'bin')}:/usr/local/bin:/usr/bin:/bin", "HOME": workdir,
            "TMPDIR": tmpdir, "LANG": "C.UTF-8", "USER": "sandbox", "LOGNAME": "sandbox"}
     for key, value in (extra or {}).items():

@@ -1,5 +1,5 @@
 """What the worker may see: the folders Python needs, the folders always hidden, and the plan of the sandbox's file
-system as a list of mounts (:class:`_Mount`), parents first, with a copy of the host workdir (``_with_parents`` adds
+system as a list of mounts (:class:`Mount`), parents first, with a copy of the host workdir (``with_parents`` adds
 the parent folders bwrap needs)."""
 
 from __future__ import annotations
@@ -54,21 +54,21 @@ def _inside(path: str, folder: str) -> bool:
 
 
 @dataclass
-class _Mount:
+class Mount:
     dest: str
     kind: str  # ro | symlink | tmpfs | hide | dir | proc | dev, and copy-dir | copy-file | copy-link (workdir)
     source: str = ""  # ro: host path; symlink, copy-link: target; copy-file: the host file
     mode: int = 0o755
 
 
-def _plan(workdir: str, limits: Limits, hide, readable, dedicated_uid: bool) -> list[_Mount]:
+def mount_plan(workdir: str, limits: Limits, hide, readable, dedicated_uid: bool) -> list[Mount]:
     """The sandbox's file system, as mounts sorted parents first."""
     mounts = []
     for d in _SYSTEM_DIRS:
         if os.path.islink(d):
-            mounts.append(_Mount(d, "symlink", os.readlink(d)))
+            mounts.append(Mount(d, "symlink", os.readlink(d)))
         elif os.path.isdir(d):
-            mounts.append(_Mount(d, "ro", d))
+            mounts.append(Mount(d, "ro", d))
     etc = [f"/etc/{name}" for name in _ETC_BASICS if os.path.exists(f"/etc/{name}")]
     needed = python_paths()
     extra = [os.path.abspath(p) for p in readable]
@@ -82,29 +82,29 @@ def _plan(workdir: str, limits: Limits, hide, readable, dedicated_uid: bool) -> 
             raise ValueError(f"hide={h!r}: Python needs this folder to run the worker; hide a narrower path")
     for p in shown:
         if not any(_inside(p, m.dest) for m in mounts):
-            mounts.append(_Mount(p, "ro", p))
+            mounts.append(Mount(p, "ro", p))
     for h in hidden:  # only a hidden path inside a visible one needs covering; the rest is never mounted
         if os.path.exists(h) and any(_inside(h, p) and h != p for p in shown):
-            mounts.append(_Mount(h, "hide", mode=0o755 if os.path.isdir(h) else 0o644))
+            mounts.append(Mount(h, "hide", mode=0o755 if os.path.isdir(h) else 0o644))
     writable = 0o777 if dedicated_uid else 0o700
-    mounts += [_Mount("/proc", "proc"), _Mount("/dev", "dev"), _Mount("/dev/shm", "tmpfs", mode=0o1777),
-               _Mount("/tmp", "tmpfs", mode=0o1777), _Mount(workdir, "tmpfs", mode=writable)]
+    mounts += [Mount("/proc", "proc"), Mount("/dev", "dev"), Mount("/dev/shm", "tmpfs", mode=0o1777),
+               Mount("/tmp", "tmpfs", mode=0o1777), Mount(workdir, "tmpfs", mode=writable)]
     mounts += _copy_in(workdir, limits)
     return sorted(mounts, key=lambda m: Path(m.dest).parts)
 
 
-def _copy_in(workdir: str, limits: Limits, max_entries: int = 1000) -> list[_Mount]:
+def _copy_in(workdir: str, limits: Limits, max_entries: int = 1000) -> list[Mount]:
     """Mounts that copy the host workdir's files into the sandbox's workdir tmpfs."""
     copies, total = [], 0
     for folder, dirs, files in os.walk(workdir):
         for name in dirs + files:
             path = os.path.join(folder, name)
             if os.path.islink(path):
-                copies.append(_Mount(path, "copy-link", os.readlink(path)))
+                copies.append(Mount(path, "copy-link", os.readlink(path)))
             elif os.path.isdir(path):
-                copies.append(_Mount(path, "copy-dir", mode=0o777))
+                copies.append(Mount(path, "copy-dir", mode=0o777))
             elif os.path.isfile(path):
-                copies.append(_Mount(path, "copy-file", path, mode=0o666))
+                copies.append(Mount(path, "copy-file", path, mode=0o666))
                 total += os.path.getsize(path)
         if len(copies) > max_entries or total > limits.disk_bytes:
             raise ValueError(f"workdir {workdir!r} holds more than {max_entries} entries or "
@@ -113,14 +113,14 @@ def _copy_in(workdir: str, limits: Limits, max_entries: int = 1000) -> list[_Mou
     return copies
 
 
-def _with_parents(mounts: list[_Mount]) -> list[_Mount]:
+def with_parents(mounts: list[Mount]) -> list[Mount]:
     """Mounts with a 0755 'dir' before each missing parent (bwrap would make it 0700, unreadable after setpriv)."""
     out, made, bound = [], set(), []
     for m in mounts:
         for parent in reversed(Path(m.dest).parents[:-1]):  # without "/"
             p = str(parent)
             if p not in made and not any(_inside(p, b) for b in bound):
-                out.append(_Mount(p, "dir"))
+                out.append(Mount(p, "dir"))
                 made.add(p)
         out.append(m)
         made.add(m.dest)

@@ -1,5 +1,5 @@
 """The sandbox's file system built by system calls, for a child of the zygote: the same plan of mounts
-(``mounts._plan`` with ``_with_parents``) that bubblewrap gets as options and ``unshare`` as a shell script, mounted
+(``mounts.mount_plan`` with ``with_parents``) that bubblewrap gets as options and ``unshare`` as a shell script, mounted
 under an empty folder in the child's own mount namespace, which then becomes its root (``pivot_root``)."""
 
 from __future__ import annotations

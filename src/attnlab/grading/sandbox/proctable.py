@@ -17,7 +17,7 @@ class _Proc:
     zombie: bool
 
 
-def _processes(with_uid: bool = False) -> dict[int, _Proc]:
+def process_table(with_uid: bool = False) -> dict[int, _Proc]:
     """Every process visible in /proc ({} where there is no /proc)."""
     procs = {}
     try:
@@ -41,7 +41,7 @@ def _processes(with_uid: bool = False) -> dict[int, _Proc]:
     return procs
 
 
-def _descendants(pid: int, procs: dict[int, _Proc]) -> set[int]:
+def descendants_of(pid: int, procs: dict[int, _Proc]) -> set[int]:
     children: dict[int, list[int]] = {}
     for p in procs.values():
         children.setdefault(p.ppid, []).append(p.pid)
@@ -54,7 +54,7 @@ def _descendants(pid: int, procs: dict[int, _Proc]) -> set[int]:
     return found
 
 
-def _has_token(pid: int, token: bytes) -> bool:
+def has_token(pid: int, token: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return token in f.read().split(b"\0")

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from .isolation import IsolationReport
 
-_KILL_DEADLINE_S = 10.0
+KILL_DEADLINE_S = 10.0
 _TAIL_BYTES = 64 * 1024
 
 

@@ -10,8 +10,8 @@ import subprocess
 import time
 from typing import TYPE_CHECKING
 
-from .proctable import _descendants, _has_token, _processes
-from .running import _KILL_DEADLINE_S, RunningWorker
+from .proctable import descendants_of, has_token, process_table
+from .running import KILL_DEADLINE_S, RunningWorker
 
 if TYPE_CHECKING:
     from .isolation import IsolationReport
@@ -50,19 +50,19 @@ class Sandboxed(RunningWorker):
         so its descendants are the sandbox's (in a pid namespace, orphans are adopted by the namespace's init)."""
         # without namespaces, a uid claimed for this sandbox is used by this sandbox only
         by_uid = not self._namespaces and self.uid is not None and self.uid != os.getuid()
-        procs = _processes(with_uid=by_uid)
-        members = _descendants(self.pid, procs) if started else set()
+        procs = process_table(with_uid=by_uid)
+        members = descendants_of(self.pid, procs) if started else set()
         if not self._namespaces and started:
             members |= {p.pid for p in procs.values() if self.pid in (p.pgid, p.sid)}
         if by_uid:
             members |= {p.pid for p in procs.values() if p.uid == self.uid}
         if self._token is not None:
-            members |= {pid for pid in procs if _has_token(pid, self._token)}
+            members |= {pid for pid in procs if has_token(pid, self._token)}
         members -= {self.pid, os.getpid(), 1}
         return {pid for pid in members if not procs[pid].zombie}
 
     def _sweep(self, started: bool) -> None:
-        deadline = time.monotonic() + _KILL_DEADLINE_S
+        deadline = time.monotonic() + KILL_DEADLINE_S
         while time.monotonic() < deadline:
             victims = self._members(started)
             if not victims:

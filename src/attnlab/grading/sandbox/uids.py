@@ -8,31 +8,31 @@ import os
 import pwd
 import tempfile
 
-from .proctable import _processes
+from ... import settings
+from .proctable import process_table
 
-ENV_UIDS = "ATTNLAB_SANDBOX_UIDS"
-_DEFAULT_UIDS = "64000-64255"
+ENV_UIDS = settings.SANDBOX_UIDS
 
 
-def _uid_range() -> range:
-    raw = os.environ.get(ENV_UIDS, _DEFAULT_UIDS)
+def uid_range() -> range:
+    raw = settings.get(ENV_UIDS)
     try:
         first, last = (int(x) for x in raw.split("-"))
         if not 0 < first <= last:
             raise ValueError
     except ValueError:
         raise ValueError(f"{ENV_UIDS}={raw!r}: expected FIRST-LAST, a range of unused uids such as "
-                         f"{_DEFAULT_UIDS}") from None
+                         f"{settings.VARIABLES[ENV_UIDS].default}") from None
     return range(first, last + 1)
 
 
-def _claim_uid() -> tuple[int, int]:
+def claim_uid() -> tuple[int, int]:
     """A uid no account and no process uses, locked for this sandbox: (uid, lock fd)."""
-    busy = {p.uid for p in _processes(with_uid=True).values()}
+    busy = {p.uid for p in process_table(with_uid=True).values()}
     lock_dir = "/run/attnlab-sandbox" if os.path.isdir("/run") else os.path.join(tempfile.gettempdir(),
                                                                                   "attnlab-sandbox")
     os.makedirs(lock_dir, mode=0o700, exist_ok=True)
-    for uid in _uid_range():
+    for uid in uid_range():
         if uid in busy or uid == os.getuid():
             continue
         try:
@@ -46,6 +46,6 @@ def _claim_uid() -> tuple[int, int]:
             return uid, fd
         except BlockingIOError:
             os.close(fd)
-    r = _uid_range()
+    r = uid_range()
     raise RuntimeError(f"no free sandbox uid in {r[0]}-{r[-1]} (all used by accounts, processes or other "
                        f"sandboxes); set {ENV_UIDS}=FIRST-LAST to a larger range of unused uids")
