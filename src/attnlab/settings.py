@@ -33,6 +33,10 @@ SANDBOX_UIDS = "ATTNLAB_SANDBOX_UIDS"
 SANDBOX_TOKEN = "ATTNLAB_SANDBOX_TOKEN"
 WORKER_START = "ATTNLAB_WORKER_START"
 PYTHON = "ATTNLAB_PYTHON"
+DB_CONNECT_TIMEOUT_S = "ATTNLAB_DB_CONNECT_TIMEOUT_S"
+DB_READ_TIMEOUT_S = "ATTNLAB_DB_READ_TIMEOUT_S"
+DB_RETRIES = "ATTNLAB_DB_RETRIES"
+DB_BACKOFF_S = "ATTNLAB_DB_BACKOFF_S"
 
 VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable(ROOT, "", "the course repository (course.find_root); unset: the first parent of the working folder "
@@ -63,6 +67,13 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "from a warm zygote where that works"),
     Variable(PYTHON, "/opt/attnlab/bin/python", "the Python the Gradescope run_autograder script runs "
              "(read by that shell script, for local runs; buildchain.transforms.gradescope_zip)"),
+    Variable(DB_CONNECT_TIMEOUT_S, "", "seconds a gradebook connection may take to open (grading.connection); "
+             "unset: 10"),
+    Variable(DB_READ_TIMEOUT_S, "", "seconds a gradebook transaction may wait on a silent server before its "
+             "socket is shut and it is retried (grading.connection); unset: 60"),
+    Variable(DB_RETRIES, "", "how often a failed gradebook transaction is retried on a new connection "
+             "(grading.connection); unset: 5"),
+    Variable(DB_BACKOFF_S, "", "the first pause before a retry, doubled each time (grading.connection); unset: 1"),
 )}
 
 

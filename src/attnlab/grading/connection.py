@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from attnlab import settings
+
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 RETRIES = 5
@@ -48,7 +50,7 @@ class GradebookUnavailable(GradebookError):
 
 
 def _env_number(name: str, default: float, *, whole: bool = False) -> float:
-    text = os.environ.get(name, "").strip()
+    text = settings.get(name).strip()
     if not text:
         return default
     try:
@@ -72,10 +74,10 @@ class Bounds:
 
     @classmethod
     def from_environment(cls) -> Bounds:
-        return cls(_env_number("ATTNLAB_DB_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S),
-                   _env_number("ATTNLAB_DB_READ_TIMEOUT_S", READ_TIMEOUT_S),
-                   int(_env_number("ATTNLAB_DB_RETRIES", RETRIES, whole=True)),
-                   _env_number("ATTNLAB_DB_BACKOFF_S", BACKOFF_S))
+        return cls(_env_number(settings.DB_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_S),
+                   _env_number(settings.DB_READ_TIMEOUT_S, READ_TIMEOUT_S),
+                   int(_env_number(settings.DB_RETRIES, RETRIES, whole=True)),
+                   _env_number(settings.DB_BACKOFF_S, BACKOFF_S))
 
     def pause(self, attempt: int) -> float:
         """The pause before try ``attempt`` (1-based retry number): ``backoff_s * 2**(attempt - 1)``."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
+from .rule_costs import student_cells
+
 _TRANSFORMERS = ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
                  "TransformerDecoderLayer")
 # library name -> the library names that reach it when called (their instances hold it, or their code calls it)
@@ -20,6 +22,20 @@ REACHES = {
     "multi_head_attention_forward": ("MultiheadAttention",) + _TRANSFORMERS,
     "MultiheadAttention": _TRANSFORMERS,
 }
+
+
+def code_in_string(value) -> ast.AST | None:
+    """The tree of a string that parses as Python code and does more than name one thing, else None."""
+    if not isinstance(value, str) or len(value) > 10_000 or not value.strip():
+        return None
+    try:
+        tree = ast.parse(value.strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body = tree.body
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, (ast.Name, ast.Constant)):
+        return None
+    return tree
 
 
 def reaching(names: Iterable[str]) -> set[str]:
@@ -31,7 +47,6 @@ def reaching(names: Iterable[str]) -> set[str]:
 
 
 def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
-    from .rules import code_in_string
 
     hits = []
     bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings: nothing runs them
@@ -77,7 +92,6 @@ class ForbiddenUse(AssertionError):
 def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
     """Fail (``ForbiddenUse``) when the submission's graded cells use any of the library functions in ``names``,
     naming each use by cell and line as the student sees them (a submission without cells: by line of its source)."""
-    from .rules import student_cells
 
     names = list(names)
     hits = [hit for where, code in student_cells(student) for hit in forbidden_uses(code, names, where)]

@@ -46,6 +46,8 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable
 
+# rule 5 (a lab's forbidden calls) lives in forbidden_calls; hidden tests reach it through this module
+from .forbidden_calls import ForbiddenUse, assert_not_used, code_in_string, forbidden_uses  # noqa: F401
 from .rule_costs import student_cells, top_level_names  # noqa: F401 - student_cells: for the hidden tests
 
 # Every addition is deliberate: what the solutions, blank notebooks, catalogue entries and variants of the nine
@@ -152,20 +154,6 @@ def _module_reached(dotted: str, allowed: frozenset) -> str:
             if name.startswith(DENIED_MODULES) or not _is_allowed_module(name, allowed):
                 return name
     return ""
-
-
-def code_in_string(value) -> ast.AST | None:
-    """The tree of a string that parses as Python code and does more than name one thing, else None."""
-    if not isinstance(value, str) or len(value) > 10_000 or not value.strip():
-        return None
-    try:
-        tree = ast.parse(value.strip())
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    body = tree.body
-    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, (ast.Name, ast.Constant)):
-        return None
-    return tree
 
 
 class _Scan(ast.NodeVisitor):
@@ -387,4 +375,3 @@ def breaches(cells: Iterable[tuple[str, str]], allowed_imports: Iterable[str] = 
     return list(dict.fromkeys(found))
 
 
-from .forbidden_calls import ForbiddenUse, assert_not_used, forbidden_uses  # noqa: E402,F401 - rule 5, for hidden tests
