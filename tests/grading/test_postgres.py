@@ -114,17 +114,24 @@ def pg_server():
         yield server.url
 
 
-@pytest.fixture
-def pg_url(pg_server):
-    """A fresh, empty database on the test server."""
+@contextmanager
+def fresh_database(server_url: str):
+    """The URL of a new, empty database on the server at ``server_url``, dropped afterwards."""
     import psycopg
 
     name = f"gb_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as admin:
+    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    yield f"{pg_server}/{name}"
-    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as admin:
+    yield f"{server_url}/{name}"
+    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the test server."""
+    with fresh_database(pg_server) as url:
+        yield url
 
 
 @pytest.fixture
@@ -165,7 +172,7 @@ def test_two_processes_grade_two_shards_into_one_postgres_gradebook(pg_url, tmp_
     lines = (tmp_path / "all.csv").read_text().splitlines()
     assert lines[0] == "submission,score,max_score,q,notes"
     assert lines[1:] == [f"s{i:02d}.ipynb,{i % 5},4,{i % 5}," for i in range(20)]  # every submission once
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"s{i:02d}" for i in range(20)]
+    assert sorted(p.name for p in (tmp_path / "out" / "submissions").iterdir()) == [f"s{i:02d}" for i in range(20)]
 
 
 def test_password_is_not_shown_in_messages(pg_server):
