@@ -16,7 +16,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -26,7 +25,7 @@ from attnlab.grading.batch import grade_batch
 from attnlab.grading.gradebook import GradebookUnavailable, open_gradebook
 
 from .test_batch import write_submissions
-from .test_postgres import throwaway_server
+from .test_postgres import fresh_database, throwaway_server
 
 LAB = "lab99_demo"  # the fixture course's lab (conftest.built_course)
 
@@ -43,14 +42,8 @@ def server():
 
 @pytest.fixture
 def db_url(server):
-    import psycopg
-
-    name = f"gb_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"{server.url}/postgres", autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield f"{server.url}/{name}"
-    with psycopg.connect(f"{server.url}/postgres", autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(server.url) as url:
+        yield url
 
 
 @pytest.fixture
