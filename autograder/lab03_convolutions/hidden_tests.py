@@ -46,7 +46,8 @@ CONV_WHY = ("this lab asks you to build the convolution yourself: F.conv1d, torc
 def assert_not_used_in(student, name: str) -> None:
     hits = rules.forbidden_uses(student.source(name), CONV_FORBIDDEN)
     if hits:  # ForbiddenUse: the grader sets the whole question to 0, as the notebook says
-        raise rules.ForbiddenUse(f"{CONV_WHY}; found {', '.join(hits[:5])} in {name}", CONV_FORBIDDEN)
+        raise rules.ForbiddenUse(f"{CONV_WHY}; found {', '.join(hits[:5])} in {name}", CONV_FORBIDDEN,
+                                 [f"{hit} in {name}" for hit in hits])
 
 
 def torch_length(length: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

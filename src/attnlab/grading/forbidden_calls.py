@@ -47,7 +47,7 @@ def reaching(names: Iterable[str]) -> set[str]:
 
 
 def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
-
+    """``(line, what)`` of each use of ``names`` in ``tree`` (``line_of(node)`` gives the line)."""
     hits = []
     bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings: nothing runs them
     for node in ast.walk(tree):
@@ -58,8 +58,8 @@ def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
             hits += [(line, f"from {node.module} import {a.name}") for a in node.names if a.name in names]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
             hits.append((line, repr(node.value)))
-        elif isinstance(node, ast.Constant) and id(node) not in bare and code_in_string(node.value) is not None:
-            inner = _uses(code_in_string(node.value), names, lambda _n, line=line: line)
+        elif isinstance(node, ast.Constant) and id(node) not in bare and (code := code_in_string(node.value)):
+            inner = _uses(code, names, lambda _n, line=line: line)
             hits += [(line, f"{text} in a string that Python can run as code") for _, text in inner]
         elif type(node).__name__ == "MatchClass":
             hits += [(line, f"{a}=") for a in getattr(node, "kwd_attrs", []) if a in names]
@@ -82,11 +82,12 @@ def forbidden_uses(code: str | None, names: Iterable[str], where: str = "") -> l
 
 class ForbiddenUse(AssertionError):
     """A hidden test failed because the code uses a lab's forbidden function (``assert_not_used``): the suite
-    records it as a course-rule breach by this type, never by its text. ``names``: the forbidden functions."""
+    records it as a course-rule breach by this type, never by its text. ``names``: the forbidden functions;
+    ``hits``: where the code uses them (``forbidden_uses``), for the feedback."""
 
-    def __init__(self, message: str, names: Iterable[str] = ()):
+    def __init__(self, message: str, names: Iterable[str] = (), hits: Iterable[str] = ()):
         super().__init__(message)
-        self.names = tuple(names)
+        self.names, self.hits = tuple(names), tuple(hits)
 
 
 def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
@@ -96,4 +97,4 @@ def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
     names = list(names)
     hits = [hit for where, code in student_cells(student) for hit in forbidden_uses(code, names, where)]
     if hits:
-        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}", names)
+        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}", names, hits)

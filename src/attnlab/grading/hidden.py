@@ -93,7 +93,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     """
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
-    forbidden_names: dict[str, set[str]] = {}  # question -> the forbidden functions its failed tests met
+    forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -104,13 +104,13 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         start = time.monotonic()
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
-        passed, message, forbidden = False, "", ()
+        passed, message, forbidden = False, "", None
         try:
             test.func(student, ref, rng)
             passed = True
         except AssertionError as exc:
             message = str(exc) or "assertion failed"
-            forbidden = (exc.names or ("",)) if isinstance(exc, rules.ForbiddenUse) else ()
+            forbidden = exc if isinstance(exc, rules.ForbiddenUse) else None
         except StudentError as exc:
             message = str(exc)
         except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
@@ -124,35 +124,35 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         else:
             entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
             entry[fields.FAILED].append(test.name)
-            if forbidden:
+            if forbidden is not None:
                 entry.setdefault(fields.FORBIDDEN, []).append(test.name)
-                forbidden_names.setdefault(test.question, set()).update(forbidden)
+                forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    forbidden_costs_question(results, forbidden_names, student)
+    forbidden_costs_question(results, forbidden_met, student)
     found = apply_policy(suite, results, rules.student_cells(student))
     if review is not None:
         review.extend(found)
     return results
 
 
-def forbidden_costs_question(results: dict[str, dict], forbidden: dict[str, set[str]], student) -> None:
+def forbidden_costs_question(results: dict[str, dict], met: dict[str, list], student) -> None:
     """A lab's forbidden library call costs the whole question it is written in, as the notebook says, whichever of
-    the question's hidden tests met it: a question whose test failed on ``rules.ForbiddenUse`` and whose own
-    definition (``student.source(question)``) holds one of the ``forbidden`` functions gets 0, its first message
-    naming the call. A question that fails such a test only because another question's code holds the call keeps
-    what its tests gave (each question graded on its own)."""
-    for q, names in forbidden.items():
+    the question's hidden tests met it: a question whose test raised ``rules.ForbiddenUse`` (``met``) and whose own
+    definition (``student.source(question)``) holds one of its forbidden functions (or whose test named none) gets
+    0, its first message naming the call from the exception's ``hits``. A question that fails such a test only
+    because another question's code holds the call keeps what its tests gave (each question graded on its own)."""
+    for q, raised in met.items():
         entry = results[q]
+        names = {name for exc in raised for name in exc.names}
         try:
-            own = rules.forbidden_uses(student.source(q), names - {""}) if names - {""} else ["?"]
+            own = rules.forbidden_uses(student.source(q), names) if names else True
         except Exception:  # noqa: BLE001 - a student without that definition: the tests' verdict stands
-            own = []
+            own = False
         if not own or entry["score"] == 0.0:
             continue
-        heads = tuple(f"failed: {name}: " for name in entry[fields.FORBIDDEN])
-        where = next((m for m in entry["messages"] if m.startswith(heads) and "; found " in m), "")
-        found = where.split("; found ", 1)[1] if where else "a forbidden library function"
+        hits = list(dict.fromkeys(hit for exc in raised for hit in exc.hits))
+        found = ", ".join(hits[:5]) if hits else "a forbidden library function"
         entry["messages"].insert(0, (
             f"failed: the lab forbids this library call, so it costs the whole question "
             f"({entry['score']:g} of {entry['max_score']:g} points set to 0): found {found}; "
