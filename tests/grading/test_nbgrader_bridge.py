@@ -1,51 +1,45 @@
-"""nbgrader_bridge: under nbgrader, `grader.check` raises when a public check fails, runs the hidden tests only while
-nbgrader autogrades, and returns nothing (nbgrader would read a returned value as partial credit)."""
+"""The nbgrader bridge finds the student's notebook in the folder nbgrader executes it in, or refuses: never
+hidden tests run against an empty notebook (issue 30)."""
 
-from types import SimpleNamespace
+import json
 
 import pytest
 
-from attnlab.grading import nbgrader_bridge
-from attnlab.public_check import Grader
+from attnlab.grading.nbgrader_bridge import NotebookUnclear, read_student_notebook
+
+LAB = "lab05_self_attention"
 
 
-class FakeOtter:
-    """Otter's Notebook as far as the bridge uses it: ``check`` returns results with ``test_case_results``."""
-
-    def __init__(self, passed):
-        self.passed = passed
-
-    def check(self, question, env):
-        rows = [SimpleNamespace(passed=p, message="" if p else "wrong", test_case=SimpleNamespace(
-            hidden=False, name=f"check {i}", body=SimpleNamespace(failure=None))) for i, p in enumerate(self.passed)]
-        return SimpleNamespace(test_case_results=rows)
+def _notebook(path, source):
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                "cells": [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [],
+                                           "execution_count": None}]}))
+    return path
 
 
-@pytest.fixture
-def hidden_runs(monkeypatch):
-    runs = []
-    monkeypatch.setattr(nbgrader_bridge, "run_hidden_tests", lambda env, lab, q: runs.append((lab, q)))
-    return runs
+def test_the_labs_notebook_is_the_one_graded_beside_other_notebooks(tmp_path):
+    _notebook(tmp_path / f"{LAB}.ipynb", "x = 1\n")
+    _notebook(tmp_path / "scratch.ipynb", "y = 2\n")
+    data, code = read_student_notebook(LAB, tmp_path)
+    assert data == (tmp_path / f"{LAB}.ipynb").read_bytes() and "x = 1" in code and "y = 2" not in code
 
 
-def test_outside_nbgrader_check_only_shows_the_result(monkeypatch, hidden_runs):
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    result = Grader(FakeOtter([True, False]), "lab05_self_attention").check("f", {})
-    assert "1 of 2 checks failed" in repr(result) and hidden_runs == []
+def test_the_only_notebook_is_graded_whatever_its_name(tmp_path):
+    _notebook(tmp_path / "renamed.ipynb", "x = 1\n")
+    assert "x = 1" in read_student_notebook(LAB, tmp_path)[1]
 
 
-def test_validate_raises_on_a_failed_check_and_runs_no_hidden_test(monkeypatch, hidden_runs, capsys):
-    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
-    with pytest.raises(AssertionError, match="1 check\\(s\\) of f do not pass yet"):
-        Grader(FakeOtter([True, False]), "lab05_self_attention").check("f", {})
-    assert Grader(FakeOtter([True, True]), "lab05_self_attention").check("f", {}) is None
-    assert "f: all 2 checks pass" in capsys.readouterr().out and hidden_runs == []
+@pytest.mark.parametrize("names", [[], ["a.ipynb", "b.ipynb"]])
+def test_a_folder_that_does_not_say_which_notebook_is_refused_with_a_message(tmp_path, names):
+    for name in names:
+        _notebook(tmp_path / name, "x = 1\n")
+    with pytest.raises(NotebookUnclear) as refused:
+        read_student_notebook(LAB, tmp_path)
+    said = str(refused.value)
+    assert f"holds {len(names)} notebooks" in said and f"Submit exactly one notebook, {LAB}.ipynb" in said
 
 
-def test_autograde_runs_the_hidden_tests_after_the_public_checks(monkeypatch, hidden_runs):
-    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    assert Grader(FakeOtter([True]), "lab05_self_attention").check("f", {}) is None
-    assert hidden_runs == [("lab05_self_attention", "f")]
-    with pytest.raises(AssertionError):
-        Grader(FakeOtter([False]), "lab05_self_attention").check("g", {})
-    assert hidden_runs == [("lab05_self_attention", "f")]  # a failed public check stops the cell first
+def test_an_unreadable_notebook_is_refused_not_graded_as_empty(tmp_path):
+    (tmp_path / f"{LAB}.ipynb").write_text("{not json")
+    with pytest.raises(NotebookUnclear, match=f"could not read {LAB}.ipynb"):
+        read_student_notebook(LAB, tmp_path)

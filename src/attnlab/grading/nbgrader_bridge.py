@@ -30,25 +30,41 @@ def _is_test_cell(cell: dict) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
-def _submission() -> tuple[bytes, str | None]:
+class NotebookUnclear(AssertionError):
+    """The folder nbgrader runs in does not say which notebook is the student's: the hidden tests are refused (this
+    question scores 0 with the message), never run against an empty notebook."""
+
+
+def read_student_notebook(lab: str, folder: Path | None = None) -> tuple[bytes, str]:
     """The notebook's bytes (the grading seed) and the student's code: nbgrader's test cells are the course's,
-    not the student's, so the source checks (forbidden calls) skip them."""
-    notebooks = sorted(Path.cwd().glob("*.ipynb"))
-    if len(notebooks) != 1:
-        return b"", None
+    not the student's, so the source checks (forbidden calls) skip them. The notebook is ``<lab>.ipynb`` in the
+    folder nbgrader executes it in (nbgrader grades that name), else the folder's only notebook."""
+    folder = Path.cwd() if folder is None else folder
+    notebooks = sorted(folder.glob("*.ipynb"))
+    named = folder / f"{lab}.ipynb"
+    if named.is_file():
+        path = named
+    elif len(notebooks) == 1:
+        path = notebooks[0]
+    else:
+        found = ", ".join(p.name for p in notebooks[:5]) or "none"
+        raise NotebookUnclear(f"the hidden tests cannot tell which notebook is yours: {folder.name}/ holds "
+                              f"{len(notebooks)} notebooks ({found}) and none is named {lab}.ipynb. Submit "
+                              f"exactly one notebook, {lab}.ipynb, and ask for a regrade.")
     try:
-        data = notebooks[0].read_bytes()
+        data = path.read_bytes()
         nb = json.loads(data)
         nb["cells"] = [c for c in nb.get("cells", []) if not _is_test_cell(c)]
         return data, joined_source(cells_from_notebook(nb))
-    except (SubmissionError, OSError, ValueError, AttributeError):
-        return b"", None
+    except (SubmissionError, OSError, ValueError, AttributeError) as exc:
+        raise NotebookUnclear(f"the hidden tests could not read {path.name}: {str(exc)[:200]}. Submit the notebook "
+                              "as saved by Jupyter and ask for a regrade.") from exc
 
 
 def run_hidden_tests(env: dict, lab: str, question: str) -> None:
     """All hidden tests of ``question``; raises ``AssertionError`` listing the failed ones with their messages."""
     bundle = load_bundle(find_bundle(lab))
-    data, code = _submission()
+    data, code = read_student_notebook(lab)
     student, failures = LocalStudent(env, code), []
     tests = [t for t in bundle.suite.tests if t.question == question]
     for test in tests:
