@@ -142,7 +142,8 @@ def json_rows(results: list[dict]) -> list[dict]:
     ``\\xNN`` (``safe_text.readable_name``)."""
     from .grading.safe_text import readable_name
 
-    keep = ("submission", "score", "max_score", "questions", "errors", "review", "isolation", "elapsed_s")
+    keep = ("submission", "score", "max_score", "awaiting_points", "questions", "errors", "review", "isolation",
+            "elapsed_s")
     return [{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r} for r in results]
 
 
@@ -211,7 +212,7 @@ def _notes(result: dict) -> str:
     from .grading.gradebook import row_notes
 
     lost = [f"{q} {v['score']:g}/{v['max_score']:g}" for q, v in result.get("questions", {}).items()
-            if v["score"] < v["max_score"]]
+            if v["score"] is not None and v["score"] < v["max_score"]]  # None: a written answer awaiting marking
     parts = row_notes(result)
     if lost:
         parts.append("lost: " + ", ".join(lost))

@@ -10,7 +10,7 @@ from pathlib import Path
 from . import clusters, exports, markdown, page, plots, similarity, stats
 from .load import Names, Submission, load_submissions
 from .model import ClassReport
-from .students import feedback_links
+from .students import feedback_links, refresh_feedback
 
 
 @dataclass
@@ -83,6 +83,7 @@ def build_report(target, *, html=None, lab: str | None = None, mutants=(), templ
                      threshold=threshold, reference=reference(lab) if callable(reference) else reference,
                      known=known)
     html = Path(html) if html else default_html(target)
+    refresh_feedback(target, subs)  # the students' feedback files get the marks given since the grade
     report.feedback = {} if anonymise else feedback_links(target, subs, html)  # a path names its student
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(page.render(report), encoding="utf-8")
