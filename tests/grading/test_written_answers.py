@@ -207,3 +207,52 @@ def test_marks_are_laid_over_a_row_and_the_feedback_shows_rubric_comment_and_rea
     assert "Comment from your marker:" in fb and "Good; quote *your* run." in fb
     assert "## `double`: 1 / 2" in fb and "appeal: the test's tolerance was too tight" in fb
     assert "## `var_qk`: awaiting marking (1.5 points)" in fb
+
+
+# -- end to end: the grader, a batch and the report on the fixture course ------------------------------------
+@pytest.fixture
+def written_lab(built_course, tmp_path, monkeypatch):
+    """The fixture course's lab99_demo bundle with a written question in its manifest, and a submission: the
+    solution notebook with the answer cell the build writes (written_spec.md section 2), answered."""
+    import shutil
+
+    monkeypatch.setenv("ATTNLAB_SANDBOX", "off")
+    monkeypatch.delenv("ATTNLAB_GRADING_SECRET", raising=False)
+    lab_dir = tmp_path / "autograder" / "lab99_demo"
+    shutil.copytree(built_course / "autograder" / "lab99_demo", lab_dir)
+    manifest = json.loads((lab_dir / "manifest.json").read_text())
+    manifest["written"] = MANIFEST["written"][:1]
+    (lab_dir / "manifest.json").write_text(json.dumps(manifest))
+    nb = json.loads((built_course / "solutions" / "lab99_demo" / "lab99_demo.ipynb").read_text())
+    nb["cells"] += [md(PROMPT), answer_cell("mirror_pairs", "It scores 0.5: <script>x()</script>")]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice.ipynb").write_text(json.dumps(nb))
+    return lab_dir, subs / "alice.ipynb"
+
+
+def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab, tmp_path):
+    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.runner import grade_submission
+    from attnlab.report import build_report
+
+    lab_dir, alice = written_lab
+    res = grade_submission(lab_dir, alice)
+    assert res["questions"]["double"]["score"] == 2.0 and res["questions"]["Scale"]["score"] == 1.0  # unchanged
+    assert res["score"] == 3.0 and res["max_score"] == 5.0 and res["awaiting_points"] == 2.0
+    assert res["questions"]["mirror_pairs"]["answer"] == "It scores 0.5: <script>x()</script>"
+    out = tmp_path / "out"
+    grade_batch(lab_dir, [alice.parent], out_dir=out)
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
+    assert "**Total: 3 / 5 (2 points awaiting marking)**" in feedback
+    gs = json.loads((out / "submissions" / "alice" / "results.json").read_text())
+    assert gs["score"] == 3.0 and [t["name"] for t in gs["tests"]][-1] == "mirror_pairs (written)"
+    done = build_report(out, html=tmp_path / "rep" / "report.html")
+    summary = done.markdown.read_text()
+    assert "`mirror_pairs` (1 awaiting marking)" in summary and "3 / 5 (2 points awaiting marking)" in summary
+    scores = (tmp_path / "rep" / "report-scores.csv").read_text().splitlines()
+    assert scores[1].split(",")[2:] == ["5", "2", "1", "", "2 points awaiting marking"]
+    canvas = list(csv.reader(io.StringIO((tmp_path / "rep" / "report-canvas.csv").read_text())))
+    assert canvas[0][-1] == "lab99_demo: points awaiting marking" and canvas[1][-1] == "(read only)"
+    assert canvas[2][-3:] == ["", "3", "2"]
+    assert "<script>x()</script>" not in (tmp_path / "rep" / "report.html").read_text()
