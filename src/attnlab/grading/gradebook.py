@@ -215,7 +215,9 @@ class Gradebook:
             elif column not in {r[1] for r in self._execute(f"PRAGMA table_info({table})")}:
                 self._execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
         if self._dialect == "postgresql":
-            self._execute("ALTER TABLE questions ALTER COLUMN score DROP NOT NULL")
+            if self._execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND "
+                             "table_name = 'questions' AND column_name = 'score' AND is_nullable = 'NO'").fetchall():
+                self._execute("ALTER TABLE questions ALTER COLUMN score DROP NOT NULL")
         elif any(r[1] == "score" and r[3] for r in self._execute("PRAGMA table_info(questions)")):
             # SQLite cannot drop a NOT NULL: copy the rows into the new table, in this transaction
             self._execute("ALTER TABLE questions RENAME TO questions_before_written")
