@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 
 from attnlab.grading import result_fields as fields
+from attnlab.grading.bundle import written_questions
 from attnlab.grading.score_text import format_score
 
 AWAITING = "awaiting marking"  # a written question's status until a person marks it
@@ -47,16 +48,10 @@ def written_of(bundle) -> list[Question]:
     """The written questions of a ``Bundle`` or a manifest dict (``bundle.written_questions``); ``[]`` for a bundle
     built before written questions existed or a broken list (a grade must still be written: the build's own check
     names a broken list)."""
-    from attnlab.grading import bundle as bundle_module
-
     manifest = bundle if isinstance(bundle, dict) else getattr(bundle, "manifest", {})
-    reader = getattr(bundle_module, "written_questions", None)
     try:
-        if reader is not None:
-            return [Question(w.name, float(w.points), w.prompt) for w in reader(manifest)]
-        return [Question(str(w["name"]), float(w["points"]), str(w.get("prompt", "")))
-                for w in manifest.get(WRITTEN, [])]
-    except (KeyError, TypeError, ValueError, AttributeError):
+        return [Question(w.name, float(w.points), w.prompt) for w in written_questions(manifest)]
+    except (ValueError, AttributeError):
         return []
 
 
