@@ -72,8 +72,7 @@ def render(r: ClassReport) -> str:
              f"{len(r.submissions)} submissions, generated {r.generated_at} by `attnlab report`.", "", "## Scores", ""]
     lines += _table(["question", "points", "mean", "median", "at full marks"],
                     [[f"`{d.name}`" + d.label[len(d.name):] if d is not r.total else "**total**" + d.label[5:],
-                      format_score(d.max_score), f"{d.mean:.2f}",
-                      format_score(d.median), f"{100 * d.full_share:.0f}%"] for d in [*r.per_question, r.total]])
+                      format_score(d.max_score), *d.cells()] for d in [*r.per_question, r.total]])
     lines += ["## Mistakes", ""]
     for i, m in enumerate(r.mistakes, start=1):
         entries = ", ".join(m.entries) or "no catalogue entry"

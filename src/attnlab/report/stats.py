@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from attnlab.grading import result_fields as fields
 from attnlab.grading.safe_text import clip
+from attnlab.grading.score_text import format_score
 
 from .categories import CATEGORIES, diagnosed, problems, unwritten
 from .load import Names, Submission
@@ -31,6 +32,13 @@ class Distribution:
     max_score: float
     values: list[float]  # the marked scores only
     awaiting: int = 0  # submissions whose answer (for the total: any answer) awaits marking
+
+    def cells(self) -> list[str]:
+        """Mean, median and share at full marks as the tables show them: ``-`` where no answer is marked yet (a
+        written question awaiting marking has no score, not 0)."""
+        if not self.values:
+            return ["-", "-", "-"]
+        return [f"{self.mean:.2f}", format_score(self.median), f"{100 * self.full_share:.0f}%"]
 
     @property
     def label(self) -> str:
