@@ -154,6 +154,7 @@ def score_table(results: list[dict], width: int | None = None) -> str:
     ``width``: the line's length, the notes abbreviated to fit with a visible ``… (+N more)``; default: the
     terminal's width when standard output is one, else no limit (a log keeps every note)."""
     from .grading.safe_text import for_terminal, readable_name
+    from .grading.score_text import format_score
 
     if not results:
         return "no submissions"
@@ -165,7 +166,7 @@ def score_table(results: list[dict], width: int | None = None) -> str:
     lines = [f"{'submission':<{name_width}}  {'score':>13}  {'seconds':>7}  notes"]
     for name, r in zip(names, results):
         note = abbreviated(for_terminal(_notes(r)), room)
-        lines.append(f"{name:<{name_width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
+        lines.append(f"{name:<{name_width}}  {r['score']:>6.1f} / {format_score(r['max_score']):<4}"
                      f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
     return "\n".join(lines)
 

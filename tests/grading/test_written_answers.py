@@ -117,10 +117,12 @@ def test_totals_table_json_feedback_and_gradescope_say_points_awaiting_marking()
     assert "3.5 points awaiting marking" in row_notes(result)
     table = score_table([result], width=None)
     assert "3.5 points awaiting marking" in table and "lost: double 0/2" in table and "mirror_pairs" not in table
+    assert " 1.0 / 6.5 " in table  # half points shown, not rounded away
     assert json_rows([result])[0]["awaiting_points"] == 3.5
     fb = feedback_markdown(result)
     assert "**Total: 1 / 6.5 (3.5 points awaiting marking)**" in fb
     assert "## `mirror_pairs`: awaiting marking (2 points)" in fb and "| `var_qk` | awaiting marking (1.5 points) |" in fb
+    assert fb.count("No answer was found in your notebook") == 1  # var_qk's; mirror_pairs has an answer
     assert "mirror_pairs`: 0" not in fb and "<b>x</b>" not in fb  # never 0; the answer is not echoed as markup
     gs = to_gradescope(result, Visibility(hidden_tests="visible"))
     assert gs["output"] == "Total: 1 / 6.5 (3.5 points awaiting marking)" and gs["score"] == 1.0

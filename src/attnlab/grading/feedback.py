@@ -19,6 +19,7 @@ from attnlab.grading.gradebook import format_score, validate_result
 from attnlab.grading.outputs import write_text_atomic
 from attnlab.grading.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
 from attnlab.grading.written_answers import (
+    ANSWER,
     AWAITING,
     COMMENT,
     KIND,
@@ -56,13 +57,19 @@ def feedback_markdown(result: dict) -> str:
         if s["messages"]:
             lines += _block(cap_messages(s["messages"], 200))
         elif s.get(KIND) == WRITTEN:
-            lines += [] if s["score"] is not None else ["A person will mark your answer; this file shows the "
-                                                        "mark once it is given.", ""]
+            lines += [] if s["score"] is not None else [_awaiting_words(s), ""]
         elif s["score"] >= s["max_score"]:
             lines += ["All checks passed.", ""]
         else:
             lines += ["No details were given for the points lost here; ask your instructor.", ""]
     return "\n".join(lines)
+
+
+def _awaiting_words(s: dict) -> str:
+    if not s.get(ANSWER, "").strip():
+        return ("No answer was found in your notebook: its answer cell is empty or still holds the placeholder. A "
+                "person will mark the question all the same.")
+    return "A person will mark your answer; this file shows the mark once it is given."
 
 
 def _score(s: dict) -> str:
