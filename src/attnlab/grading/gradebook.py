@@ -267,6 +267,18 @@ class Gradebook:
         with self._transaction():
             return self._execute(sql, params).fetchall()
 
+    def transaction(self, op, *, write: bool = False):
+        """``op(execute)``, one transaction on this database, retried as the gradebook's own; ``execute(sql, params)``
+        takes ``?`` in either ``dialect``: how other tables in this database (``marking.store``) share it."""
+        def run():
+            with self._transaction(write=write):
+                return op(self._execute)
+        return self._retrying(run)
+
+    @property
+    def dialect(self) -> str:
+        return self._dialect  # "sqlite" or "postgresql"
+
     def rows(self, lab: str | None = None) -> list[dict]:
         """All submissions (of one lab, or all), ordered by lab then key, each with its ``questions``
         (a dict in the order of the result) and ``errors`` decoded."""
