@@ -259,3 +259,38 @@ def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab
     assert canvas[0][-1] == "lab99_demo: points awaiting marking" and canvas[1][-1] == "(read only)"
     assert canvas[2][-3:] == ["", "3", "2"]
     assert "<script>x()</script>" not in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_marks_from_the_marking_store_reach_the_csv_the_report_and_the_feedback_files(written_lab, tmp_path):
+    """A marker marks alice's written answer (two rubric items and a comment) and changes a code score with a reason
+    (marking.store): `attnlab gradebook --csv`, the report's CSVs and alice's refreshed feedback.md follow."""
+    from attnlab.grading.batch import export_gradebook, grade_batch
+    from attnlab.marking.store import MarkStore
+    from attnlab.report import build_report
+
+    lab_dir, alice = written_lab
+    out = tmp_path / "out"
+    grade_batch(lab_dir, [alice.parent], out_dir=out)
+    with open_gradebook(out) as book:
+        store = MarkStore(book)
+        store.ensure_rubric("lab99_demo", "mirror_pairs", [("mirror_pairs.1", "Quotes 0.5", 1.0),
+                                                           ("mirror_pairs.2", "Explains why", 1.0),
+                                                           ("mirror_pairs.3", "No own number", -0.5)])
+        store.save_mark("lab99_demo", "alice.ipynb", "mirror_pairs", items=["mirror_pairs.1", "mirror_pairs.3"],
+                        comment="Quote your own run's number.", marker="ta1", version=0)
+        store.change_score("lab99_demo", "alice.ipynb", "double", 1.5, reason="similarity finding: shared code",
+                           marker="ta2", version=0)
+    export_gradebook(out, tmp_path / "g.csv")
+    header, line = list(csv.reader(io.StringIO((tmp_path / "g.csv").read_text())))
+    assert dict(zip(header, line)) == {
+        "submission": "alice.ipynb", "score": "3", "max_score": "5", "double": "1.5", "Scale": "1",
+        "mirror_pairs": "0.5", "awaiting_marking": "0", "notes": ""}  # 1.5 + 1 + (1 - 0.5)
+    build_report(out, html=tmp_path / "rep" / "report.html")
+    canvas = list(csv.reader(io.StringIO((tmp_path / "rep" / "report-canvas.csv").read_text())))
+    assert canvas[2][-5:] == ["1.5", "1", "0.5", "3", "0"]
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
+    assert "**Total: 3 / 5**" in feedback and "awaiting" not in feedback
+    assert "## `mirror_pairs`: 0.5 / 2" in feedback and "- Quotes 0\\.5 (+1)" in feedback
+    assert "- No own number (-0.5)" in feedback and "Explains why" not in feedback
+    assert "Quote your own run's number." in feedback
+    assert "## `double`: 1.5 / 2" in feedback and "similarity finding: shared code" in feedback

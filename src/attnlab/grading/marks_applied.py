@@ -12,16 +12,7 @@ and the feedback files the report refreshes read these rows.
 from __future__ import annotations
 
 from attnlab.grading import written_answers as written
-
-
-def _effective(book, lab: str) -> dict:
-    """``effective_scores(book, lab)``, or ``{}`` for a gradebook with no marks yet (the marking tables are made
-    by the first mark)."""
-    try:
-        from attnlab.marking.store import effective_scores
-    except ImportError:  # a kit without the marking application: the rows as graded
-        return {}
-    return effective_scores(book, lab) or {}
+from attnlab.marking.store import effective_scores
 
 
 def _apply(q: dict, e) -> bool:
@@ -48,5 +39,5 @@ def apply_marks(row: dict, effective: dict) -> dict:
 
 def marked_rows(book, lab: str) -> list[dict]:
     """``book.rows(lab)`` with the marks of ``lab`` applied (see the module docstring)."""
-    marks = _effective(book, lab)
+    marks = effective_scores(book, lab)
     return [apply_marks(row, marks.get(row["key"], {})) for row in book.rows(lab)]
