@@ -294,3 +294,17 @@ def test_marks_from_the_marking_store_reach_the_csv_the_report_and_the_feedback_
     assert "- No own number (-0.5)" in feedback and "Explains why" not in feedback
     assert "Quote your own run's number." in feedback
     assert "## `double`: 1.5 / 2" in feedback and "similarity finding: shared code" in feedback
+
+
+def test_the_gradescope_runner_keeps_written_questions_awaiting_when_nothing_could_be_graded(written_lab, tmp_path,
+                                                                                            capsys):
+    from attnlab.grading.gradescope_run import run
+
+    lab_dir, _ = written_lab
+    (tmp_path / "empty").mkdir()
+    result = run(lab="lab99_demo", bundle=str(lab_dir), submission=str(tmp_path / "empty"),
+                 results=str(tmp_path / "results.json"))
+    assert result["score"] == 0.0 and result["max_score"] == 5.0 and result["awaiting_points"] == 2.0
+    assert "lab99_demo: 0 / 5 (2 points awaiting marking)" in capsys.readouterr().out
+    tests = {t["name"]: t for t in json.loads((tmp_path / "results.json").read_text())["tests"]}
+    assert tests["double"]["score"] == 0.0 and "score" not in tests["mirror_pairs (written)"]

@@ -5,8 +5,11 @@ Tables (primary keys in brackets):
 - ``submissions`` [lab, key]: path, sha256 of the file, score, max_score, isolation, elapsed_s,
   graded_at (ISO time, UTC), errors (JSON list), grader_error (NULL unless the grader itself failed),
   review (JSON list of what a person must review), problems (JSON: the result's ``result_fields.PROBLEMS``).
-- ``questions`` [lab, key, question]: position (order in the result), score, max_score, messages (JSON list),
-  details (JSON: the question's structured fields). Columns added later are NULL in older rows.
+- ``questions`` [lab, key, question]: position (order in the result), score (NULL: a written answer awaiting
+  marking), max_score, messages (JSON list), details (JSON: the question's structured fields), kind (``code`` or
+  ``written``), answer (a written question's text, ``written_answers``). Columns added later are NULL in older rows
+  (a NULL kind is a code question); an older gradebook is migrated when opened (``_add_review_column``). The marks
+  live beside these tables (``marking/store.py``); readers apply them through ``marks_applied``.
 
 The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
 so a resubmission overwrites the earlier grade. Several processes or threads may write at once
