@@ -308,3 +308,17 @@ def test_the_gradescope_runner_keeps_written_questions_awaiting_when_nothing_cou
     assert "lab99_demo: 0 / 5 (2 points awaiting marking)" in capsys.readouterr().out
     tests = {t["name"]: t for t in json.loads((tmp_path / "results.json").read_text())["tests"]}
     assert tests["double"]["score"] == 0.0 and "score" not in tests["mirror_pairs (written)"]
+
+
+def test_attnlab_report_says_what_awaits_marking_and_what_it_refreshed(capsys):
+    from types import SimpleNamespace
+
+    from attnlab.commands import _say_marking
+
+    _say_marking([SimpleNamespace(awaiting_points=2.0), SimpleNamespace(awaiting_points=0.0),
+                  SimpleNamespace(awaiting_points=1.5)], 3)
+    assert capsys.readouterr().out.splitlines() == [
+        "attnlab report: 3.5 points awaiting marking in 2 submission(s): mark them with `attnlab mark`",
+        "attnlab report: 3 feedback file(s) written again with the marks"]
+    _say_marking([SimpleNamespace(awaiting_points=0.0)], 0)
+    assert capsys.readouterr().out == ""
