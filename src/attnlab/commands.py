@@ -299,6 +299,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     from .report.exports import not_on_roster
     from .report.load import ReportInputError
     from .report.similarity import DEFAULT_THRESHOLD
+    from .report.students import marking_lines
 
     if threshold is not None and not 0 < threshold <= 1:
         raise UsageError(f"--threshold {threshold:g} is not a share: pass a number above 0 and at most 1 (0.8: "
@@ -326,20 +327,9 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
           f"{len(r.pairs)} similar pairs in {len(r.clusters)} clusters (threshold {r.threshold:g}), "
           f"{len(r.known_matches)} matches to known solutions, in {done.seconds:.1f} s")
     print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
-    _say_marking(r.submissions, done.refreshed)
+    for line in marking_lines(r.submissions, done.refreshed):
+        print(f"attnlab report: {line}")
     return 0
-
-
-def _say_marking(submissions, refreshed: int) -> None:
-    """The written answers still awaiting marking, and the feedback files written again with the marks."""
-    from .grading.written_answers import awaiting_note
-
-    waiting = [s for s in submissions if s.awaiting_points > 0]
-    if waiting:
-        print(f"attnlab report: {awaiting_note(sum(s.awaiting_points for s in waiting))} in {len(waiting)} "
-              "submission(s): mark them with `attnlab mark`")
-    if refreshed:
-        print(f"attnlab report: {refreshed} feedback file(s) written again with the marks")
 
 
 def _say_not_on_roster(names: list[str]) -> None:

@@ -310,15 +310,13 @@ def test_the_gradescope_runner_keeps_written_questions_awaiting_when_nothing_cou
     assert tests["double"]["score"] == 0.0 and "score" not in tests["mirror_pairs (written)"]
 
 
-def test_attnlab_report_says_what_awaits_marking_and_what_it_refreshed(capsys):
+def test_attnlab_report_says_what_awaits_marking_and_what_it_refreshed():
     from types import SimpleNamespace
 
-    from attnlab.commands import _say_marking
+    from attnlab.report.students import marking_lines
 
-    _say_marking([SimpleNamespace(awaiting_points=2.0), SimpleNamespace(awaiting_points=0.0),
-                  SimpleNamespace(awaiting_points=1.5)], 3)
-    assert capsys.readouterr().out.splitlines() == [
-        "attnlab report: 3.5 points awaiting marking in 2 submission(s): mark them with `attnlab mark`",
-        "attnlab report: 3 feedback file(s) written again with the marks"]
-    _say_marking([SimpleNamespace(awaiting_points=0.0)], 0)
-    assert capsys.readouterr().out == ""
+    assert marking_lines([SimpleNamespace(awaiting_points=2.0), SimpleNamespace(awaiting_points=0.0),
+                          SimpleNamespace(awaiting_points=1.5)], 3) == [
+        "3.5 points awaiting marking in 2 submission(s): mark them with `attnlab mark`",
+        "3 feedback file(s) written again with the marks"]
+    assert marking_lines([SimpleNamespace(awaiting_points=0.0)], 0) == []

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from attnlab.grading.gradebook import format_score, row_notes
 from attnlab.grading.safe_text import cap_messages, clip
-from attnlab.grading.written_answers import KIND, STATUS, WRITTEN, total_text
+from attnlab.grading.written_answers import KIND, STATUS, WRITTEN, awaiting_note, total_text
 
 from .categories import SHORT, diagnosed, problems, unwritten
 from .load import Submission
@@ -69,6 +69,14 @@ def refresh_feedback(target, subs: list[Submission]) -> int:
         write_feedback({"submission": s.path or s.key, "score": s.score, "max_score": s.max_score,
                         "questions": s.questions, "errors": s.errors, "review": s.review}, path)
     return len(files)
+
+
+def marking_lines(subs: list[Submission], refreshed: int) -> list[str]:
+    """What ``attnlab report`` says of the marking: the points still awaiting it, the feedback files written again."""
+    waiting = [s for s in subs if s.awaiting_points > 0]
+    lines = [f"{awaiting_note(sum(s.awaiting_points for s in waiting))} in {len(waiting)} submission(s): mark them "
+             "with `attnlab mark`"] if waiting else []
+    return lines + ([f"{refreshed} feedback file(s) written again with the marks"] if refreshed else [])
 
 
 def feedback_links(target, subs: list[Submission], html: Path) -> dict[str, str]:
