@@ -81,3 +81,30 @@ def test_names_are_aliases_until_asked_for(client):
     assert any("alice.ipynb" in client.get(f"/l/lab05/q/mirror/{n}").text for n in (1, 2))
     assert client.post("/names", data={"csrf": csrf, "back": "//evil.example/"}).headers["location"] == "/"
     assert not any("alice.ipynb" in client.get(f"/l/lab05/q/mirror/{n}").text for n in (1, 2))  # hidden again
+
+
+def test_rubrics_and_guides_come_from_the_labs_bundle_and_edited_points_stay(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from attnlab.grading import bundle as bundles
+    from attnlab.marking.serve import seed_rubrics
+
+    folder = tmp_path / "course" / "autograder" / "lab05"
+    folder.mkdir(parents=True)
+    (folder / bundles.MANIFEST).write_text('{"lab": "lab05"}')
+    (folder / bundles.HIDDEN_TESTS).write_text("")
+    item = SimpleNamespace(id="mirror.1", criterion="Says why both orders look alike", points=2.0)
+    monkeypatch.setattr(bundles, "written_questions", lambda where: [SimpleNamespace(
+        name="mirror", prompt="Why **0.5**?", reference="Same bag of words.", rubric=(item,))] if where == folder
+        else pytest.fail(f"read {where}"), raising=False)
+    with open_gradebook(tmp_path / "gradebook.db") as gb:
+        record_student(gb, "lab05", "alice.ipynb", code={}, written={"mirror": ("because", 2.0)})
+        store = MarkStore(gb)
+        guides = seed_rubrics(store, tmp_path / "course")
+        assert guides == {("lab05", "mirror"): ("Why **0.5**?", "Same bag of words.")}
+        store.set_item_points("lab05", "mirror", "mirror.1", 1.5, marker="ann")
+        seed_rubrics(store, tmp_path / "course")
+        assert [(i.id, i.points) for i in store.rubric("lab05", "mirror")] == [("mirror.1", 1.5)]
+        client = TestClient(create_app(gb, "t", guides))
+        page = client.get("/l/lab05/q/mirror/1?token=t").text
+        assert "<strong>0.5</strong>" in page and "Same bag of words." in page

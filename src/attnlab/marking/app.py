@@ -16,8 +16,9 @@ from attnlab.marking.store import MarkStore
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def create_app(gradebook, token: str) -> security.Guard:
-    """The application on ``gradebook`` (an open ``Gradebook``), guarded by ``token`` (``security.Guard``)."""
+def create_app(gradebook, token: str, guides: dict | None = None) -> security.Guard:
+    """The application on ``gradebook`` (an open ``Gradebook``), guarded by ``token`` (``security.Guard``);
+    ``guides``: ``{(lab, question): (prompt, reference answer)}`` shown to markers (``serve.seed_rubrics``)."""
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
     env.filters["num"] = lambda x: "" if x is None else format_score(x)
     routes = [
@@ -32,6 +33,6 @@ def create_app(gradebook, token: str) -> security.Guard:
         Route("/l/{lab}/s/{n:int}/change", pages.change_score, methods=["POST"]),
     ]
     app = Starlette(routes=routes)
-    app.state.marking = views.Marking(MarkStore(gradebook), env)
+    app.state.marking = views.Marking(MarkStore(gradebook), env, guides or {})
     return security.Guard(app, token)
 

@@ -87,7 +87,8 @@ def _question(m: Marking, request: Request, lab: str, question: str, keys: list[
                   answer_html=answer_html(text), rubric=m.store.rubric(lab, question), max_score=effective.max_score,
                   applied=set(mark.items) if mark else set(), adjustment=mark.adjustment if mark else 0,
                   comment=mark.comment if mark else "", version=mark.version if mark else 0,
-                  score_text=_score_text(effective), **context)
+                  score_text=_score_text(effective), guide=[answer_html(t) for t in m.guides.get((lab, question), ())],
+                  **context)
 
 
 async def edit_rubric(request: Request) -> Response:

@@ -22,11 +22,12 @@ def free_port(host: str = LOCAL_HOST) -> int:
         return s.getsockname()[1]
 
 
-def seed_rubrics(store: MarkStore, start=None) -> list[str]:
+def seed_rubrics(store: MarkStore, start=None) -> dict[tuple[str, str], tuple[str, str]]:
     """Add each lab's written questions' rubric items from its bundle (found from ``start``, the course folder);
-    return the labs seeded. A lab without a bundle here is left as it is: its markers add items on the page."""
+    return ``{(lab, question): (prompt, reference answer)}`` for the markers' page. A lab without a bundle here is
+    left as it is: its markers add items on the page."""
     read = getattr(bundles, "written_questions", None)  # the build side's reader (issue 29); absent in older kits
-    seeded = []
+    guides = {}
     for lab in store.gradebook.labs():
         try:
             folder = bundles.find_bundle(lab, start=start)
@@ -34,10 +35,10 @@ def seed_rubrics(store: MarkStore, start=None) -> list[str]:
             continue
         if read is None or not folder.is_dir():
             continue
-        for q in read(bundles.load_bundle(folder)):
+        for q in read(folder):
             store.ensure_rubric(lab, q.name, [(item.id, item.criterion, item.points) for item in q.rubric])
-        seeded.append(lab)
-    return seeded
+            guides[(lab, q.name)] = (q.prompt, q.reference)
+    return guides
 
 
 class MarkingUsageError(ValueError):
@@ -58,7 +59,7 @@ def run_marking(target, *, host: str, port: int, start=None) -> int:
     except ImportError as exc:
         raise MarkingUsageError(f'attnlab mark needs the marking extra ({exc}): pip install "attnlab[marking]"') \
             from None
-    except (FileNotFoundError, GradebookError) as exc:
+    except (FileNotFoundError, GradebookError, ValueError) as exc:  # ValueError: a bundle's broken written list
         raise MarkingUsageError(str(exc)) from None
     except OSError as exc:  # the port is taken, the host is not this machine's
         raise MarkingUsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port or "
@@ -73,12 +74,12 @@ def serve(gradebook, *, host: str = LOCAL_HOST, port: int = 0, token: str, start
 
     from attnlab.marking.app import create_app
 
-    seeded = seed_rubrics(MarkStore(gradebook), start)
+    guides = seed_rubrics(MarkStore(gradebook), start)
     port = port or free_port(host)
-    if seeded:
-        say(f"attnlab mark: rubrics of {', '.join(seeded)} from their bundles")
+    if guides:
+        say(f"attnlab mark: rubrics of {', '.join(sorted({lab for lab, _ in guides}))} from their bundles")
     if host != LOCAL_HOST:
         say(f"attnlab mark: listening on {host}, not only on this machine: anyone with the URL can mark")
     say(f"attnlab mark: marking {gradebook.target}; open this URL (it carries the token), Ctrl-C to stop:\n"
         f"    http://{LOCAL_HOST if host in ('0.0.0.0', LOCAL_HOST) else host}:{port}/?token={token}")
-    uvicorn.run(create_app(gradebook, token), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(gradebook, token, guides), host=host, port=port, log_level="warning")

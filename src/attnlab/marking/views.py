@@ -24,10 +24,11 @@ NAMES_COOKIE = "attnlab_mark_names"
 
 @dataclass
 class Marking:
-    """What every page reads: the store, the templates."""
+    """What every page reads: the store, the templates, the questions' prompts and reference answers."""
 
     store: MarkStore
     env: Environment
+    guides: dict  # (lab, question) -> (prompt, reference answer), from the bundle; empty without one
 
     def keys(self, lab: str) -> list[str]:
         """The lab's submissions in the order markers see them: by their ``student-NNN`` alias."""
