@@ -287,6 +287,15 @@ def _roster(root):
         raise UsageError(str(exc)) from None
 
 
+def mark(*, target: str, host: str = "127.0.0.1", port: int = 0, root: str | None = None) -> int:
+    """``attnlab mark``: the marking application on a gradebook until Ctrl-C (``marking/serve.py``; port 0: a free one)."""
+    from .marking.serve import run_marking
+    try:
+        return run_marking(target, host=host, port=port, start=root)
+    except ValueError as exc:  # marking.serve.MarkingUsageError: a wrong target or port, the extra not installed
+        raise UsageError(str(exc)) from None
+
+
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
            threshold: float | None = None, known: list[str] = (), root: str | None = None) -> int:
     """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
