@@ -66,6 +66,9 @@ def test_the_answer_is_the_cell_its_metadata_names_else_the_first_markdown_after
     lost = [md("# Part 2"), md(PROMPT + "\n"), code("x = 1"), md("My own words: 0.5 because ..."), md("later")]
     assert find_answer(lost, q) == "My own words: 0.5 because ..."
     assert find_answer([md("# no prompt here"), md("text")], q) == ""
+    # the answer cell copied (metadata and all) and the copy written in: the written one
+    copied = [answer_cell("mirror_pairs", PLACEHOLDER), answer_cell("mirror_pairs", "the copy's text")]
+    assert find_answer(copied, q) == "the copy's text"
 
 
 @pytest.mark.parametrize("text", [PLACEHOLDER, "  \n", f"\n{PLACEHOLDER}  \n", ""])

@@ -83,9 +83,10 @@ def _normal(text: str) -> str:
 
 def find_answer(cells: list[dict], question: Question) -> str:
     """The student's answer to ``question`` in ``cells`` (see the module docstring): bounded, ``""`` when empty."""
-    markdown = [c for c in cells if c.get("cell_type") == "markdown"]
-    cell = next((c for c in markdown if _marked_as(c) == question.name), None)
-    if cell is None and _normal(question.prompt):
+    marked = [c for c in cells if c.get("cell_type") == "markdown" and _marked_as(c) == question.name]
+    # a copied answer cell carries the metadata too: the first one the student wrote in
+    cell = next((c for c in marked if _normal(_text(c)) not in ("", _normal(PLACEHOLDER))), None)
+    if not marked and _normal(question.prompt):
         prompt = next((i for i, c in enumerate(cells) if c.get("cell_type") == "markdown"
                        and _normal(question.prompt) in _normal(_text(c))), None)
         if prompt is not None:
