@@ -5,6 +5,7 @@ written question's progress, the marker's name, names shown or not, the audit lo
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from types import SimpleNamespace
 from urllib.parse import quote, unquote
@@ -47,6 +48,12 @@ class Marking:
 
     def who(self, request: Request, lab: str, key: str) -> str:
         return key if showing_names(request) else self.names(lab).alias(key)
+
+
+def answer_id(key: str) -> str:
+    """A submission's id in a form (not its name, not its place in a list that a new submission can shift): a POST
+    for another submission than the page showed is refused instead of marking the wrong answer."""
+    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def marker_of(request: Request) -> str:
