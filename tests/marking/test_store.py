@@ -166,3 +166,16 @@ def test_the_audit_log_is_append_only(book):
         with pytest.raises(Exception, match="append-only"):
             book.transaction(lambda ex, sql=sql: ex(sql), write=True)
     assert [r["who"] for r in audit_log(book)] == ["ann"]
+
+
+def test_a_resubmission_with_another_answer_awaits_marking_again_the_same_answer_keeps_its_mark(book):
+    store = MarkStore(book)
+    store.save_mark(LAB, "s0.ipynb", "mirror", items=["mirror.0"], marker="ann", version=0)
+    record_student(book, LAB, "s0.ipynb", code={"attention": (2.0, 3.0)},
+                   written={"mirror": ("It scores 0.5 because both orders look the same.", 2.0)})  # regraded as is
+    assert effective_scores(book, LAB)["s0.ipynb"]["mirror"].score == 1.0
+    record_student(book, LAB, "s0.ipynb", code={"attention": (2.0, 3.0)}, written={"mirror": ("A new answer.", 2.0)})
+    again = effective_scores(book, LAB)["s0.ipynb"]["mirror"]
+    assert (again.score, again.status) == (None, AWAITING)
+    store.save_mark(LAB, "s0.ipynb", "mirror", items=["mirror.0", "mirror.1"], marker="bob", version=1)
+    assert effective_scores(book, LAB)["s0.ipynb"]["mirror"].score == 2.0

@@ -17,7 +17,7 @@ from attnlab.marking import security
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group
 from attnlab.marking.render import answer_html
 from attnlab.marking.store import AWAITING, WRITTEN, Effective, MarkConflict, MarkingError
-from attnlab.marking.views import Marking, answer_id, back_to, marking_of, need_marker, refusal
+from attnlab.marking.views import Marking, answer_id, back_to, current, marking_of, need_marker, refusal
 
 NOT_FOUND = PlainTextResponse("no such page: go back to the labs page", status_code=404)
 
@@ -84,14 +84,17 @@ def _conflict(text: str, current, yours) -> SimpleNamespace:
 def _question(m: Marking, request: Request, lab: str, question: str, keys: list[str], n: int, *, status: int = 200,
               **context) -> Response:
     key = keys[n - 1]
-    answer = m.store.answers(lab, question)
-    text = next(a.text for a in answer if a.key == key)
+    answers = {a.key: a for a in m.store.answers(lab, question)}
     marks = m.store.marks(lab, question)
     mark = marks.get((key, question))
+    if mark is not None and not mark.marks(answers[key]) and "message" not in context:
+        context |= {"message": f"{mark.marker} marked an earlier submission's answer; this one differs: mark it "
+                               "again (their mark is in the form)", "message_class": "conflict"}
     effective = m.store.effective(lab)[key][question]
     return m.page(request, "question.html", status, lab=lab, question=question, n=n, total=len(keys), id=answer_id(key),
-                  marked=sum((k, question) in marks for k in keys), who=m.who(request, lab, key),
-                  answer_html=answer_html(text), rubric=m.store.rubric(lab, question), max_score=effective.max_score,
+                  marked=sum(current(marks.get((k, question)), answers[k]) for k in keys), who=m.who(request, lab, key),
+                  answer_html=answer_html(answers[key].text), rubric=m.store.rubric(lab, question),
+                  max_score=effective.max_score,
                   applied=set(mark.items) if mark else set(), adjustment=mark.adjustment if mark else 0,
                   comment=mark.comment if mark else "", version=mark.version if mark else 0,
                   score_text=_score_text(effective), guide=[answer_html(t) for t in m.guides.get((lab, question), ())],
@@ -171,18 +174,20 @@ async def mark_empty_answers(request: Request) -> Response:
 
 def _groups(m: Marking, request: Request, lab: str, question: str, keys: list[str], *, status: int = 200,
             **context) -> Response:
-    texts = {a.key: a.text for a in m.store.answers(lab, question) if a.kind == WRITTEN}
+    answers = {a.key: a for a in m.store.answers(lab, question) if a.kind == WRITTEN}
+    texts = {k: a.text for k, a in answers.items()}
     marks = m.store.marks(lab, question)
     position = {k: i for i, k in enumerate(keys, start=1)}
     groups = []
     for g in answer_groups(texts):
         members = [SimpleNamespace(n=position[k], id=answer_id(k), who=m.who(request, lab, k), snippet=clip(texts[k], 160),
-                                   status="marked" if (k, question) in marks else AWAITING,
+                                   status="marked" if current(marks.get((k, question)), answers[k]) else AWAITING,
                                    version=marks[(k, question)].version if (k, question) in marks else 0)
                    for k in g.keys]
         groups.append(SimpleNamespace(members=members, terms=g.terms, empty=g.empty))
     return m.page(request, "groups.html", status, lab=lab, question=question, groups=groups,
-                  rubric=m.store.rubric(lab, question), marked=len(marks), total=len(keys), **context)
+                  rubric=m.store.rubric(lab, question), total=len(keys),
+                  marked=sum(current(marks.get((k, question)), a) for k, a in answers.items()), **context)
 
 
 # -- students and score changes -------------------------------------------------------------------------------

@@ -56,6 +56,11 @@ def answer_id(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:16]
 
 
+def current(mark, answer) -> bool:
+    """A mark made on this answer as it is now (not on an earlier submission's)."""
+    return mark is not None and mark.marks(answer)
+
+
 def marker_of(request: Request) -> str:
     return unquote(request.cookies.get(MARKER_COOKIE, ""))
 
@@ -101,7 +106,7 @@ async def index(request: Request) -> Response:
                 q = questions.setdefault(a.question, {"name": a.question, "points": a.max_score, "marked": 0,
                                                       "total": 0})
                 q["total"] += 1
-                q["marked"] += (a.key, a.question) in marks
+                q["marked"] += current(marks.get((a.key, a.question)), a)
         labs.append({"name": lab, "students": len({a.key for a in answers}), "questions": list(questions.values())})
     return m.page(request, "index.html", labs=labs)
 
