@@ -121,3 +121,15 @@ def test_rubrics_and_guides_come_from_the_labs_bundle_and_edited_points_stay(tmp
         client = TestClient(create_app(gb, "t", guides))
         page = client.get("/l/lab05/q/mirror/1?token=t").text
         assert "<strong>0.5</strong>" in page and "Same bag of words." in page
+
+
+def test_attnlab_mark_usage_errors_are_one_line_exit_2(tmp_path, capsys):
+    from attnlab.cli import main
+
+    assert main(["mark", str(tmp_path / "nothing-here")]) == 2
+    assert "no gradebook at" in capsys.readouterr().err
+    open_gradebook(tmp_path / "gradebook.db").close()
+    assert main(["mark", str(tmp_path), "--port", "70000"]) == 2
+    assert "--port 70000 is not a port" in capsys.readouterr().err
+    assert main(["mark", "mysql://db/course"]) == 2
+    assert "unsupported gradebook URL" in capsys.readouterr().err
