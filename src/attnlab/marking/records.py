@@ -43,8 +43,9 @@ class Mark:
     answer_sha: str  # the answer it marks (``answer_sha``)
 
     def marks(self, answer: Answer) -> bool:
-        """True when this mark was made on ``answer``'s text as it is now (not on an earlier submission)."""
-        return self.answer_sha == answer_sha(answer.text)
+        """True when this mark was made on ``answer``'s text as it is now (not on an earlier submission); a mark
+        recorded before marks kept their answer's digest (``''``) counts."""
+        return not self.answer_sha or self.answer_sha == answer_sha(answer.text)
 
 
 @dataclass(frozen=True)

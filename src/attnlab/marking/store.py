@@ -114,6 +114,11 @@ class MarkStore:
             execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
         for ddl in _TABLES + (_POSTGRES_AUDIT if postgres else _SQLITE_AUDIT):
             execute(ddl)
+        # marks made before answer_sha existed: '' (they count for whatever answer is there)
+        if postgres:
+            execute("ALTER TABLE marks ADD COLUMN IF NOT EXISTS answer_sha TEXT NOT NULL DEFAULT ''")
+        elif "answer_sha" not in {r[1] for r in execute("PRAGMA table_info(marks)").fetchall()}:
+            execute("ALTER TABLE marks ADD COLUMN answer_sha TEXT NOT NULL DEFAULT ''")
 
     # -- reading ----------------------------------------------------------------------------------------
     def answers(self, lab: str, question: str | None = None) -> list[Answer]:
