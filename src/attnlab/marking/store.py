@@ -125,6 +125,11 @@ class MarkStore:
         """The ``questions`` rows of ``lab`` (of one question), by key then position."""
         return self.gradebook.transaction(lambda ex: _answers(ex, lab, question))
 
+    def keys(self, lab: str) -> list[str]:
+        """The submissions of ``lab`` that have question rows, sorted."""
+        return [r[0] for r in self.gradebook.transaction(lambda ex: ex(
+            "SELECT DISTINCT key FROM questions WHERE lab = ? ORDER BY key", (lab,)).fetchall())]
+
     def rubric(self, lab: str, question: str) -> list[RubricItem]:
         return self.gradebook.transaction(lambda ex: _rubric(ex, lab, question))
 

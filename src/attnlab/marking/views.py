@@ -33,11 +33,14 @@ class Marking:
 
     def keys(self, lab: str) -> list[str]:
         """The lab's submissions in the order markers see them: by their ``student-NNN`` alias."""
-        names = self.names(lab)
-        return sorted({a.key for a in self.store.answers(lab)}, key=names.alias)
+        keys = self.store.keys(lab)
+        return sorted(keys, key=self._names(keys).alias)
 
     def names(self, lab: str) -> Names:
-        keys = sorted({a.key for a in self.store.answers(lab)})
+        return self._names(self.store.keys(lab))
+
+    @staticmethod
+    def _names(keys: list[str]) -> Names:
         return Names([SimpleNamespace(key=k, path="") for k in keys], anonymise=True)
 
     def page(self, request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
