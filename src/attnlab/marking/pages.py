@@ -92,7 +92,7 @@ def _question(m: Marking, request: Request, lab: str, question: str, keys: list[
                                "again (their mark is in the form)", "message_class": "conflict"}
     effective = m.store.effective(lab)[key][question]
     return m.page(request, "question.html", status, lab=lab, question=question, n=n, total=len(keys), id=answer_id(key),
-                  marked=sum(current(marks.get((k, question)), answers[k]) for k in keys), who=m.who(request, lab, key),
+                  marked=sum(current(marks.get((k, question)), answers[k]) for k in keys), who=m.who(request, lab)(key),
                   answer_html=answer_html(answers[key].text), rubric=m.store.rubric(lab, question),
                   max_score=effective.max_score,
                   applied=set(mark.items) if mark else set(), adjustment=mark.adjustment if mark else 0,
@@ -153,7 +153,7 @@ async def groups_page(request: Request) -> Response:
     text = f"Applied to {len(saved)} answers."
     if conflicts:
         text += (f" Not applied to {len(conflicts)} that another marker changed meanwhile (their mark kept): "
-                 + ", ".join(m.who(request, lab, k) for k in conflicts))
+                 + ", ".join(map(m.who(request, lab), conflicts)))
     return _groups(m, request, lab, question, keys, status=409 if conflicts else 200, message=text,
                    message_class="conflict" if conflicts else "saved")
 
@@ -178,9 +178,9 @@ def _groups(m: Marking, request: Request, lab: str, question: str, keys: list[st
     texts = {k: a.text for k, a in answers.items()}
     marks = m.store.marks(lab, question)
     position = {k: i for i, k in enumerate(keys, start=1)}
-    groups = []
+    groups, who = [], m.who(request, lab)
     for g in answer_groups(texts):
-        members = [SimpleNamespace(n=position[k], id=answer_id(k), who=m.who(request, lab, k), snippet=clip(texts[k], 160),
+        members = [SimpleNamespace(n=position[k], id=answer_id(k), who=who(k), snippet=clip(texts[k], 160),
                                    status="marked" if current(marks.get((k, question)), answers[k]) else AWAITING,
                                    version=marks[(k, question)].version if (k, question) in marks else 0)
                    for k in g.keys]
@@ -195,7 +195,8 @@ async def students_page(request: Request) -> Response:
     m = marking_of(request)
     lab = request.path_params["lab"]
     scores = m.store.effective(lab)
-    students = [SimpleNamespace(n=n, who=m.who(request, lab, key),
+    who = m.who(request, lab)
+    students = [SimpleNamespace(n=n, who=who(key),
                                 score=sum(e.score for e in scores[key].values() if e.score is not None),
                                 max_score=sum(e.max_score for e in scores[key].values()),
                                 awaiting=sum(e.max_score for e in scores[key].values() if e.status == AWAITING))
@@ -239,5 +240,5 @@ def _student(m: Marking, request: Request, lab: str, keys: list[str], n: int, *,
     questions = [SimpleNamespace(name=q, score_text=_score_text(e), status=e.status, reason=e.reason,
                                  version=changes[(key, q)].version if (key, q) in changes else 0)
                  for q, e in m.store.effective(lab)[key].items()]
-    return m.page(request, "student.html", status, lab=lab, n=n, id=answer_id(key), who=m.who(request, lab, key),
+    return m.page(request, "student.html", status, lab=lab, n=n, id=answer_id(key), who=m.who(request, lab)(key),
                   questions=questions, **context)

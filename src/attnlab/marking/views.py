@@ -49,8 +49,19 @@ class Marking:
                     "show_names": showing_names(request), "path": request.url.path}
         return HTMLResponse(self.env.get_template(template).render(**context), status_code=status)
 
-    def who(self, request: Request, lab: str, key: str) -> str:
-        return key if showing_names(request) else self.names(lab).alias(key)
+    def who(self, request: Request, lab: str):
+        """``who(key)``: the name the marker reads for a submission of ``lab`` (its alias, or its key on request;
+        ``(removed)`` for one no longer in the gradebook)."""
+        if showing_names(request):
+            return lambda key: key
+        names = self.names(lab)
+
+        def alias(key: str) -> str:
+            try:
+                return names.alias(key)
+            except KeyError:  # a submission no longer in the gradebook's rows (the audit log keeps it)
+                return "(removed)"
+        return alias
 
 
 def answer_id(key: str) -> str:
@@ -137,16 +148,10 @@ async def toggle_names(request: Request) -> Response:
 async def audit_page(request: Request) -> Response:
     m = marking_of(request)
     rows = audit_log(m.store.gradebook)
+    namers = {lab: m.who(request, lab) for lab in {r["lab"] for r in rows}}
     for r in rows:
-        r["student"] = "" if r["key"] is None else _alias_or_key(m, request, r["lab"], r["key"])
+        r["student"] = "" if r["key"] is None else namers[r["lab"]](r["key"])
     return m.page(request, "audit.html", rows=rows)
-
-
-def _alias_or_key(m: Marking, request: Request, lab: str, key: str) -> str:
-    try:
-        return m.who(request, lab, key)
-    except KeyError:  # a submission no longer in the gradebook's rows
-        return key if showing_names(request) else "(removed)"
 
 
 async def audit_download(request: Request) -> Response:
