@@ -3,6 +3,8 @@ sanitised answer, the marker's name, the 409 of a stale save. The same in Chromi
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("starlette")
@@ -26,6 +28,10 @@ def client(tmp_path):
             record_student(gb, "lab05", key, code={"causal_mask": (2.0, 2.0)}, written={"mirror": (text, 2.0)})
         MarkStore(gb).ensure_rubric("lab05", "mirror", [("mirror.0", "Right", 2.0)])
         yield TestClient(create_app(gb, "secret-token"), follow_redirects=False)
+
+
+def _answer_id(client, path: str) -> str:
+    return re.search(r'name="answer" value="([0-9a-f]+)"', client.get(path).text).group(1)
 
 
 def _signed_in(client, name="ann") -> str:
@@ -56,12 +62,19 @@ def test_every_page_has_the_safety_headers(client):
 def test_a_form_without_its_csrf_field_or_marker_is_refused(client):
     csrf = client.get("/?token=secret-token") and client.cookies.get(CSRF_COOKIE)
     assert client.post("/name", data={"name": "ann"}).status_code == 403
-    no_name = client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "item": "mirror.0", "version": "0"})
+    no_name = client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "item": "mirror.0", "version": "0",
+                                                       "answer": _answer_id(client, "/l/lab05/q/mirror/1")})
     assert no_name.status_code == 400 and "say who you are first" in no_name.text
     csrf = _signed_in(client)
-    assert client.post("/l/lab05/q/mirror/1", data={"item": "mirror.0", "version": "0"}).status_code == 403
-    assert client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "item": "mirror.0", "version": "0"}).status_code == 303
-    stale = client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "version": "0", "comment": "mine"})
+    answer = _answer_id(client, "/l/lab05/q/mirror/1")
+    assert client.post("/l/lab05/q/mirror/1", data={"item": "mirror.0", "version": "0", "answer": answer}).status_code \
+        == 403
+    other = client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "item": "mirror.0", "version": "0",
+                                                     "answer": _answer_id(client, "/l/lab05/q/mirror/2")})
+    assert other.status_code == 400 and "the list of answers changed" in other.text  # never the wrong student
+    assert client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "item": "mirror.0", "version": "0",
+                                                    "answer": answer}).status_code == 303
+    stale = client.post("/l/lab05/q/mirror/1", data={"csrf": csrf, "version": "0", "comment": "mine", "answer": answer})
     assert stale.status_code == 409 and "ann saved a mark for this answer first" in stale.text and "mine" in stale.text
 
 
@@ -108,3 +121,15 @@ def test_rubrics_and_guides_come_from_the_labs_bundle_and_edited_points_stay(tmp
         client = TestClient(create_app(gb, "t", guides))
         page = client.get("/l/lab05/q/mirror/1?token=t").text
         assert "<strong>0.5</strong>" in page and "Same bag of words." in page
+
+
+def test_attnlab_mark_usage_errors_are_one_line_exit_2(tmp_path, capsys):
+    from attnlab.cli import main
+
+    assert main(["mark", str(tmp_path / "nothing-here")]) == 2
+    assert "no gradebook at" in capsys.readouterr().err
+    open_gradebook(tmp_path / "gradebook.db").close()
+    assert main(["mark", str(tmp_path), "--port", "70000"]) == 2
+    assert "--port 70000 is not a port" in capsys.readouterr().err
+    assert main(["mark", "mysql://db/course"]) == 2
+    assert "unsupported gradebook URL" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 Playwright (Debian's chromium through ``executable_path``; never a downloaded browser). Two markers in two browser
 contexts mark the same lab05 class at once; a group is marked at once; a rubric item's points change and every
 affected score follows; a code score is changed with a reason; the audit CSV shows it; a student's ``<script>``
-answer shows as text; requests without the token or the CSRF field are refused."""
+answer shows as text; requests without the token or the CSRF field are refused. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
+from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 
 from attnlab.grading.gradebook import open_gradebook
 from attnlab.marking.store import CHANGED, MARKED, MarkStore, effective_scores
@@ -44,16 +45,27 @@ ANSWERS = {  # three near-paraphrases, two of another argument, a hostile one, t
 }
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def database(request, tmp_path_factory):
+    """The class's gradebook: a grading output folder's SQLite file, or a database on a throwaway PostgreSQL server
+    (skipped where none is installed)."""
+    if request.param == "sqlite":
+        yield tmp_path_factory.mktemp("grading") / "gradebook.db"
+        return
+    with fresh_database(request.getfixturevalue("pg_server")) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """The class's gradebook and `attnlab mark` serving it: (gradebook path, URL with the token, base URL)."""
-    tmp = tmp_path_factory.mktemp("marking")
-    db = tmp / "grading" / "gradebook.db"
+def served(database, tmp_path_factory):
+    """The class's gradebook and `attnlab mark` serving it: (gradebook, URL with the token, base URL)."""
+    tmp, db = tmp_path_factory.mktemp("marking"), database
     with open_gradebook(db) as gb:
         for i, (key, text) in enumerate(ANSWERS.items()):
             record_student(gb, LAB, key, code={"simple_self_attention": (i % 5, 4.0)}, written={Q: (text, 3.0)})
         MarkStore(gb).ensure_rubric(LAB, Q, RUBRIC)
-    proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "mark", str(db.parent)], cwd=tmp, text=True,
+    target = str(db.parent) if isinstance(db, Path) else db  # a grading output folder, or the URL
+    proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "mark", target], cwd=tmp, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         url = _printed_url(proc)
@@ -199,7 +211,8 @@ def test_a_code_score_changed_with_a_reason_reaches_the_audit_csv(served, browse
     who = page.inner_text("#student")
     refused = page.request.post(page.url + "/change", form={"csrf": row.locator("input[name=csrf]").input_value(),
                                                             "question": "simple_self_attention", "score": "4",
-                                                            "reason": " ", "version": "0"})
+                                                            "reason": " ", "version": "0",
+                                                            "answer": row.locator("input[name=answer]").input_value()})
     assert refused.status == 400 and "a reason for the change is required" in refused.text()
     row.locator("input[name=score]").fill("4")
     row.locator("input[name=reason]").fill("appeal: the mask test was wrong")

@@ -166,3 +166,28 @@ def test_the_audit_log_is_append_only(book):
         with pytest.raises(Exception, match="append-only"):
             book.transaction(lambda ex, sql=sql: ex(sql), write=True)
     assert [r["who"] for r in audit_log(book)] == ["ann"]
+
+
+def test_a_resubmission_with_another_answer_awaits_marking_again_the_same_answer_keeps_its_mark(book):
+    store = MarkStore(book)
+    store.save_mark(LAB, "s0.ipynb", "mirror", items=["mirror.0"], marker="ann", version=0)
+    record_student(book, LAB, "s0.ipynb", code={"attention": (2.0, 3.0)},
+                   written={"mirror": ("It scores 0.5 because both orders look the same.", 2.0)})  # regraded as is
+    assert effective_scores(book, LAB)["s0.ipynb"]["mirror"].score == 1.0
+    record_student(book, LAB, "s0.ipynb", code={"attention": (2.0, 3.0)}, written={"mirror": ("A new answer.", 2.0)})
+    again = effective_scores(book, LAB)["s0.ipynb"]["mirror"]
+    assert (again.score, again.status) == (None, AWAITING)
+    store.save_mark(LAB, "s0.ipynb", "mirror", items=["mirror.0", "mirror.1"], marker="bob", version=1)
+    assert effective_scores(book, LAB)["s0.ipynb"]["mirror"].score == 2.0
+
+
+def test_marks_from_before_answer_sha_get_the_column_and_still_count(target):
+    with open_gradebook(target) as gb:
+        record_student(gb, LAB, "s0.ipynb", code={}, written={"mirror": ("an answer", 2.0)})
+        gb.transaction(lambda ex: [ex(sql) for sql in (
+            "CREATE TABLE marks (lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, items TEXT NOT NULL, "
+            "adjustment DOUBLE PRECISION NOT NULL, comment TEXT NOT NULL, marker TEXT NOT NULL, marked_at TEXT NOT "
+            "NULL, version INTEGER NOT NULL, PRIMARY KEY (lab, key, question))",
+            "INSERT INTO marks VALUES ('lab05', 's0.ipynb', 'mirror', '[]', 1.5, 'ok', 'ann', 't', 1)")], write=True)
+        scores = effective_scores(gb, LAB)
+        assert (scores["s0.ipynb"]["mirror"].score, scores["s0.ipynb"]["mirror"].status) == (1.5, MARKED)

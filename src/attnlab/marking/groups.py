@@ -86,9 +86,10 @@ def mark_group(store: MarkStore, lab: str, question: str, seen: dict[str, int], 
     Return ``(saved keys, conflicting keys)``: a member another marker changed meanwhile is left as they saved it."""
     saved, conflicts = [], []
     current = store.marks(lab, question)
+    answers = {a.key: a for a in store.answers(lab, question)}
     for key, version in seen.items():
         mark = current.get((key, question))
-        own = mark.items if mark and mark.version == version else ()
+        own = mark.items if mark and mark.version == version and key in answers and mark.marks(answers[key]) else ()
         try:
             store.save_mark(lab, key, question, items=[*own, *items], adjustment=mark.adjustment if mark else 0.0,
                             comment=comment or (mark.comment if mark else ""), marker=marker, version=version)
@@ -99,14 +100,17 @@ def mark_group(store: MarkStore, lab: str, question: str, seen: dict[str, int], 
 
 
 def mark_empty(store: MarkStore, lab: str, question: str, *, marker: str) -> int:
-    """Mark 0 every empty answer of ``question`` that has no mark yet (no item, comment ``empty answer``); return how
-    many. One marking at once elsewhere is never overwritten (a conflict skips that answer)."""
+    """Mark 0 every empty answer of ``question`` that has no mark of its own yet (none, or one of an earlier
+    submission's answer): no item, comment ``empty answer``; return how many. A mark saved meanwhile elsewhere is
+    never overwritten (a conflict skips that answer)."""
     marked = store.marks(lab, question)
     done = 0
     for answer in store.answers(lab, question):
-        if answer.kind == WRITTEN and is_empty(answer.text) and (answer.key, question) not in marked:
+        mark = marked.get((answer.key, question))
+        if answer.kind == WRITTEN and is_empty(answer.text) and not (mark and mark.marks(answer)):
             try:
-                store.save_mark(lab, answer.key, question, items=[], comment="empty answer", marker=marker, version=0)
+                store.save_mark(lab, answer.key, question, items=[], comment="empty answer", marker=marker,
+                                version=mark.version if mark else 0)
                 done += 1
             except MarkConflict:
                 pass

@@ -17,7 +17,7 @@ from attnlab.marking import security
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group
 from attnlab.marking.render import answer_html
 from attnlab.marking.store import AWAITING, WRITTEN, Effective, MarkConflict, MarkingError
-from attnlab.marking.views import Marking, back_to, marking_of, need_marker, refusal
+from attnlab.marking.views import Marking, answer_id, back_to, current, marking_of, need_marker, refusal
 
 NOT_FOUND = PlainTextResponse("no such page: go back to the labs page", status_code=404)
 
@@ -32,6 +32,12 @@ def _score_text(e: Effective) -> str:
     if e.status == AWAITING:
         return f"awaiting marking ({format_score(e.max_score)} points)"
     return f"{format_score(e.score)} / {format_score(e.max_score)} ({e.status})"
+
+
+def _same_answer(form, key: str) -> None:
+    if form.get("answer") != answer_id(key):
+        raise MarkingError("the list of answers changed since this page was loaded (a new submission graded): "
+                           "nothing was saved; reload the page")
 
 
 def _version(form, field: str = "version") -> int:
@@ -56,6 +62,7 @@ async def question_page(request: Request) -> Response:
     except PermissionError as exc:
         return refusal(exc)
     try:
+        _same_answer(form, keys[n - 1])
         m.store.save_mark(lab, keys[n - 1], question, items=form.getlist("item"),
                           adjustment=form.get("adjustment") or 0, comment=str(form.get("comment") or ""),
                           marker=need_marker(request), version=_version(form))
@@ -77,14 +84,17 @@ def _conflict(text: str, current, yours) -> SimpleNamespace:
 def _question(m: Marking, request: Request, lab: str, question: str, keys: list[str], n: int, *, status: int = 200,
               **context) -> Response:
     key = keys[n - 1]
-    answer = m.store.answers(lab, question)
-    text = next(a.text for a in answer if a.key == key)
+    answers = {a.key: a for a in m.store.answers(lab, question)}
     marks = m.store.marks(lab, question)
     mark = marks.get((key, question))
+    if mark is not None and not mark.marks(answers[key]) and "message" not in context:
+        context |= {"message": f"{mark.marker} marked an earlier submission's answer; this one differs: mark it "
+                               "again (their mark is in the form)", "message_class": "conflict"}
     effective = m.store.effective(lab)[key][question]
-    return m.page(request, "question.html", status, lab=lab, question=question, n=n, total=len(keys),
-                  marked=sum((k, question) in marks for k in keys), who=m.who(request, lab, key),
-                  answer_html=answer_html(text), rubric=m.store.rubric(lab, question), max_score=effective.max_score,
+    return m.page(request, "question.html", status, lab=lab, question=question, n=n, total=len(keys), id=answer_id(key),
+                  marked=sum(current(marks.get((k, question)), answers[k]) for k in keys), who=m.who(request, lab)(key),
+                  answer_html=answer_html(answers[key].text), rubric=m.store.rubric(lab, question),
+                  max_score=effective.max_score,
                   applied=set(mark.items) if mark else set(), adjustment=mark.adjustment if mark else 0,
                   comment=mark.comment if mark else "", version=mark.version if mark else 0,
                   score_text=_score_text(effective), guide=[answer_html(t) for t in m.guides.get((lab, question), ())],
@@ -129,19 +139,21 @@ async def groups_page(request: Request) -> Response:
         return _groups(m, request, lab, question, keys)
     try:
         form = await security.checked_form(request)
-        seen = {}
+        by_id, seen = {answer_id(k): k for k in keys}, {}
         for member in form.getlist("member"):
-            n, _, version = str(member).partition(":")
-            seen[keys[int(n) - 1]] = int(version)
+            member_id, _, version = str(member).partition(":")
+            if member_id not in by_id:
+                raise MarkingError("an answer of this group is no longer in the gradebook: nothing was saved; reload")
+            seen[by_id[member_id]] = int(version)
         saved, conflicts = mark_group(m.store, lab, question, seen, form.getlist("item"), marker=need_marker(request))
     except PermissionError as exc:
         return refusal(exc)
-    except (ValueError, IndexError) as exc:  # MarkingError included: a bad item, no marker
+    except ValueError as exc:  # MarkingError included: a bad item, no marker, a member gone
         return _groups(m, request, lab, question, keys, status=400, message=str(exc), message_class="error")
     text = f"Applied to {len(saved)} answers."
     if conflicts:
         text += (f" Not applied to {len(conflicts)} that another marker changed meanwhile (their mark kept): "
-                 + ", ".join(m.who(request, lab, k) for k in conflicts))
+                 + ", ".join(map(m.who(request, lab), conflicts)))
     return _groups(m, request, lab, question, keys, status=409 if conflicts else 200, message=text,
                    message_class="conflict" if conflicts else "saved")
 
@@ -162,18 +174,20 @@ async def mark_empty_answers(request: Request) -> Response:
 
 def _groups(m: Marking, request: Request, lab: str, question: str, keys: list[str], *, status: int = 200,
             **context) -> Response:
-    texts = {a.key: a.text for a in m.store.answers(lab, question) if a.kind == WRITTEN}
+    answers = {a.key: a for a in m.store.answers(lab, question) if a.kind == WRITTEN}
+    texts = {k: a.text for k, a in answers.items()}
     marks = m.store.marks(lab, question)
     position = {k: i for i, k in enumerate(keys, start=1)}
-    groups = []
+    groups, who = [], m.who(request, lab)
     for g in answer_groups(texts):
-        members = [SimpleNamespace(n=position[k], who=m.who(request, lab, k), snippet=clip(texts[k], 160),
-                                   status="marked" if (k, question) in marks else AWAITING,
+        members = [SimpleNamespace(n=position[k], id=answer_id(k), who=who(k), snippet=clip(texts[k], 160),
+                                   status="marked" if current(marks.get((k, question)), answers[k]) else AWAITING,
                                    version=marks[(k, question)].version if (k, question) in marks else 0)
                    for k in g.keys]
         groups.append(SimpleNamespace(members=members, terms=g.terms, empty=g.empty))
     return m.page(request, "groups.html", status, lab=lab, question=question, groups=groups,
-                  rubric=m.store.rubric(lab, question), marked=len(marks), total=len(keys), **context)
+                  rubric=m.store.rubric(lab, question), total=len(keys),
+                  marked=sum(current(marks.get((k, question)), a) for k, a in answers.items()), **context)
 
 
 # -- students and score changes -------------------------------------------------------------------------------
@@ -181,7 +195,8 @@ async def students_page(request: Request) -> Response:
     m = marking_of(request)
     lab = request.path_params["lab"]
     scores = m.store.effective(lab)
-    students = [SimpleNamespace(n=n, who=m.who(request, lab, key),
+    who = m.who(request, lab)
+    students = [SimpleNamespace(n=n, who=who(key),
                                 score=sum(e.score for e in scores[key].values() if e.score is not None),
                                 max_score=sum(e.max_score for e in scores[key].values()),
                                 awaiting=sum(e.max_score for e in scores[key].values() if e.status == AWAITING))
@@ -209,6 +224,7 @@ async def change_score(request: Request) -> Response:
     except PermissionError as exc:
         return refusal(exc)
     try:
+        _same_answer(form, keys[n - 1])
         m.store.change_score(lab, keys[n - 1], str(form.get("question") or ""), form.get("score"),
                              reason=str(form.get("reason") or ""), marker=need_marker(request), version=_version(form))
     except MarkingError as exc:
@@ -224,5 +240,5 @@ def _student(m: Marking, request: Request, lab: str, keys: list[str], n: int, *,
     questions = [SimpleNamespace(name=q, score_text=_score_text(e), status=e.status, reason=e.reason,
                                  version=changes[(key, q)].version if (key, q) in changes else 0)
                  for q, e in m.store.effective(lab)[key].items()]
-    return m.page(request, "student.html", status, lab=lab, n=n, who=m.who(request, lab, key), questions=questions,
-                  **context)
+    return m.page(request, "student.html", status, lab=lab, n=n, id=answer_id(key), who=m.who(request, lab)(key),
+                  questions=questions, **context)

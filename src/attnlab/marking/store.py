@@ -4,7 +4,8 @@ Tables (primary keys in brackets), created beside the grader's ``submissions`` a
 
 - ``rubric_items`` [lab, question, item]: position, criterion, points. The points are editable and a mark stores
   item ids, never points, so an item's points edited once apply to every answer that has it (a dynamic rubric).
-- ``marks`` [lab, key, question]: items (JSON list of item ids), adjustment, comment, marker, marked_at, version.
+- ``marks`` [lab, key, question]: items (JSON list of item ids), adjustment, comment, marker, marked_at, version,
+  answer_sha (the SHA-256 of the answer it marks: a resubmission whose answer differs is awaiting marking again).
   A write names the version it was based on (0: no mark yet); a stale one is refused with ``MarkConflict``
   (optimistic concurrency: two markers never overwrite each other silently).
 - ``score_changes`` [lab, key, question]: score, reason (required), marker, changed_at, version: a changed score for
@@ -20,15 +21,28 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from attnlab.grading.safe_text import clip
+from attnlab.marking.records import (  # noqa: F401 - re-exported: the names callers import from the store
+    AWAITING,
+    CHANGED,
+    GRADED,
+    MARKED,
+    WRITTEN,
+    Answer,
+    Change,
+    Effective,
+    Mark,
+    MarkConflict,
+    MarkingError,
+    RubricItem,
+    answer_sha,
+    mark_score,
+)
 
 MAX_TEXT_CHARS = 5000  # a comment or a reason
 MAX_NAME_CHARS = 100  # a marker's name, a criterion
-WRITTEN = "written"
-GRADED, MARKED, CHANGED, AWAITING = "graded", "marked", "changed", "awaiting marking"
 _PG_SCHEMA_LOCK = 0x6174746D  # "attm": serialises concurrent creation of these tables on one PostgreSQL database
 
 _TABLES = (
@@ -37,7 +51,8 @@ _TABLES = (
         PRIMARY KEY (lab, question, item))""",
     """CREATE TABLE IF NOT EXISTS marks (lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL,
         items TEXT NOT NULL, adjustment DOUBLE PRECISION NOT NULL, comment TEXT NOT NULL, marker TEXT NOT NULL,
-        marked_at TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (lab, key, question))""",
+        marked_at TEXT NOT NULL, version INTEGER NOT NULL, answer_sha TEXT NOT NULL,
+        PRIMARY KEY (lab, key, question))""",
     """CREATE TABLE IF NOT EXISTS score_changes (lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL,
         score DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, marker TEXT NOT NULL, changed_at TEXT NOT NULL,
         version INTEGER NOT NULL, PRIMARY KEY (lab, key, question))""",
@@ -58,71 +73,6 @@ _POSTGRES_AUDIT = (
     "CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit "
     "FOR EACH STATEMENT EXECUTE FUNCTION attnlab_audit_append_only()",
 )
-
-
-class MarkingError(ValueError):
-    """A mark, change or rubric edit that cannot be taken (an unknown item, a missing reason): one line to show."""
-
-
-class MarkConflict(MarkingError):
-    """Another marker saved first: ``current`` is what the database holds now (a ``Mark``, ``Change`` or
-    ``RubricItem``, or None), to show beside the marker's own edit."""
-
-    def __init__(self, message: str, current=None):
-        super().__init__(message)
-        self.current = current
-
-
-@dataclass(frozen=True)
-class RubricItem:
-    id: str
-    criterion: str
-    points: float
-    position: int
-
-
-@dataclass(frozen=True)
-class Mark:
-    items: tuple[str, ...]
-    adjustment: float
-    comment: str
-    marker: str
-    marked_at: str
-    version: int
-
-
-@dataclass(frozen=True)
-class Change:
-    score: float
-    reason: str
-    marker: str
-    changed_at: str
-    version: int
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One ``questions`` row: ``kind`` ``"code"`` or ``"written"``; ``score`` the grader's (ignored when written)."""
-
-    key: str
-    question: str
-    kind: str
-    text: str
-    score: float | None
-    max_score: float
-
-
-@dataclass(frozen=True)
-class Effective:
-    """A question's score as exports show it: ``status`` ``graded`` (the grader's), ``marked``, ``changed`` or
-    ``awaiting marking`` (``score`` None); ``rubric``: the applied items' (criterion, current points)."""
-
-    score: float | None
-    max_score: float
-    status: str
-    rubric: list[tuple[str, float]]
-    comment: str | None
-    reason: str | None
 
 
 def _now() -> str:
@@ -151,12 +101,6 @@ def _mark_json(mark: Mark | None) -> str | None:
                                                  "comment": mark.comment})
 
 
-def mark_score(mark: Mark, rubric: dict[str, RubricItem], max_score: float) -> float:
-    """The applied items' current points plus the adjustment, kept within 0 and ``max_score`` (as Gradescope)."""
-    total = sum(rubric[i].points for i in mark.items if i in rubric) + mark.adjustment
-    return min(max(total, 0.0), max_score)
-
-
 class MarkStore:
     """The marks of one gradebook (``open_gradebook``); creates its tables on first use."""
 
@@ -170,11 +114,21 @@ class MarkStore:
             execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
         for ddl in _TABLES + (_POSTGRES_AUDIT if postgres else _SQLITE_AUDIT):
             execute(ddl)
+        # marks made before answer_sha existed: '' (they count for whatever answer is there)
+        if postgres:
+            execute("ALTER TABLE marks ADD COLUMN IF NOT EXISTS answer_sha TEXT NOT NULL DEFAULT ''")
+        elif "answer_sha" not in {r[1] for r in execute("PRAGMA table_info(marks)").fetchall()}:
+            execute("ALTER TABLE marks ADD COLUMN answer_sha TEXT NOT NULL DEFAULT ''")
 
     # -- reading ----------------------------------------------------------------------------------------
     def answers(self, lab: str, question: str | None = None) -> list[Answer]:
         """The ``questions`` rows of ``lab`` (of one question), by key then position."""
         return self.gradebook.transaction(lambda ex: _answers(ex, lab, question))
+
+    def keys(self, lab: str) -> list[str]:
+        """The submissions of ``lab`` that have question rows, sorted."""
+        return [r[0] for r in self.gradebook.transaction(lambda ex: ex(
+            "SELECT DISTINCT key FROM questions WHERE lab = ? ORDER BY key", (lab,)).fetchall())]
 
     def rubric(self, lab: str, question: str) -> list[RubricItem]:
         return self.gradebook.transaction(lambda ex: _rubric(ex, lab, question))
@@ -270,15 +224,16 @@ class MarkStore:
             if unknown:
                 raise MarkingError(f"unknown rubric item(s) {sorted(unknown)} for {question}: reload the page")
             before = _marks(ex, lab, question, key).get((key, question))
-            new = Mark(items, adjustment, comment, who, _now(), int(version) + 1)
-            values = (json.dumps(list(items)), adjustment, comment, who, new.marked_at, new.version)
+            new = Mark(items, adjustment, comment, who, _now(), int(version) + 1, answer_sha(answer.text))
+            values = (json.dumps(list(items)), adjustment, comment, who, new.marked_at, new.version, new.answer_sha)
             if int(version) == 0:
                 done = ex("INSERT INTO marks (lab, key, question, items, adjustment, comment, marker, marked_at, "
-                          "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lab, key, question) DO NOTHING",
+                          "version, answer_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                          "ON CONFLICT (lab, key, question) DO NOTHING",
                           (lab, key, question, *values)).rowcount
             else:
                 done = ex("UPDATE marks SET items = ?, adjustment = ?, comment = ?, marker = ?, marked_at = ?, "
-                          "version = ? WHERE lab = ? AND key = ? AND question = ? AND version = ?",
+                          "version = ?, answer_sha = ? WHERE lab = ? AND key = ? AND question = ? AND version = ?",
                           (*values, lab, key, question, int(version))).rowcount
             if done != 1:  # read again: what the other marker committed (a new snapshot per statement in PostgreSQL)
                 now = _marks(ex, lab, question, key).get((key, question))
@@ -323,11 +278,13 @@ class MarkStore:
 def effective_scores(gradebook, lab: str) -> dict[str, dict[str, Effective]]:
     """``{key: {question: Effective}}`` for every graded question of ``lab``: a code question's grader score (or its
     changed score), a written question's mark (rubric items at their current points plus the adjustment, within 0
-    and its points), its changed score, or ``awaiting marking`` with score None: never 0, never full marks."""
+    and its points; a mark made on an earlier submission's different answer does not count), its changed score, or
+    ``awaiting marking`` with score None: never 0, never full marks."""
     return MarkStore(gradebook).effective(lab)
 
 
 def _effective(a: Answer, rubric: dict[str, RubricItem], mark: Mark | None, change: Change | None) -> Effective:
+    mark = mark if mark is not None and mark.marks(a) else None  # a mark of an earlier answer: marked again
     applied = [(rubric[i].criterion, rubric[i].points) for i in (mark.items if mark else ()) if i in rubric]
     comment = mark.comment or None if mark else None
     if change is not None:
@@ -368,7 +325,8 @@ def _rubric(ex, lab: str, question: str) -> list[RubricItem]:
 
 
 def _marks(ex, lab: str, question: str | None, key: str | None = None) -> dict[tuple[str, str], Mark]:
-    sql = "SELECT key, question, items, adjustment, comment, marker, marked_at, version FROM marks WHERE lab = ?"
+    sql = ("SELECT key, question, items, adjustment, comment, marker, marked_at, version, answer_sha FROM marks "
+           "WHERE lab = ?")
     params = [lab]
     for column, value in (("question", question), ("key", key)):
         if value is not None:

@@ -5,6 +5,7 @@ written question's progress, the marker's name, names shown or not, the audit lo
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from types import SimpleNamespace
 from urllib.parse import quote, unquote
@@ -32,11 +33,14 @@ class Marking:
 
     def keys(self, lab: str) -> list[str]:
         """The lab's submissions in the order markers see them: by their ``student-NNN`` alias."""
-        names = self.names(lab)
-        return sorted({a.key for a in self.store.answers(lab)}, key=names.alias)
+        keys = self.store.keys(lab)
+        return sorted(keys, key=self._names(keys).alias)
 
     def names(self, lab: str) -> Names:
-        keys = sorted({a.key for a in self.store.answers(lab)})
+        return self._names(self.store.keys(lab))
+
+    @staticmethod
+    def _names(keys: list[str]) -> Names:
         return Names([SimpleNamespace(key=k, path="") for k in keys], anonymise=True)
 
     def page(self, request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
@@ -45,8 +49,30 @@ class Marking:
                     "show_names": showing_names(request), "path": request.url.path}
         return HTMLResponse(self.env.get_template(template).render(**context), status_code=status)
 
-    def who(self, request: Request, lab: str, key: str) -> str:
-        return key if showing_names(request) else self.names(lab).alias(key)
+    def who(self, request: Request, lab: str):
+        """``who(key)``: the name the marker reads for a submission of ``lab`` (its alias, or its key on request;
+        ``(removed)`` for one no longer in the gradebook)."""
+        if showing_names(request):
+            return lambda key: key
+        names = self.names(lab)
+
+        def alias(key: str) -> str:
+            try:
+                return names.alias(key)
+            except KeyError:  # a submission no longer in the gradebook's rows (the audit log keeps it)
+                return "(removed)"
+        return alias
+
+
+def answer_id(key: str) -> str:
+    """A submission's id in a form (not its name, not its place in a list that a new submission can shift): a POST
+    for another submission than the page showed is refused instead of marking the wrong answer."""
+    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def current(mark, answer) -> bool:
+    """A mark made on this answer as it is now (not on an earlier submission's)."""
+    return mark is not None and mark.marks(answer)
 
 
 def marker_of(request: Request) -> str:
@@ -94,7 +120,7 @@ async def index(request: Request) -> Response:
                 q = questions.setdefault(a.question, {"name": a.question, "points": a.max_score, "marked": 0,
                                                       "total": 0})
                 q["total"] += 1
-                q["marked"] += (a.key, a.question) in marks
+                q["marked"] += current(marks.get((a.key, a.question)), a)
         labs.append({"name": lab, "students": len({a.key for a in answers}), "questions": list(questions.values())})
     return m.page(request, "index.html", labs=labs)
 
@@ -122,16 +148,10 @@ async def toggle_names(request: Request) -> Response:
 async def audit_page(request: Request) -> Response:
     m = marking_of(request)
     rows = audit_log(m.store.gradebook)
+    namers = {lab: m.who(request, lab) for lab in {r["lab"] for r in rows}}
     for r in rows:
-        r["student"] = "" if r["key"] is None else _alias_or_key(m, request, r["lab"], r["key"])
+        r["student"] = "" if r["key"] is None else namers[r["lab"]](r["key"])
     return m.page(request, "audit.html", rows=rows)
-
-
-def _alias_or_key(m: Marking, request: Request, lab: str, key: str) -> str:
-    try:
-        return m.who(request, lab, key)
-    except KeyError:  # a submission no longer in the gradebook's rows
-        return key if showing_names(request) else "(removed)"
 
 
 async def audit_download(request: Request) -> Response:
