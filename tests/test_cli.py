@@ -270,11 +270,11 @@ def test_the_table_tells_apart_two_submissions_with_the_same_name(built_course, 
 
 
 def test_distinct_names_grow_only_as_far_as_needed():
-    from attnlab.commands import _distinct_names
+    from attnlab.grading.score_table import distinct_names
 
-    assert _distinct_names(["x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]) == [
+    assert distinct_names(["x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]) == [
         "x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]
-    assert _distinct_names(["a/s.ipynb", "s.ipynb"]) == ["a/s.ipynb", "s.ipynb"]
+    assert distinct_names(["a/s.ipynb", "s.ipynb"]) == ["a/s.ipynb", "s.ipynb"]
 
 
 def test_catalogue_of_a_lab_without_one_says_what_to_write(built_course, tmp_path, capsys):

@@ -83,21 +83,36 @@ def _graded(lab_id: str, kind: int, name: str):
 
 
 @pytest.mark.parametrize("lab", LABS, ids=LAB_IDS)
+def _split(result: dict) -> tuple[dict, dict]:
+    """``(code questions, written questions)`` of a result: a written one awaits marking, with no score."""
+    written = {q: v for q, v in result["questions"].items() if v.get("kind") == "written"}
+    assert all(v["score"] is None and v["status"] == "awaiting marking" for v in written.values()), written
+    assert result.get("awaiting_points", 0.0) == sum(v["max_score"] for v in written.values())
+    return {q: v for q, v in result["questions"].items() if q not in written}, written
+
+
+@pytest.mark.parametrize("lab", LABS, ids=LAB_IDS)
 def test_solution_notebook_scores_full_marks(lab):
     result = grade_submission(lab.autograder_dir, lab.solution_notebook)
-    failed = {q: [m for m in v["messages"] if m.startswith("failed")] for q, v in result["questions"].items()
+    code, written = _split(result)
+    failed = {q: [m for m in v["messages"] if m.startswith("failed")] for q, v in code.items()
               if v["score"] < v["max_score"]}
-    assert result["score"] == result["max_score"] > 0, f"solution lost points: {failed} {result['errors']}"
+    assert result["score"] == sum(v["max_score"] for v in code.values()) > 0, \
+        f"solution lost points: {failed} {result['errors']}"
+    assert result["max_score"] == result["score"] + result.get("awaiting_points", 0.0)
+    assert all(v["answer"].strip() for v in written.values()), "the solution's written answers were not found"
 
 
 @pytest.mark.parametrize("lab", LABS, ids=LAB_IDS)
 def test_blank_student_notebook_scores_zero_saying_not_written_yet(lab):
     result = grade_submission(lab.autograder_dir, lab.student_notebook)
-    earned = {q: v["messages"] for q, v in result["questions"].items() if v["score"] > 0}
+    code, written = _split(result)
+    earned = {q: v["messages"] for q, v in code.items() if v["score"] > 0}
     assert result["score"] == 0, f"the blank notebook earned points: {earned}"
-    unsaid = {q: v["messages"] for q, v in result["questions"].items()
+    unsaid = {q: v["messages"] for q, v in code.items()
               if not any(m.endswith("not written yet") for m in v["messages"])}
     assert not unsaid, f"questions of the blank notebook that do not say 'not written yet': {unsaid}"
+    assert all(v["answer"] == "" for v in written.values()), "the placeholder counted as an answer"
 
 
 @pytest.mark.parametrize(("lab", "entry"), _entries(0))

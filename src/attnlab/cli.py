@@ -19,6 +19,11 @@ def _gradebook(sub) -> None:
                     help="list the missing, stale and errored rows of the submissions in this folder; exit 1 if any")
     gb.add_argument("--lab", default=S, help="the lab, when the gradebook holds several")
     gb.set_defaults(func=commands.gradebook)
+    mk = sub.add_parser("mark", help="mark written answers and change scores in a local web application")
+    mk.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    mk.add_argument("--host", default=S, help="the address to listen on (default: 127.0.0.1, this machine only)")
+    mk.add_argument("--port", type=int, default=S, help="the port (default: a free one)")
+    mk.set_defaults(func=commands.mark)
 
 
 def _add_grade(sub) -> None:

@@ -11,12 +11,11 @@ Exit statuses, written once here (docs/GRADING_AT_SCALE.md and the README repeat
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import sys
 from pathlib import Path
 
 from .course import CourseError, load_course
+from .grading.score_table import abbreviated, json_rows, score_table  # noqa: F401 - re-exported
 
 EXIT_OK = 0  # done: every submission graded and its gradebook row written
 EXIT_FOUND = 1  # ran and found a problem (build --check, catalogue, gradebook --check)
@@ -137,87 +136,6 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
     return code, summary.results, last
 
 
-def json_rows(results: list[dict]) -> list[dict]:
-    """What ``attnlab grade --json`` prints of each result; a file name that is not UTF-8 shows its bytes as
-    ``\\xNN`` (``safe_text.readable_name``)."""
-    from .grading.safe_text import readable_name
-
-    keep = ("submission", "score", "max_score", "questions", "errors", "review", "isolation", "elapsed_s")
-    return [{k: readable_name(r[k]) if k == "submission" else r[k] for k in keep if k in r} for r in results]
-
-
-def score_table(results: list[dict], width: int | None = None) -> str:
-    """One line per result; the student's file name and messages with control characters escaped; a row with
-    items for a person to review (``result["review"]``) says ``needs review`` first. Two files with the same name
-    in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``).
-    ``width``: the line's length, the notes abbreviated to fit with a visible ``… (+N more)``; default: the
-    terminal's width when standard output is one, else no limit (a log keeps every note)."""
-    from .grading.safe_text import for_terminal, readable_name
-
-    if not results:
-        return "no submissions"
-    if width is None and sys.stdout.isatty():
-        width = shutil.get_terminal_size((120, 24)).columns
-    names = [for_terminal(readable_name(n)) for n in _distinct_names([r["submission"] for r in results])]
-    name_width = max(len(n) for n in names)
-    room = None if width is None else max(MIN_NOTES_WIDTH, width - name_width - 28)
-    lines = [f"{'submission':<{name_width}}  {'score':>13}  {'seconds':>7}  notes"]
-    for name, r in zip(names, results):
-        note = abbreviated(for_terminal(_notes(r)), room)
-        lines.append(f"{name:<{name_width}}  {r['score']:>6.1f} / {r['max_score']:<4.0f}"
-                     f"  {r.get('elapsed_s', 0):>7.1f}  {note}")
-    return "\n".join(lines)
-
-
-MIN_NOTES_WIDTH = 40
-
-
-def abbreviated(text: str, room: int | None) -> str:
-    """``text`` when it fits in ``room`` characters, else cut after its last whole item (items end at ``, `` or
-    ``; ``) that leaves room for ``… (+N more)``, N counting the items left out."""
-    if room is None or len(text) <= room:
-        return text
-    items = re.split(r"(?<=[,;]) ", text)
-    kept = ""
-    for i, item in enumerate(items):
-        candidate = f"{kept} {item}" if kept else item
-        rest = len(items) - i - 1
-        if len(candidate) + (len(f" … (+{rest} more)") if rest else 0) > room:
-            if kept:
-                return f"{kept} … (+{rest + 1} more)"
-            tail = f" (+{rest} more)" if rest else ""
-            return item[:max(1, room - len(tail) - 1)] + "…" + tail
-        kept = candidate
-    return kept
-
-
-def _distinct_names(paths: list) -> list[str]:
-    """Each path's shortest tail (file name, then parent folders) that no other, different path shares."""
-    parts = [Path(p).parts or (str(p),) for p in paths]
-    depth = [1] * len(parts)
-    while True:
-        tails = [parts[i][-depth[i]:] for i in range(len(parts))]
-        clash = [i for i, t in enumerate(tails) if depth[i] < len(parts[i])
-                 and any(tails[j] == t and parts[j] != parts[i] for j in range(len(parts)))]
-        if not clash:
-            return [str(Path(*t)) for t in tails]
-        for i in clash:
-            depth[i] += 1
-
-
-def _notes(result: dict) -> str:
-    """``row_notes`` (``needs review: ...`` first), then the questions that lost points: ``lost: causal_mask
-    0/2, ...``."""
-    from .grading.gradebook import row_notes
-
-    lost = [f"{q} {v['score']:g}/{v['max_score']:g}" for q, v in result.get("questions", {}).items()
-            if v["score"] < v["max_score"]]
-    parts = row_notes(result)
-    if lost:
-        parts.append("lost: " + ", ".join(lost))
-    return "; ".join(parts)
-
-
 def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (), wheel: bool = False,
             branch: str = "main", gradescope: str | None = None, replace_all: bool = False,
             root: str | None = None) -> int:
@@ -285,6 +203,15 @@ def _roster(root):
         raise UsageError(str(exc)) from None
 
 
+def mark(*, target: str, host: str = "127.0.0.1", port: int = 0, root: str | None = None) -> int:
+    """``attnlab mark``: the marking application on a gradebook until Ctrl-C (``marking/serve.py``; port 0: a free one)."""
+    from .marking.serve import run_marking
+    try:
+        return run_marking(target, host=host, port=port, start=root)
+    except ValueError as exc:  # marking.serve.MarkingUsageError: a wrong target or port, the extra not installed
+        raise UsageError(str(exc)) from None
+
+
 def report(*, target: str, html: str | None = None, lab: str | None = None, anonymise: bool = False,
            threshold: float | None = None, known: list[str] = (), root: str | None = None) -> int:
     """Write the class report of a grading output folder, a .db file or a postgresql:// URL: the page ``html``
@@ -297,6 +224,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     from .report.exports import not_on_roster
     from .report.load import ReportInputError
     from .report.similarity import DEFAULT_THRESHOLD
+    from .report.students import marking_lines
 
     if threshold is not None and not 0 < threshold <= 1:
         raise UsageError(f"--threshold {threshold:g} is not a share: pass a number above 0 and at most 1 (0.8: "
@@ -324,6 +252,8 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
           f"{len(r.pairs)} similar pairs in {len(r.clusters)} clusters (threshold {r.threshold:g}), "
           f"{len(r.known_matches)} matches to known solutions, in {done.seconds:.1f} s")
     print(f"attnlab report: wrote {done.html}, {done.markdown}, {', '.join(map(str, done.csv.values()))}")
+    for line in marking_lines(r.submissions, done.refreshed):
+        print(f"attnlab report: {line}")
     return 0
 
 

@@ -26,6 +26,7 @@ from attnlab.grading.batch import export_gradebook, grade_batch
 from attnlab.grading.diagnose import MAX_RECORDED_BYTES
 from attnlab.grading.feedback import REVIEW_HEADING, feedback_markdown
 from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.gradebook_csv import export_csv
 from attnlab.grading.gradescope import Visibility, to_gradescope
 from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
 
@@ -281,7 +282,7 @@ def test_no_csv_cell_the_kit_writes_starts_a_formula_and_scores_stay_numbers(tmp
         book.record("lab", '=HYPERLINK("http://x","y")', "/p", "a" * 64,
                     _result(-1.0, errors=["=cmd|' /C calc'!A0", "@evil"], review=["+review me"]))
         book.record("lab", "-2.ipynb", "/p", "b" * 64, _result(0.5))
-        book.export_csv(tmp_path / "g.csv")
+        export_csv(book, tmp_path / "g.csv")
     rows = list(csv.reader((tmp_path / "g.csv").open(encoding="utf-8")))
     assert rows[0] == ["submission", "score", "max_score", "q", "notes"]
     for row in rows[1:]:
@@ -312,7 +313,7 @@ def test_an_older_gradebook_gets_the_review_column_and_keeps_its_rows(tmp_path):
         assert [(r["key"], r["review"], r["errors"]) for r in book.rows()] == [("old.ipynb", [], ["hung"])]
         book.record("lab", "new.ipynb", "/p", "s", _result(review=["uses torch.ops: check by hand"]))
         assert [r["review"] for r in book.rows()] == [["uses torch.ops: check by hand"], []]
-        book.export_csv(tmp_path / "g.csv")
+        export_csv(book, tmp_path / "g.csv")
     with open_gradebook(db) as book:  # opening it again changes nothing
         assert len(book.rows()) == 2
     assert [r[-1] for r in csv.reader((tmp_path / "g.csv").open())] == [

@@ -193,3 +193,21 @@ def test_an_older_postgres_gradebook_gets_the_review_column(pg_url):
     with open_gradebook(pg_url) as book:
         book.record("lab", "new.ipynb", "/p", "s", result)
         assert [(r["key"], r["review"]) for r in book.rows()] == [("new.ipynb", ["check by hand"]), ("old.ipynb", [])]
+
+
+def test_an_older_postgres_gradebook_takes_written_answers_awaiting_marking(pg_url):
+    """questions.score NOT NULL (before written questions): opening drops the constraint and adds kind/answer."""
+    import psycopg
+
+    from .test_written_answers import MANIFEST, OLD_SCHEMA, add_written, code_result
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in OLD_SCHEMA.split(";"):
+            conn.execute(statement)
+    with open_gradebook(pg_url) as book:
+        book.record("lab99_demo", "alice.ipynb", "/p", "s", add_written(code_result(), MANIFEST, None))
+        alice, bob = book.rows()
+        assert alice["questions"]["mirror_pairs"]["score"] is None and alice["awaiting_points"] == 3.5
+        assert bob["questions"]["Scale"] == {"score": 0.0, "max_score": 1.0, "messages": ["failed"]}
+    with open_gradebook(pg_url) as book:  # a second open finds nothing to migrate
+        assert [r["key"] for r in book.rows()] == ["alice.ipynb", "bob.ipynb"]

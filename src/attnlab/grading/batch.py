@@ -41,6 +41,7 @@ from attnlab.grading.gradebook import (
     sqlite_path,
     validate_result,
 )
+from attnlab.grading.gradebook_csv import export_csv
 from attnlab.grading.gradescope import Visibility, results_json_text
 from attnlab.grading.notebook_code import SubmissionError, read_submission
 from attnlab.grading.outputs import OutputWriteError, commit_files, discard, kit_paths, output_folders, stage_files
@@ -49,6 +50,7 @@ from attnlab.grading.result_fields import GRADER_ERROR, problem
 from attnlab.grading.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.scheduler import is_auto, shard_from_environment
 from attnlab.grading.submissions import collect_submissions, output_stem
+from attnlab.grading.written_answers import add_written, awaiting_note, points_awaiting
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
     "The grader itself failed on this submission, so it has not been graded yet. "
@@ -190,7 +192,7 @@ def _grader_failure(lab_dir, path: Path, error: str, elapsed_s: float = 0.0) -> 
     failure = ungraded(path, manifest_questions(lab_dir), STUDENT_MESSAGE_ON_GRADER_ERROR,
                        isolation="not run (grader error)", elapsed_s=elapsed_s,
                        problems=[problem(GRADER_ERROR, STUDENT_MESSAGE_ON_GRADER_ERROR)])
-    return validate_result(failure), error
+    return validate_result(add_written(failure, read_manifest(lab_dir), None)), error  # written: awaiting, not 0
 
 
 # -- the batch -----------------------------------------------------------------------------------------
@@ -334,8 +336,9 @@ def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Pat
             bar.note(f"grader error on {key} (recorded as 0, retried next run): {last_line}")
         else:
             summary.graded += 1
-        bar.done(key, f"{format_score(result['score'])}/{format_score(result['max_score'])}",
-                 failed=grader_error is not None)
+        awaiting = points_awaiting(result)
+        bar.done(key, f"{format_score(result['score'])}/{format_score(result['max_score'])}"
+                 + (f" ({awaiting_note(awaiting)})" if awaiting else ""), failed=grader_error is not None)
 
     return finish
 
@@ -369,4 +372,4 @@ def export_gradebook(target, csv_path, lab: str | None = None, roster=None) -> i
     meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL), students identified by ``roster``
     (``attnlab.roster``); return the number of rows."""
     with open_gradebook(target, create=False) as book:
-        return book.export_csv(csv_path, lab=lab, roster=roster)
+        return export_csv(book, csv_path, lab=lab, roster=roster)

@@ -5,8 +5,11 @@ Tables (primary keys in brackets):
 - ``submissions`` [lab, key]: path, sha256 of the file, score, max_score, isolation, elapsed_s,
   graded_at (ISO time, UTC), errors (JSON list), grader_error (NULL unless the grader itself failed),
   review (JSON list of what a person must review), problems (JSON: the result's ``result_fields.PROBLEMS``).
-- ``questions`` [lab, key, question]: position (order in the result), score, max_score, messages (JSON list),
-  details (JSON: the question's structured fields). Columns added later are NULL in older rows.
+- ``questions`` [lab, key, question]: position (order in the result), score (NULL: a written answer awaiting
+  marking), max_score, messages (JSON list), details (JSON: the question's structured fields), kind (``code`` or
+  ``written``), answer (a written question's text, ``written_answers``). Columns added later are NULL in older rows
+  (a NULL kind is a code question); an older gradebook is migrated when opened (``_add_review_column``). The marks
+  live beside these tables (``marking/store.py``); readers apply them through ``marks_applied``.
 
 The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
 so a resubmission overwrites the earlier grade. Several processes or threads may write at once
@@ -16,17 +19,16 @@ on a new connection after a connection failure (a server restart), with bounded 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sqlite3
-import sys
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from attnlab.grading import result_fields as fields
+from attnlab.grading import written_answers as written
 from attnlab.grading.connection import (  # noqa: F401 - GradebookUnavailable: the error callers catch
     Bounds,
     GradebookError,
@@ -38,7 +40,8 @@ from attnlab.grading.connection import (  # noqa: F401 - GradebookUnavailable: t
     shut_socket,
     sqlite_may_pass,
 )
-from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, clip, for_csv, readable_name
+from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, clip, readable_name
+from attnlab.grading.score_text import format_score  # noqa: F401 - where the callers import it from
 
 DEFAULT_NAME = "gradebook.db"
 NEEDS_REVIEW = "needs review: "
@@ -55,9 +58,10 @@ _SCHEMA = (
         PRIMARY KEY (lab, key))""",
     """CREATE TABLE IF NOT EXISTS questions (
         lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, position INTEGER NOT NULL,
-        score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL, details TEXT,
-        PRIMARY KEY (lab, key, question))""",
+        score DOUBLE PRECISION, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL, details TEXT,
+        kind TEXT, answer TEXT, PRIMARY KEY (lab, key, question))""",
 )
+_QUESTION_COLUMNS = "lab, key, question, position, score, max_score, messages, details, kind, answer"
 
 _UPSERT_SUBMISSION = """INSERT INTO submissions
     (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error, review,
@@ -71,16 +75,6 @@ _UPSERT_SUBMISSION = """INSERT INTO submissions
 
 _SUBMISSION_COLUMNS = ("lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at",
                        "errors", "grader_error", "review", "problems")
-
-
-def _write_csv(f, rows: list[dict], columns: list[str], roster=None) -> None:
-    writer = csv.writer(f, lineterminator="\n")
-    extra = ["name", "login", "email"] if roster else []  # attnlab.roster.CSV_COLUMNS: Roster.cells(key)
-    writer.writerow(["submission", *extra, "score", "max_score", *map(for_csv, columns), "notes"])
-    writer.writerows([for_csv(row["key"]), *map(for_csv, roster.cells(row["key"]) if roster else []),
-                      format_score(row["score"]), format_score(row["max_score"]),
-                      *(format_score(row["questions"][n]["score"]) if n in row["questions"] else "" for n in columns),
-                      for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))] for row in rows)
 
 
 class InvalidResult(ValueError):
@@ -118,16 +112,11 @@ def validate_result(result) -> dict:
         where = f"result['questions'][{name!r}]"
         if not isinstance(name, str) or not isinstance(q, dict):
             raise InvalidResult(f"{where} is {q!r:.200}: expected a str name mapped to a dict")
-        clean_questions[name] = {
-            "score": _number(q.get("score"), where + "['score']"),
-            "max_score": _number(q.get("max_score"), where + "['max_score']"),
-            "messages": _strings(q.get("messages", []), where + "['messages']"),
-            **fields.clean_question_fields(q),
-        }
+        clean_questions[name] = _clean_question(q, where)
     isolation = result.get("isolation", "unknown")
     if not isinstance(isolation, str):
         raise InvalidResult(f"result['isolation'] is {isolation!r:.200}: expected a string")
-    return {
+    return written.set_awaiting({
         "submission": str(result.get("submission", "")),
         "score": _number(result["score"], "result['score']"),
         "max_score": _number(result["max_score"], "result['max_score']"),
@@ -137,20 +126,35 @@ def validate_result(result) -> dict:
         "errors": _strings(result.get("errors", []), "result['errors']"),
         "review": _strings(result.get("review", []), "result['review']"),
         fields.PROBLEMS: fields.clean_problems(result.get(fields.PROBLEMS)),
+    })
+
+
+def _clean_question(q: dict, where: str) -> dict:
+    """One question's entry, clean: a code question's score is a number; a written question's (``kind``
+    ``"written"``) is a number once marked, else None with the status ``awaiting marking``
+    (``written_answers``); its answer is text, bounded."""
+    is_written = q.get(written.KIND) == written.WRITTEN
+    awaiting = is_written and q.get("score") is None
+    out = {
+        "score": None if awaiting else _number(q.get("score"), where + "['score']"),
+        "max_score": _number(q.get("max_score"), where + "['max_score']"),
+        "messages": _strings(q.get("messages", []), where + "['messages']"),
+        **fields.clean_question_fields(q),
     }
+    if is_written:
+        answer = q.get(written.ANSWER, "")
+        out[written.KIND] = written.WRITTEN
+        out[written.ANSWER] = clip(answer, written.MAX_ANSWER_CHARS + 200) if isinstance(answer, str) else ""
+    return out | written.clean_marks(q, awaiting=awaiting)
 
 
 def row_notes(result: dict) -> list[str]:
     """The messages that explain a row (a result or a gradebook row): ``needs review: <item>`` for each item of
     ``review`` (first: a table that cuts the line still shows it), then the notebook-level errors (hung, wrong
     lab, unreadable, grader error)."""
-    return [NEEDS_REVIEW + item for item in result.get("review") or []] + list(result.get("errors") or [])
-
-
-def format_score(x: float) -> str:
-    """``6.0 -> "6"``, ``2.5 -> "2.5"``, ``0.1 + 0.2 -> "0.3"`` (6 decimals at most)."""
-    text = f"{float(x) + 0.0:.6f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
+    awaiting = written.awaiting_note(written.awaiting_points(result.get("questions") or {}))
+    return ([NEEDS_REVIEW + item for item in result.get("review") or []] + ([awaiting] if awaiting else [])
+            + list(result.get("errors") or []))
 
 
 class Gradebook:
@@ -205,12 +209,25 @@ class Gradebook:
             self._add_review_column()
 
     def _add_review_column(self) -> None:
-        """A gradebook written before ``review``, ``problems`` or ``details`` existed gets them (NULL in its rows)."""
-        for table, column in (("submissions", "review"), ("submissions", "problems"), ("questions", "details")):
+        """A gradebook written before ``review``, ``problems``, ``details``, ``kind`` or ``answer`` existed gets them
+        (NULL in its rows: a code question), and its ``questions.score`` may then be NULL (awaiting marking)."""
+        for table, column in (("submissions", "review"), ("submissions", "problems"), ("questions", "details"),
+                              ("questions", "kind"), ("questions", "answer")):
             if self._dialect == "postgresql":
                 self._execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} TEXT")
             elif column not in {r[1] for r in self._execute(f"PRAGMA table_info({table})")}:
                 self._execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+        if self._dialect == "postgresql":
+            if self._execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND "
+                             "table_name = 'questions' AND column_name = 'score' AND is_nullable = 'NO'").fetchall():
+                self._execute("ALTER TABLE questions ALTER COLUMN score DROP NOT NULL")
+        elif any(r[1] == "score" and r[3] for r in self._execute("PRAGMA table_info(questions)")):
+            # SQLite cannot drop a NOT NULL: copy the rows into the new table, in this transaction
+            self._execute("ALTER TABLE questions RENAME TO questions_before_written")
+            self._execute(_SCHEMA[1])
+            self._execute(f"INSERT INTO questions ({_QUESTION_COLUMNS}) SELECT {_QUESTION_COLUMNS} "
+                          "FROM questions_before_written")
+            self._execute("DROP TABLE questions_before_written")
 
     # -- API -------------------------------------------------------------------------------------------
     def record(self, lab: str, key: str, path, sha256: str, result: dict, *, grader_error: str | None = None):
@@ -234,10 +251,10 @@ class Gradebook:
             self._execute("DELETE FROM questions WHERE lab = ? AND key = ?", (lab, key))
             for position, (name, q) in enumerate(questions.items()):
                 self._execute(
-                    "INSERT INTO questions (lab, key, question, position, score, max_score, messages, details)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO questions ({_QUESTION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (lab, key, name, position, q["score"], q["max_score"], json.dumps(q["messages"]),
-                     json.dumps(fields.clean_question_fields(q))),
+                     json.dumps(fields.clean_question_fields(q)), q.get(written.KIND, written.CODE),
+                     q.get(written.ANSWER)),
                 )
 
     def is_done(self, lab: str, key: str, sha256: str) -> bool:
@@ -253,6 +270,18 @@ class Gradebook:
         with self._transaction():
             return self._execute(sql, params).fetchall()
 
+    def transaction(self, op, *, write: bool = False):
+        """``op(execute)``, one transaction on this database, retried as the gradebook's own; ``execute(sql, params)``
+        takes ``?`` in either ``dialect``: how other tables in this database (``marking.store``) share it."""
+        def run():
+            with self._transaction(write=write):
+                return op(self._execute)
+        return self._retrying(run)
+
+    @property
+    def dialect(self) -> str:
+        return self._dialect  # "sqlite" or "postgresql"
+
     def rows(self, lab: str | None = None) -> list[dict]:
         """All submissions (of one lab, or all), ordered by lab then key, each with its ``questions``
         (a dict in the order of the result) and ``errors`` decoded."""
@@ -266,13 +295,11 @@ class Gradebook:
             row[fields.PROBLEMS] = fields.clean_problems(json.loads(row[fields.PROBLEMS] or "[]"))
             row["questions"] = {}
             out[(row["lab"], row["key"])] = row
-        for q_lab, key, name, score, max_score, messages, details in qs:
+        for q_lab, key, name, score, max_score, messages, details, kind, answer in qs:
             if (q_lab, key) in out:
-                out[(q_lab, key)]["questions"][name] = {
-                    "score": score, "max_score": max_score, "messages": json.loads(messages),
-                    **fields.clean_question_fields(json.loads(details or "{}")),
-                }
-        return list(out.values())
+                out[(q_lab, key)]["questions"][name] = written.from_row(score, max_score, messages, details, kind,
+                                                                     answer)
+        return [written.set_awaiting(row) for row in out.values()]
 
     def _read_rows(self, where: str, params) -> tuple[list, list]:
         with self._transaction():  # one snapshot: the questions match the submissions
@@ -280,39 +307,10 @@ class Gradebook:
                 f"SELECT {', '.join(_SUBMISSION_COLUMNS)} FROM submissions {where} ORDER BY lab, key", params
             ).fetchall()
             qs = self._execute(
-                f"SELECT lab, key, question, score, max_score, messages, details FROM questions {where}"
+                f"SELECT lab, key, question, score, max_score, messages, details, kind, answer FROM questions {where}"
                 " ORDER BY lab, key, position", params,
             ).fetchall()
         return subs, qs
-
-    def export_csv(self, path, lab: str | None = None, roster=None) -> int:
-        """Write ``submission,score,max_score,<question>...,notes`` with one row per submission (with a ``roster``,
-        ``name,login,email`` after the submission, ``NOT ON ROSTER`` flagged); return the number of rows. Question
-        columns follow the order of the result with the most questions (the first such one by key), then any other
-        question in order of appearance; a missing one is empty.
-        ``notes``: ``row_notes`` joined with `` | ``. Text cells go through ``safe_text.for_csv`` (one line,
-        a leading ``=``, ``+``, ``-``, ``@`` neutralised: a file name never runs as a spreadsheet formula);
-        scores are written as numbers.
-        """
-        rows = self.rows(lab)
-        labs = sorted({r["lab"] for r in rows})
-        if len(labs) > 1:
-            raise ValueError(
-                f"the gradebook {self.target} holds several labs ({', '.join(labs)}): "
-                "pass lab=... (CLI: --lab) to export one"
-            )
-        columns: list[str] = []
-        most = max(rows, key=lambda r: len(r["questions"]), default=None)
-        for row in ([most] if most else []) + rows:
-            columns += [name for name in row["questions"] if name not in columns]
-        if str(path) == "-":  # `--csv -`: standard output, as other command-line tools read it
-            _write_csv(sys.stdout, rows, columns, roster)
-            return len(rows)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            _write_csv(f, rows, columns, roster)
-        return len(rows)
 
     def close(self) -> None:
         with self._lock:

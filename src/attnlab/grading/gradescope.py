@@ -20,6 +20,10 @@ A first test, "Your notebook" (0 points), holds what the student needs before th
 errors) and takes the ``public_checks`` visibility (default ``visible``). The top-level ``output`` holds the total
 only when the hidden tests are visible (Gradescope hides the total while a test is hidden), and otherwise says when
 the results show.
+
+A written question (``written_answers``) is marked by a person in Gradescope's manual grading, not here: its test
+has no points (neither 0 nor full marks) and says so; the top-level total, when shown, says "N points awaiting
+marking" beside the autograder's score.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 from attnlab.grading.gradebook import format_score, validate_result
 from attnlab.grading.outputs import write_text_atomic
 from attnlab.grading.safe_text import bullet_lines, cap_messages, for_terminal
+from attnlab.grading.written_answers import KIND, WRITTEN, awaiting_note, points_awaiting, total_text
 
 # Gradescope's values (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Controlling test case
 # visibility"), each with when a student sees a test that has it.
@@ -82,7 +87,7 @@ def to_gradescope(result: dict, visibility: Visibility | None = None) -> dict:
     r = validate_result(result)
     vis = visibility or Visibility()
     if vis.hidden_tests == "visible":
-        output = f"Total: {format_score(r['score'])} / {format_score(r['max_score'])}"
+        output = "Total: " + total_text(r["score"], r["max_score"], points_awaiting(r))
     else:
         output = (f"Your score and the hidden tests' messages (one test per question) are shown "
                   f"{VISIBILITIES[vis.hidden_tests]}; until then, the grader.check cells in your notebook are your "
@@ -95,7 +100,7 @@ def to_gradescope(result: dict, visibility: Visibility | None = None) -> dict:
         "test_output_format": "text",
         "visibility": vis.hidden_tests,
         "tests": [_notebook_test(r, vis)] + [
-            {
+            _written_test(name, q, vis) if q.get(KIND) == WRITTEN else {
                 "name": for_terminal(name),
                 "score": q["score"],
                 "max_score": q["max_score"],
@@ -106,6 +111,16 @@ def to_gradescope(result: dict, visibility: Visibility | None = None) -> dict:
             for name, q in r["questions"].items()
         ],
     }
+
+
+def _written_test(name: str, q: dict, vis: Visibility) -> dict:
+    """A written question as a test with no points of the autograder's (neither 0 nor full marks): a person marks
+    it in Gradescope's manual grading, where its points count. Its text says so."""
+    note = awaiting_note(q["max_score"]) if q["score"] is None else f"marked: {format_score(q['score'])}"
+    return {"name": for_terminal(f"{name} (written)"),
+            "output": f"{note}: a person marks this answer in Gradescope's manual grading "
+                      f"(worth {format_score(q['max_score'])} points there, not in the autograder's score)",
+            "output_format": "text", "visibility": vis.hidden_tests}
 
 
 def write_results_json(result: dict, path, visibility: Visibility | None = None) -> Path:

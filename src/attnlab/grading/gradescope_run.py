@@ -15,6 +15,7 @@ from pathlib import Path
 from .bundle import manifest_questions, read_manifest
 from .gradescope import Visibility, write_results_json
 from .runner import grade_submission, ungraded
+from .written_answers import add_written, points_awaiting, total_text
 
 
 def find_notebooks(folder: Path) -> list[Path]:
@@ -60,9 +61,11 @@ def run(*, lab: str, bundle: str, submission: str, results: str) -> dict:
             traceback.print_exc()
             result = ungraded(notebooks[0], questions, "the autograder failed on this submission; your "
                                                        "instructor has been told to regrade it", lab=lab)
+    result = add_written(result, read_manifest(bundle_dir), None)  # not graded: written still awaiting, never 0
     Path(results).parent.mkdir(parents=True, exist_ok=True)
     write_results_json(result, results, Visibility.from_manifest(read_manifest(bundle_dir)))
-    print(f"{lab}: {result['score']:g} / {result['max_score']:g}  [{result.get('isolation', '')}]")
+    print(f"{lab}: {total_text(result['score'], result['max_score'], points_awaiting(result))}  "
+          f"[{result.get('isolation', '')}]")
     return result
 
 

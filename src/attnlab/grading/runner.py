@@ -27,6 +27,7 @@ from .notebook_code import (
     read_cells,
     read_submission,
 )
+from .written_answers import add_written
 
 if TYPE_CHECKING:
     from .remote import RemoteStudent
@@ -115,7 +116,8 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
     anything the submission does. ``timeout`` bounds the whole submission (load, restarts, tests).
     ``hide``: more folders the student's code must not read, besides the bundle and ``path``'s folder (a batch
     grades a private copy of the file, and hides the folder of the original, with the other submissions).
-    Returns the result dict described in docs/ARCHITECTURE.md."""
+    A written question is not graded here: its answer is read from the notebook and recorded as awaiting marking
+    (``written_answers``). Returns the result dict described in docs/ARCHITECTURE.md."""
     start = time.monotonic()
     from .sandbox import prestart
 
@@ -131,12 +133,12 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         too_large = isinstance(exc, SourceTooLarge)
         problem = fields.problem(fields.SOURCE_TOO_LARGE if too_large else fields.UNREADABLE, str(exc),
                                  exc.cell if too_large else None)
-        return ungraded(path, bundle.questions, str(exc), lab=bundle.lab, elapsed_s=time.monotonic() - start,
-                        problems=[problem])
+        return add_written(ungraded(path, bundle.questions, str(exc), lab=bundle.lab,
+                                    elapsed_s=time.monotonic() - start, problems=[problem]), bundle, None)
     wrong_lab = wrong_lab_message(data, bundle.lab)  # another lab's notebook is refused, not half-graded
     if wrong_lab:
-        return ungraded(path, bundle.questions, wrong_lab, lab=bundle.lab, elapsed_s=time.monotonic() - start,
-                        problems=[fields.problem(fields.WRONG_LAB, wrong_lab)])
+        return add_written(ungraded(path, bundle.questions, wrong_lab, lab=bundle.lab, elapsed_s=time.monotonic()
+                                    - start, problems=[fields.problem(fields.WRONG_LAB, wrong_lab)]), bundle, data)
     seed = grading_seed(bundle, data) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="attnlab-work-") as tmp:
         os.chmod(tmp, 0o777)  # the worker may run as an unprivileged user
@@ -159,7 +161,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
             student.close()
     result.update(isolation=isolation[0], elapsed_s=round(time.monotonic() - start, 3))
     result[fields.PROBLEMS] = unparsed + result[fields.PROBLEMS]
-    return result
+    return add_written(result, bundle, data)  # the written answers: plain text of the notebook, read here
 
 
 def syntax_problems(cells, sent: list[dict]) -> list[dict]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from . import clusters, exports, markdown, page, plots, similarity, stats
 from .load import Names, Submission, load_submissions
 from .model import ClassReport
-from .students import feedback_links
+from .students import feedback_links, refresh_feedback
 
 
 @dataclass
@@ -20,6 +20,7 @@ class ReportFiles:
     csv: dict[str, Path]  # layout ("scores", "canvas", "moodle") -> file
     report: ClassReport
     seconds: float
+    refreshed: int = 0  # feedback files written again with the marks (students.refresh_feedback)
 
 
 def compute(lab: str, subs: list[Submission], *, mutants=(), template=None, anonymise: bool = False,
@@ -83,13 +84,14 @@ def build_report(target, *, html=None, lab: str | None = None, mutants=(), templ
                      threshold=threshold, reference=reference(lab) if callable(reference) else reference,
                      known=known)
     html = Path(html) if html else default_html(target)
+    refreshed = refresh_feedback(target, subs)  # the students' feedback files get the marks given since the grade
     report.feedback = {} if anonymise else feedback_links(target, subs, html)  # a path names its student
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(page.render(report), encoding="utf-8")
     md = html.with_suffix(".md")
     md.write_text(markdown.render(report), encoding="utf-8")
     csvs = exports.write_all(report, html.with_name(html.stem), roster)
-    return ReportFiles(html, md, csvs, report, time.monotonic() - start)
+    return ReportFiles(html, md, csvs, report, time.monotonic() - start, refreshed)
 
 
 def default_html(target) -> Path:

@@ -15,6 +15,10 @@ columns. A submission the roster does not list keeps its row, flagged: its name 
 for the login and ID number: name the files by login, or map the column on import.
 
 With ``--anonymise`` the identifiers are the aliases (``student-007``) in every layout, and the roster is not read.
+A lab with written questions (``grading/written_answers.py``) gets the marks (``grading/marks_applied.py``): a
+written question's cell is empty while it awaits marking (never 0), the total counts the marked points, and a last
+column ``<lab>: points awaiting marking`` holds the points still waiting (in Canvas's layout marked ``(read only)``
+in the ``Points Possible`` row, as Canvas marks the columns its import skips; the plain layout's notes say it).
 Text goes through ``safe_text.for_csv`` (no cell runs as a spreadsheet formula); scores are numbers.
 """
 
@@ -25,17 +29,19 @@ from pathlib import Path
 
 from attnlab.grading.gradebook import MAX_NOTES_CHARS, format_score, row_notes
 from attnlab.grading.safe_text import clip, for_csv
+from attnlab.grading.written_answers import KIND, WRITTEN
 
 from ..roster import CSV_COLUMNS, NOT_ON_ROSTER, Roster, Student
 from .model import ClassReport
 
+AWAITING_ITEM = "points awaiting marking"  # the column of a lab with written questions
 CANVAS_IDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDS = ["First name", "Last name", "ID number", "Institution", "Department", "Email address"]
 
 
 def _score(sub, question: str) -> str:
     q = sub.questions.get(question)
-    return format_score(q["score"]) if q else ""
+    return format_score(q["score"]) if q and q["score"] is not None else ""  # None: awaiting marking, never 0
 
 
 def _who(r: ClassReport, key: str, roster: Roster | None) -> tuple[Student, bool]:
@@ -55,23 +61,31 @@ def plain_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
     extra = list(CSV_COLUMNS) if roster and not r.names.anonymise else []
     rows = [["submission", *extra, "score", "max_score", *map(for_csv, names), "notes"]]
     for s in r.submissions:
-        notes = r.names.scrub(s.key, " | ".join(row_notes({"review": s.review, "errors": s.errors})))
+        notes = r.names.scrub(s.key, " | ".join(row_notes({"review": s.review, "errors": s.errors,
+                                                           "questions": s.questions})))
         ids = [for_csv(cell) for cell in roster.cells(s.key)] if extra else []
         rows.append([for_csv(r.names(s.key)), *ids, format_score(s.score), format_score(s.max_score),
                      *(_score(s, q) for q in names), for_csv(clip(notes, MAX_NOTES_CHARS))])
     return rows
 
 
+def _written(r: ClassReport) -> bool:
+    return any(q.get(KIND) == WRITTEN for s in r.submissions for q in s.questions.values())
+
+
 def _items(r: ClassReport) -> list[str]:
-    return [for_csv(f"{r.lab}: {d.name}") for d in r.per_question] + [for_csv(f"{r.lab}: total")]
+    awaiting = [f"{r.lab}: {AWAITING_ITEM}"] if _written(r) else []
+    return [for_csv(f"{r.lab}: {d.name}") for d in r.per_question] + [for_csv(f"{r.lab}: total"), *awaiting]
 
 
 def _scores(r: ClassReport, s) -> list[str]:
-    return [_score(s, d.name) for d in r.per_question] + [format_score(s.score)]
+    awaiting = [format_score(s.awaiting_points)] if _written(r) else []
+    return [_score(s, d.name) for d in r.per_question] + [format_score(s.score), *awaiting]
 
 
 def canvas_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
-    points = [format_score(d.max_score) for d in r.per_question] + [format_score(r.total.max_score)]
+    points = ([format_score(d.max_score) for d in r.per_question] + [format_score(r.total.max_score)]
+              + (["(read only)"] if _written(r) else []))  # Canvas's mark of a column its import skips
     rows = [CANVAS_IDS + _items(r), ["Points Possible", "", "", "", "", *points]]
     for s in r.submissions:
         who, _ = _who(r, s.key, roster)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 @dataclass
 class Submission:
-    """One gradebook row. ``questions``: name -> ``{"score", "max_score", "messages"}`` and the question's
-    structured fields (``grading/result_fields.py``), in the result's order."""
+    """One gradebook row, the marks applied (``grading/marks_applied.py``). ``questions``: name -> ``{"score",
+    "max_score", "messages", "kind"}`` and the question's structured fields (``grading/result_fields.py``), in the
+    result's order; a written answer awaiting marking has the score None. ``score``: the marked points only."""
 
     key: str
     path: str
@@ -30,6 +31,7 @@ class Submission:
     isolation: str = ""
     grader_error: str | None = None
     problems: list[dict] = field(default_factory=list)  # result_fields.PROBLEMS: what went wrong, by category
+    awaiting_points: float = 0.0  # written answers no person has marked yet (their score is None)
 
 
 class ReportInputError(ValueError):
@@ -40,6 +42,7 @@ def load_submissions(target, lab: str | None = None) -> tuple[str, list[Submissi
     """``(lab, submissions)`` from the gradebook at ``target`` (an output folder, a ``.db`` file or a
     ``postgresql://`` URL), ordered by key. ``lab``: required when the gradebook holds several labs."""
     from attnlab.grading.gradebook import open_gradebook
+    from attnlab.grading.marks_applied import marked_rows
 
     with open_gradebook(target, create=False) as book:
         labs = book.labs()
@@ -51,7 +54,7 @@ def load_submissions(target, lab: str | None = None) -> tuple[str, list[Submissi
             lab = labs[0]
         elif lab not in labs:
             raise ReportInputError(f"the gradebook {book.target} has no rows of {lab} (it has: {', '.join(labs) or 'none'})")
-        rows = book.rows(lab)
+        rows = marked_rows(book, lab)  # the marks of the people who mark (attnlab mark) applied
     return lab, [_submission(r) for r in rows]
 
 
@@ -59,7 +62,8 @@ def _submission(row: dict) -> Submission:
     return Submission(key=row["key"], path=row["path"], score=float(row["score"]), max_score=float(row["max_score"]),
                       questions=row["questions"], errors=list(row["errors"]), review=list(row["review"]),
                       elapsed_s=float(row["elapsed_s"]), isolation=row["isolation"] or "",
-                      grader_error=row["grader_error"], problems=list(row.get("problems") or []))
+                      grader_error=row["grader_error"], problems=list(row.get("problems") or []),
+                      awaiting_points=float(row.get("awaiting_points") or 0.0))
 
 
 class Names:

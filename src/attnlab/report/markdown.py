@@ -59,7 +59,7 @@ def _students(r: ClassReport) -> list[str]:
     for s in students.by_total(r.submissions, r.names):
         lost = ", ".join(f"`{q}` {format_score(sc)}/{format_score(mx)}" + (" (not written yet)" if blank else "")
                          for q, sc, mx, blank in students.lost(s))
-        rows.append([markdown_inline(r.names(s.key)), f"{format_score(s.score)} / {format_score(s.max_score)}",
+        rows.append([markdown_inline(r.names(s.key)), students.total(s),
                      lost or "-", markdown_inline(", ".join(students.mistake_names(s, r.mutants))) or "-",
                      ", ".join(SHORT[p.category] for p in problems(s)) or "-"])
     return ["## Students (lowest total first)", "",
@@ -71,8 +71,8 @@ def render(r: ClassReport) -> str:
     lines = [f"# {markdown_inline(r.lab)}: the class at a glance", "",
              f"{len(r.submissions)} submissions, generated {r.generated_at} by `attnlab report`.", "", "## Scores", ""]
     lines += _table(["question", "points", "mean", "median", "at full marks"],
-                    [[f"`{d.name}`" if d is not r.total else "**total**", format_score(d.max_score), f"{d.mean:.2f}",
-                      format_score(d.median), f"{100 * d.full_share:.0f}%"] for d in [*r.per_question, r.total]])
+                    [[f"`{d.name}`" + d.label[len(d.name):] if d is not r.total else "**total**" + d.label[5:],
+                      format_score(d.max_score), *d.cells()] for d in [*r.per_question, r.total]])
     lines += ["## Mistakes", ""]
     for i, m in enumerate(r.mistakes, start=1):
         entries = ", ".join(m.entries) or "no catalogue entry"

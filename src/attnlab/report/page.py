@@ -62,8 +62,7 @@ def _figure(report: ClassReport, name: str, alt: str) -> str:
 
 
 def _scores(r: ClassReport) -> str:
-    rows = [[esc(d.name), format_score(d.max_score), f"{d.mean:.2f}", format_score(d.median),
-             f"{100 * d.full_share:.0f}%"] for d in [*r.per_question, r.total]]
+    rows = [[esc(d.label), format_score(d.max_score), *d.cells()] for d in [*r.per_question, r.total]]
     return ("<section id='scores'><h2>Scores</h2>"
             + _table(["question", "points", "mean", "median", "at full marks"], rows, numeric=(1, 2, 3, 4))
             + _figure(r, "total", "histogram of total scores") + _figure(r, "questions", "histograms per question")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from attnlab.grading import result_fields as fields
 from attnlab.grading.safe_text import clip
+from attnlab.grading.score_text import format_score
 
 from .categories import CATEGORIES, diagnosed, problems, unwritten
 from .load import Names, Submission
@@ -29,7 +30,20 @@ class Distribution:
 
     name: str
     max_score: float
-    values: list[float]
+    values: list[float]  # the marked scores only
+    awaiting: int = 0  # submissions whose answer (for the total: any answer) awaits marking
+
+    def cells(self) -> list[str]:
+        """Mean, median and share at full marks as the tables show them: ``-`` where no answer is marked yet (a
+        written question awaiting marking has no score, not 0)."""
+        if not self.values:
+            return ["-", "-", "-"]
+        return [f"{self.mean:.2f}", format_score(self.median), f"{100 * self.full_share:.0f}%"]
+
+    @property
+    def label(self) -> str:
+        """The name, with ``(N awaiting marking)`` when some answers wait for a person."""
+        return self.name + (f" ({self.awaiting} awaiting marking)" if self.awaiting else "")
 
     @property
     def mean(self) -> float:
@@ -56,9 +70,11 @@ def distributions(subs: list[Submission]) -> tuple[Distribution, list[Distributi
     per_q = []
     for q in names:
         maxima = [s.questions[q]["max_score"] for s in subs if q in s.questions]
-        per_q.append(Distribution(q, max(maxima), [float(s.questions[q]["score"]) for s in subs
-                                                    if q in s.questions]))
-    total = Distribution("total", max((s.max_score for s in subs), default=0.0), [s.score for s in subs])
+        scores = [s.questions[q]["score"] for s in subs if q in s.questions]
+        per_q.append(Distribution(q, max(maxima), [float(v) for v in scores if v is not None],
+                                  sum(v is None for v in scores)))
+    total = Distribution("total", max((s.max_score for s in subs), default=0.0), [s.score for s in subs],
+                         sum(s.awaiting_points > 0 for s in subs))
     return total, per_q
 
 

@@ -3,7 +3,8 @@
 The Students view has one row per submission, lowest total first (the page has no script, so the order is
 fixed; an index by name links to each row): the total, the points lost per question with ``not written yet``
 marked, the diagnosed mistakes by catalogue name, the problems of the grading (``categories.problems``) and a
-link to the feedback file the student got. The feedback files are found where ``attnlab grade --out`` wrote
+link to the feedback file the student got (written again with the marks where a submission has any:
+``refresh_feedback``). The feedback files are found where ``attnlab grade --out`` wrote
 them (``OUT/<stem>/feedback.md``, ``grading/batch.py: output_folders``); an anonymised page links none (the
 path names the student).
 """
@@ -17,6 +18,7 @@ from urllib.parse import quote
 
 from attnlab.grading.gradebook import format_score, row_notes
 from attnlab.grading.safe_text import cap_messages, clip
+from attnlab.grading.written_answers import KIND, STATUS, WRITTEN, awaiting_note, total_text
 
 from .categories import SHORT, diagnosed, problems, unwritten
 from .load import Submission
@@ -52,6 +54,31 @@ def feedback_files(target, subs: list[Submission]) -> dict[str, Path]:
     return found
 
 
+def refresh_feedback(target, subs: list[Submission]) -> int:
+    """Write again, from the marked gradebook row (``load.py``), the feedback file of each submission that has a
+    written question or a mark (``grading/marks_applied.py``): the student then reads the marks, the rubric items
+    applied, the marker's comment and a changed score's reason. Other files stay as the grade wrote them. Returns
+    how many were written."""
+    from attnlab.grading.feedback import write_feedback
+
+    marked = {s.key: s for s in subs if any(q.get(STATUS) in ("marked", "changed") or q.get(KIND) == WRITTEN
+                                            for q in s.questions.values())}
+    files = feedback_files(target, list(marked.values()))
+    for key, path in files.items():
+        s = marked[key]
+        write_feedback({"submission": s.path or s.key, "score": s.score, "max_score": s.max_score,
+                        "questions": s.questions, "errors": s.errors, "review": s.review}, path)
+    return len(files)
+
+
+def marking_lines(subs: list[Submission], refreshed: int) -> list[str]:
+    """What ``attnlab report`` says of the marking: the points still awaiting it, the feedback files written again."""
+    waiting = [s for s in subs if s.awaiting_points > 0]
+    lines = [f"{awaiting_note(sum(s.awaiting_points for s in waiting))} in {len(waiting)} submission(s): mark them "
+             "with `attnlab mark`"] if waiting else []
+    return lines + ([f"{refreshed} feedback file(s) written again with the marks"] if refreshed else [])
+
+
 def feedback_links(target, subs: list[Submission], html: Path) -> dict[str, str]:
     """Key -> the href of its feedback file, relative to the page ``html`` (URL-quoted)."""
     base = Path(html).resolve().parent
@@ -68,7 +95,12 @@ def lost(s: Submission) -> list[tuple[str, float, float, bool]]:
     """``(question, score, max_score, not written yet)`` of each question that lost points, in result order."""
     blank = set(unwritten(s))
     return [(q, float(r["score"]), float(r["max_score"]), q in blank) for q, r in s.questions.items()
-            if float(r["score"]) < float(r["max_score"]) or q in blank]
+            if r["score"] is not None and (float(r["score"]) < float(r["max_score"]) or q in blank)]
+
+
+def total(s: Submission) -> str:
+    """``"6 / 10"``, with ``(2 points awaiting marking)`` while written answers wait for a person."""
+    return total_text(s.score, s.max_score, s.awaiting_points)
 
 
 def mistake_names(s: Submission, mutants=()) -> list[str]:
@@ -96,11 +128,12 @@ def render(r: ClassReport, esc, table) -> str:
                    for p in found]
         shown = {p.text for p in found}  # the problems' own lines, and the review items a rule breach lists
         review = [] if any(p.category == "rule_breach" for p in found) else s.review
-        notes = cap_messages([n for n in row_notes({"review": review, "errors": s.errors}) if n not in shown], MAX_NOTES)
+        notes = cap_messages([n for n in row_notes({"review": review, "errors": s.errors}) if n not in shown],
+                             MAX_NOTES)
         trouble += [esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes]
         link = r.feedback.get(s.key)
         rows.append([str(i), f"<span id='{ids[s.key]}'>{esc(r.names(s.key))}</span>",
-                     f"<span class='nw'>{format_score(s.score)} / {format_score(s.max_score)}</span>",
+                     f"<span class='nw'>{esc(total(s))}</span>",
                      "<br>".join(losses) or "-", "<br>".join(map(esc, mistake_names(s, r.mutants))) or "-",
                      f"<div class='any'>{'<br>'.join(trouble)}</div>" if trouble else "-",
                      f"<a href='{esc(link)}'>feedback</a>" if link else "<i>not found</i>"])
