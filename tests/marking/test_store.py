@@ -191,3 +191,22 @@ def test_marks_from_before_answer_sha_get_the_column_and_still_count(target):
             "INSERT INTO marks VALUES ('lab05', 's0.ipynb', 'mirror', '[]', 1.5, 'ok', 'ann', 't', 1)")], write=True)
         scores = effective_scores(gb, LAB)
         assert (scores["s0.ipynb"]["mirror"].score, scores["s0.ipynb"]["mirror"].status) == (1.5, MARKED)
+
+
+def test_reading_scores_takes_no_write_lock_once_the_tables_are_there(tmp_path, monkeypatch):
+    """effective_scores (exports, the report) while another process holds the gradebook's write lock: no DDL, no
+    wait."""
+    import sqlite3
+
+    monkeypatch.setenv("ATTNLAB_DB_RETRIES", "0")  # a write would fail at once, not after the retries
+    with open_gradebook(tmp_path / "gradebook.db") as gb:
+        record_student(gb, LAB, "s0.ipynb", code={"attention": (1.0, 3.0)}, written={"mirror": ("x", 2.0)})
+        MarkStore(gb)
+        gb.transaction(lambda ex: ex("PRAGMA busy_timeout = 300"))  # a write would fail fast, not wait 60 s
+        writer = sqlite3.connect(tmp_path / "gradebook.db", isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            assert effective_scores(gb, LAB)["s0.ipynb"]["mirror"].status == AWAITING
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()

@@ -57,6 +57,7 @@ _TABLES = (
         score DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, marker TEXT NOT NULL, changed_at TEXT NOT NULL,
         version INTEGER NOT NULL, PRIMARY KEY (lab, key, question))""",
 )
+TABLE_NAMES = ("rubric_items", "marks", "score_changes", "audit")
 _AUDIT_COLUMNS = """at TEXT NOT NULL, who TEXT NOT NULL, lab TEXT NOT NULL, key TEXT, question TEXT,
     action TEXT NOT NULL, before_value TEXT, after_value TEXT, reason TEXT"""
 _APPEND_ONLY = "the audit log is append-only"
@@ -106,7 +107,18 @@ class MarkStore:
 
     def __init__(self, gradebook):
         self.gradebook = gradebook
-        gradebook.transaction(self._create, write=True)
+        if not gradebook.transaction(self._ready):  # a read first: no DDL (no lock) once the tables are there
+            gradebook.transaction(self._create, write=True)
+
+    def _ready(self, execute) -> bool:
+        """True when the four tables and the latest column (``marks.answer_sha``) are there."""
+        if self.gradebook.dialect == "postgresql":
+            found = execute("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
+                            "current_schema() AND table_name IN ('rubric_items', 'marks', 'score_changes', 'audit')"
+                            ).fetchall()
+        else:
+            found = [(t, c[1]) for t in TABLE_NAMES for c in execute(f"PRAGMA table_info({t})").fetchall()]
+        return {t for t, _ in found} == set(TABLE_NAMES) and ("marks", "answer_sha") in set(found)
 
     def _create(self, execute) -> None:
         postgres = self.gradebook.dialect == "postgresql"
