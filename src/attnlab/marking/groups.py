@@ -46,9 +46,9 @@ def tfidf(texts: list[str]) -> tuple[np.ndarray, list[str]]:
         for w in words:
             counts[row, index[w]] += 1
     df = (counts > 0).sum(axis=0)
-    weights = counts * (np.log((1 + len(texts)) / (1 + df)) + 1)
-    norms = np.linalg.norm(weights, axis=1, keepdims=True)
-    return weights / np.where(norms == 0, 1, norms), vocabulary
+    tfidf = counts * (np.log((1 + len(texts)) / (1 + df)) + 1)  # (n_texts, n_words)
+    norms = np.linalg.norm(tfidf, axis=1, keepdims=True)
+    return tfidf / np.where(norms == 0, 1, norms), vocabulary
 
 
 def answer_groups(answers: dict[str, str], threshold: float = THRESHOLD) -> list[Group]:
