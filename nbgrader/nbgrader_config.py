@@ -19,6 +19,8 @@ c = get_config()  # noqa: F821 - nbgrader provides it
 c.CourseDirectory.course_id = 'attnlab'
 # The kit raises NotImplementedError("... not written yet") in its own stubs; nbgrader's stub says the same.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError(\"not written yet\")"}
+# A written question's answer cell (manually graded) says what the kit's own notebooks say.
+c.ClearSolutions.text_stub = '_Type your answer here, replacing this text._'
 c.ExecutePreprocessor.timeout = 600
 c.Execute.timeout = 600
 # nbgrader runs `alembic` to create gradebook.db: found beside this Python, with or without an activated venv.

@@ -602,11 +602,55 @@ for name, x in representations.items():
     print(f"{name:>7}: the nearest neighbour shares a content word with the query for {shared / len(queries):.0%} "
           "of 300 random captions")
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: tfidf_neighbours
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their own two shares of neighbours with a content word (counts and TF-IDF) and one query
+#       whose neighbour changed"
+#     points: 0.5
+#   - criterion: "Explains with idf = log(N / df) that words in almost every caption get an idf near 0, so they no
+#       longer decide the cosine, while rare words get a large weight"
+#     points: 1
+#   - criterion: "Notes that both representations ignore word order, so two captions with the same words in another
+#       order are identical"
+#     points: 0.5
+#   - criterion: "Explains the difference by the normalisation of the rows, which both representations share"
+#     points: -0.5
+
 # %% [markdown]
-# With raw counts, the nearest caption is often one that shares `a`, `man`, `in`, `the` and `.` with the
-# query and nothing that matters; TF-IDF gives those words (almost) no weight, so the neighbours it finds
-# are about the same thing: the surfboard, the violin, the umbrella. Search engines ranked documents this way
-# for decades. Both are still bags of words: `a dog bites a man` and `a man bites a dog` are identical.
+# **Written question (2 points).** Look at what your cell printed. Quote the two shares of the last lines
+# (raw counts and TF-IDF) and one query whose nearest caption changed between the two representations.
+# Explain the difference with the definition of `idf` in section 5: which words decide the cosine with raw
+# counts, and which with TF-IDF? (You may print `idf` of a few words in a scratch cell.) Finally, name one
+# thing that neither representation can tell apart.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size (8,000 captions) the nearest neighbour shares a content word with the query for 86% of
+# the 300 random captions with raw counts and for 100% with TF-IDF. For the surfboard query, raw counts pick
+# "A child with a sweater is holding a pen in his mouth." (cosine 0.63), which shares `a`, `child`,
+# `holding` and `his`; TF-IDF picks "A man on a surfboard riding a giant wave." (cosine 0.50).
+#
+# With raw counts every occurrence weighs the same, so the frequent words (`a`, `.`, `in`, `the`, `man`),
+# which occur in most captions and often twice, dominate the dot product: the nearest caption is one with
+# the same function words. TF-IDF multiplies each count by `idf = log(N / df)`: `a` occurs in 6,899 of the
+# 8,000 captions (idf 0.15) and `.` in 7,592 (idf 0.05), so they hardly count, while `surfboard` (7
+# captions, idf 7.0) or `blacksmith` (2 captions, idf 8.3) dominate the row. The neighbours then share what
+# the caption is about.
+#
+# Both are bags of words: `a dog bites a man` and `a man bites a dog` get the same vector (and the same
+# holds for every caption whose words are permuted). Search engines ranked documents this way for decades.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # ## 6. A classifier on the mean of learned embeddings
@@ -764,10 +808,9 @@ print(f"bag-of-words ceiling on the test split: {ceiling:.3f}")
 # - **bag of words + a hidden layer** (an MLP): the same bag, but a hidden layer of ReLU units can combine
 #   words (`not` *and* `good`).
 #
-# A linear model cannot learn negation: `good` must push the score up, `not good` down, `bad` down and
-# `not bad` up, which asks the weight of `not` to be both negative and positive. The hidden layer can. No
-# model here can beat the ceiling. All three are trained the same way with `attnlab.training.fit` (Adam,
-# binary cross-entropy).
+# Which of them can learn negation, and how close to the ceiling do they get? Two written questions after
+# the results ask you to answer from your own numbers. All three are trained the same way with
+# `attnlab.training.fit` (Adam, binary cross-entropy).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): train the three order-free classifiers
@@ -830,17 +873,100 @@ ax.set_xlabel("test accuracy")
 ax.legend(loc="lower right", fontsize="small")
 plt.show()
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: linear_negation
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the negated-sentence accuracy of their three models from their table"
+#     points: 0.5
+#   - criterion: "Writes the four inequalities and derives that the weight of not must be both negative and positive"
+#     points: 1
+#   - criterion: "Says that the hidden ReLU units of the MLP can respond to not and an adjective together"
+#     points: 0.5
+#   - criterion: "Blames the failure of the linear models on too little training or data"
+#     points: -0.5
+
 # %% [markdown]
-# What to look for (on a CPU at the small size we saw 0.49 for the linear bag of words, 0.47 for the mean
-# of embeddings and 0.80 for the MLP, against a ceiling of 0.80):
+# **Written question (2 points).** Quote the accuracy on *negated* sentences of your three models. Then
+# show that a logistic regression on the binary bag of words, with score
+# $s = b + \sum_w x_w \theta_w$ (positive when $s > 0$), cannot classify all four sentences `good`
+# (positive), `not good` (negative), `bad` (negative) and `not bad` (positive): write the inequality each
+# sentence asks of $b, \theta_\text{not}, \theta_\text{good}, \theta_\text{bad}$ and combine them. Does the same
+# argument hold for the mean of embeddings? What does the MLP have that removes the contradiction?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size we measured on negated sentences 0.425 for the linear bag of words, 0.194 for the mean of
+# embeddings and 1.000 for the MLP: the linear models are at or below chance, mostly *wrong*, since they learn
+# that `good` is positive and `not good` contains `good`.
 #
-# - The two **linear** models are close to chance overall: they get only part of the plain sentences
-#   right and the negated ones mostly *wrong*, since they learn that `good` is positive and `not good`
-#   contains `good`.
-# - The **MLP** on the same bag gets every plain and negated sentence right and climbs to the ceiling,
-#   and stops there: on the contrast twins every order-free model sits at exactly 0.5.
-# - Passing the ceiling needs the order of the words: local order with convolutions (Lab 03), the whole
-#   sequence with recurrent networks (Lab 04), positions in attention (Lab 07).
+# The four sentences ask $b + \theta_\text{good} > 0$, $b + \theta_\text{not} + \theta_\text{good} < 0$,
+# $b + \theta_\text{bad} < 0$ and $b + \theta_\text{not} + \theta_\text{bad} > 0$. Subtracting the first from the
+# second gives $\theta_\text{not} < 0$; subtracting the third from the fourth gives $\theta_\text{not} > 0$: no
+# weights satisfy all four. The mean of embeddings followed by a linear layer is also a linear function of
+# the word frequencies, so the same argument holds (with the frequencies in place of the 0/1 entries).
+#
+# The MLP's hidden ReLU units are non-linear: a unit such as $\mathrm{relu}(x_\text{not} + x_\text{good} - 1)$
+# is active only when both words occur, so the output layer can give `not good` its own negative weight.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: order_free_ceiling
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Writes the overall accuracy of their MLP as the weighted mean of its accuracies per kind, with their
+#       own numbers, and compares it with the ceiling"
+#     points: 1
+#   - criterion: "Explains that the two twins of a pair give the same input, hence the same prediction, and have
+#       opposite labels, so exactly one of the two is right"
+#     points: 0.5
+#   - criterion: "Says that passing the ceiling needs the order of the words (convolutions, recurrence or positions in
+#       attention)"
+#     points: 0.5
+#   - criterion: "Claims that a bigger or longer-trained order-free model could pass the ceiling"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (2 points).** Write the overall test accuracy of your MLP as the weighted mean of its
+# accuracies on the three kinds of sentences (the shares of plain, negated and contrast sentences in the
+# test split are about 30%, 30% and 40%; use the numbers your cell printed) and compare it with the
+# ceiling. Why does every model score *exactly* 0.500 on the contrast sentences, whatever its weights?
+# What would a model need to see to pass the ceiling?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size the MLP scored 1.000 on plain and negated sentences and 0.500 on contrast sentences,
+# 0.799 overall: about $0.3 \cdot 1 + 0.3 \cdot 1 + 0.4 \cdot 0.5 = 0.80$, the ceiling printed by the cell
+# (0.799: the contrast share of the test split is 40.2%, and $1 - 0.402 / 2 = 0.799$). The MLP gets every
+# sentence right that an order-free model can get right, and stops there.
+#
+# The contrast sentences come in twin pairs with the same words and opposite labels. An order-free model
+# (bag of words, mean of embeddings) gets the same input for both twins, so it gives them the same score
+# and the same predicted label; exactly one of the two is right, whatever the weights, hence exactly 0.5 on
+# the pairs, for the linear models as for the MLP.
+#
+# Passing the ceiling needs the order of the words: which adjective comes after `but`. Local order is seen
+# by convolutions (Lab 03), the whole sequence by recurrent networks (Lab 04) and positions in attention
+# (Lab 07); more hidden units or more epochs cannot help an order-free model.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # ### 7.3 The real benchmark: IMDB

@@ -127,3 +127,68 @@ def test_one_rule_says_what_a_secret_line_is():
     assert secret_line("return out") is None  # too common to mean anything
     assert [secret_line(s) for s in ("# a long comment line here", "import torch.nn.functional as F",
                                      "from torch import nn, Tensor", '"""A long docstring fence"""')] == [None] * 4
+
+
+# ------------------------------------------------------------------------------------------------ written questions
+def _written_master():
+    import jupytext
+
+    from .written_master import FIXTURE, LAB, WRITTEN
+
+    text = (FIXTURE / "instructor" / LAB / f"{LAB}.py").read_text() + WRITTEN
+    return jupytext.reads(text, fmt="py:percent")
+
+
+def test_a_written_questions_reference_runs_and_criteria_are_secrets_but_its_prompt_is_not():
+    from attnlab.buildchain.transforms.check_no_leak import SHINGLE, written_secrets
+
+    from .written_master import CRITERIA, NAME, PROMPT, REFERENCE
+
+    secrets = written_secrets(_written_master())
+    words = REFERENCE.split()
+    runs = {" ".join(words[i:i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
+    assert set(secrets) == runs | set(CRITERIA)
+    assert secrets[CRITERIA[1]] == f"a rubric criterion of written question {NAME!r}"
+    assert secrets["every element is multiplied by two, element by"] == (
+        f"the reference answer of written question {NAME!r}")
+    assert not [s for s in secrets if s in PROMPT]
+
+
+@pytest.mark.parametrize("planted, kind", [
+    pytest.param("My answer: every element is multiplied by two,\n  element   by element, so", "reference",
+                 id="a reference line, re-wrapped"),
+    pytest.param("Hint: Says the operation is elementwise and keeps the shape.", "rubric criterion",
+                 id="a rubric criterion inside a sentence"),
+])
+def test_a_planted_reference_line_or_criterion_is_a_leak(planted, kind):
+    master = _written_master()
+    labelled, _ = parse_questions(master)
+    student = nb_of("print(1)", planted, cell_type="markdown")
+    with pytest.raises(LeakError, match=rf"student notebook cell 1 contains (the|a) {kind}"):
+        check_no_leak(labelled, student)
+    with pytest.raises(LeakError, match=rf"public check file double.py contains (the|a) {kind}"):
+        check_no_leak(labelled, nb_of("print(1)"), public_files={"double.py": f"# {planted}\n"})
+
+
+def test_seven_words_of_the_reference_or_a_reworded_criterion_are_no_leak():
+    master = _written_master()
+    labelled, _ = parse_questions(master)
+    check_no_leak(labelled, nb_of("every element is multiplied by two, element",
+                                  "Says that the operation is elementwise and keeps the shape", cell_type="markdown"))
+
+
+def test_the_built_student_notebook_with_a_written_question_passes_and_its_solution_does_not(tmp_path):
+    from attnlab.buildchain.pipeline import build_lab
+    from attnlab.course import load_course
+
+    from .written_master import LAB, with_written
+
+    course = load_course(with_written(tmp_path))
+    lab = course.labs[0]
+    files = build_lab(course, lab)  # runs check_no_leak on the student notebook
+    labelled, _ = parse_questions(read_master(lab.master))
+    solution = nbformat.reads(files[lab.solution_notebook].decode(), as_version=4)
+    with pytest.raises(LeakError, match="the reference answer of written question"):
+        check_no_leak(labelled, nb_of(*[c.source for c in solution.cells if c.cell_type == "markdown"],
+                                      cell_type="markdown"))
+    assert LAB in str(lab.student_notebook)

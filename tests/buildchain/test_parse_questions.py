@@ -148,3 +148,62 @@ def test_parse_does_not_mutate_its_input():
     before = copy.deepcopy(nb)
     parse_questions(nb)
     assert nb == before
+
+
+# ------------------------------------------------------------------------------------------------ written questions
+def written(name="w", points=2, rubric=None, body=None):
+    rubric = rubric if rubric is not None else ('  - criterion: "names the number"\n    points: 1.5\n'
+                                                '  - criterion: "says why"\n    points: 0.5\n'
+                                                '  - criterion: "no number of their own"\n    points: -1')
+    head = f"# BEGIN QUESTION\nname: {name}\nmanual: true\npoints: {points}\nrubric:\n{rubric}"
+    body = body if body is not None else [md("Explain your plot."), raw("# BEGIN SOLUTION"), md("The reference."),
+                                          md("Its second part."), raw("# END SOLUTION")]
+    return [raw(head), *body, raw("# END QUESTION")]
+
+
+def test_a_written_question_has_its_prompt_reference_rubric_and_labels():
+    labelled, questions = parse_questions(nb_of(md("intro"), *written(), *question("code", 1, code("x = 1"))))
+    w, c = questions
+    assert (w.name, w.points, w.manual, w.tests) == ("w", 2.0, True, [])
+    assert w.rubric == [("names the number", 1.5), ("says why", 0.5), ("no number of their own", -1.0)]
+    assert (w.prompt, w.reference) == ("Explain your plot.", "The reference.\n\nIts second part.")
+    assert (c.manual, c.rubric, c.prompt, c.reference) == (False, [], "", "")
+    assert roles(labelled)[:8] == [("body", None), ("marker", "w"), ("question", "w"), ("marker", "w"),
+                                   ("reference", "w"), ("reference", "w"), ("marker", "w"), ("marker", "w")]
+
+
+@pytest.mark.parametrize("cells, message", [
+    pytest.param(written(body=[md("p"), code("x = 1"), raw("# BEGIN SOLUTION"), md("r"), raw("# END SOLUTION")]),
+                 r"cell 2 \(code.*written question 'w' \(manual: true\) holds Markdown cells only", id="code cell"),
+    pytest.param(written(body=[md("p"), raw("# BEGIN TESTS"), code("# c\nassert 1"), raw("# END TESTS")]),
+                 r"cell 2 .*holds Markdown cells only", id="tests"),
+    pytest.param(written(body=[md("p")]), r"written question 'w' needs a Markdown prompt and a reference answer",
+                 id="no reference"),
+    pytest.param(written(body=[raw("# BEGIN SOLUTION"), md("r"), raw("# END SOLUTION")]),
+                 r"needs a Markdown prompt", id="no prompt"),
+    pytest.param(written(body=[md("p"), raw("# BEGIN SOLUTION"), md("r")]),
+                 r"reference answer of 'w' is never closed", id="unclosed reference"),
+    pytest.param(written(body=[md("p"), raw("# END SOLUTION")]), r"END SOLUTION without BEGIN SOLUTION",
+                 id="END SOLUTION alone"),
+    pytest.param(written(body=[md("p"), raw("# BEGIN SOLUTION"), md("r"), raw("# END SOLUTION"),
+                               raw("# BEGIN SOLUTION"), md("r2"), raw("# END SOLUTION")]),
+                 r"one reference answer", id="two references"),
+    pytest.param(written(body=[md("p"), raw("# BEGIN SOLUTION"), md("r"), raw("# END SOLUTION"), md("more")]),
+                 r"a cell after the reference answer of 'w'", id="prompt after the reference"),
+    pytest.param(written(points=3), r"positive rubric items of 'w' add up to 2 points but the question is worth 3",
+                 id="rubric does not add up"),
+    pytest.param(written(points=0, rubric='  - criterion: "x"\n    points: -1'), r"worth 0 points.*> 0",
+                 id="no points"),
+    pytest.param(written(rubric="  []"), r"needs a `rubric:` list", id="empty rubric"),
+    pytest.param(written(rubric='  - criterion: "x"'), r"rubric item 1 of 'w' is .*points: N", id="item without points"),
+    pytest.param(written(rubric='  - points: 2'), r"rubric item 1 of 'w'", id="item without criterion"),
+    pytest.param(written(rubric='  - criterion: "x"\n    points: yes'), r"rubric item 1", id="points not a number"),
+    pytest.param([raw("# BEGIN QUESTION\nname: w\nmanual: yes please"), raw("# END QUESTION")],
+                 r"manual='yes please'; write `manual: true`", id="manual not a boolean"),
+    pytest.param([raw('# BEGIN QUESTION\nname: c\nrubric:\n  - criterion: "x"\n    points: 1'), raw("# BEGIN TESTS"),
+                  code("# c\nassert 1"), raw("# END TESTS"), raw("# END QUESTION")],
+                 r"question 'c' has a rubric but no `manual: true`", id="rubric on a code question"),
+])
+def test_malformed_written_questions_raise_master_error(cells, message):
+    with pytest.raises(MasterError, match=message):
+        parse_questions(nb_of(*cells))

@@ -6,16 +6,20 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
+      -> written_answers                      (a written question's reference becomes its one answer cell)
       -> nbgrader_cells                       (nbgrader's metadata, the same on every branch: so before they split)
-      -> student:  strip_solutions -> lock_cells -> normalize -> add_checksums (on the final sources)
+      -> student:  strip_solutions (written answers: the placeholder) -> lock_cells -> normalize
+                   -> add_checksums (on the final sources)
                    -> check_no_leak (against the master's solutions, the hidden tests and the catalogue; the
-                   public test files too)
+                   written questions' reference answers and rubrics; the public test files too)
       -> solution: remove_solution_markers -> normalize -> add_checksums
       -> nbgrader: nbgrader_source (nbgrader's solution markers) -> normalize
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
                      -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue; only with an
                      install address: its setup.sh installs the kit from it)
-      The autograder folder's files and names are grading/bundle.py's (``bundle_files``): the one owner.
+      The autograder folder's files and names are grading/bundle.py's (``bundle_files``): the one owner. Its
+      manifest lists the written questions (prompt, reference, rubric: ``bundle.written_questions`` reads them);
+      they have no tests, so no test file, no public check and no hidden test.
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
-from ..grading.bundle import CATALOGUE, bundle_files, gradescope_zip_name, otter_zip_name
+from ..grading.bundle import CATALOGUE, WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
 from ..grading.gradescope import MANIFEST_KEY
 from ..grading.hidden import load_suite
 from ..grading.mutants import load_catalogue
@@ -47,20 +51,24 @@ from .transforms.reference_code import reference_code
 from .transforms.remove_solution_markers import remove_solution_markers
 from .transforms.replace_tests import replace_tests
 from .transforms.strip_solutions import strip_solutions
+from .transforms.written_answers import written_answers
 
 
 def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     """Every output file of ``lab`` (absolute path -> bytes), computed in memory."""
     master = resolved_master(course, lab.id)
     labelled, questions = parse_questions(master)
+    code = [q for q in questions if not q.manual]
+    written = {q.name: q.points for q in questions if q.manual}
     suite = load_suite(lab.hidden_tests)
-    _check_questions(lab, [q.name for q in questions], list(suite.questions()))
-    _check_points(lab, {q.name: q.points for q in questions}, suite.questions())
+    _check_questions(lab, [q.name for q in code], list(suite.questions()))
+    _check_points(lab, {q.name: q.points for q in code}, suite.questions())
 
-    common = nbgrader_cells(insert_setup_cell(drop_marker_cells(replace_tests(labelled)), lab_id=lab.id,
-                                              install_spec=course.install_spec), lab_id=lab.id, points=suite.questions())
+    common = nbgrader_cells(written_answers(insert_setup_cell(drop_marker_cells(replace_tests(labelled)),
+                                                              lab_id=lab.id, install_spec=course.install_spec),
+                                            written), lab_id=lab.id, points=suite.questions())
     student = add_checksums(normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student"))
-    public_files = public_test_files(questions)
+    public_files = public_test_files(code)
     entries = [e for group in load_catalogue(lab.catalogue) for e in group] if lab.catalogue.exists() else []
     check_no_leak(labelled, student, catalogue=entries, hidden_tests=lab.hidden_tests.read_text(),
                   public_files=public_files)
@@ -68,19 +76,12 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     nbgrader = normalize(nbgrader_source(common), lab_id=lab.id, kind="nbgrader")
 
     ref = reference_code(solution, lab_id=lab.id).encode()
-    manifest = {
-        "lab": lab.id,
-        "title": lab.title,
-        "max_score": sum(suite.questions().values()),
-        "questions": suite.questions(),
-        "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
-        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/gradescope.py)
-    }
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
-                                                     if t.question == q.name]) for q in questions}
+                                                     if t.question == q.name]) for q in code}
     # attnlab's grader names likely mistakes with the catalogue (grading/diagnose.py); plain Otter runs beside the
     # student's code and names no mistakes: no catalogue there
-    support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref, manifest=manifest,
+    support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref,
+                           manifest=_manifest(lab, suite, [q for q in questions if q.manual]),
                            catalogue=lab.catalogue.read_bytes() if lab.catalogue.exists() else None)
     otter_support = {name: data for name, data in support.items() if name != CATALOGUE}
 
@@ -99,6 +100,23 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()
     return out
+
+
+def _manifest(lab: Lab, suite, written: list) -> dict:
+    """The bundle's manifest: the code questions' points and tests (``max_score``: theirs), the visibility and,
+    when the lab has any, the written questions (``bundle.written_questions`` reads them)."""
+    manifest = {
+        "lab": lab.id,
+        "title": lab.title,
+        "max_score": sum(suite.questions().values()),
+        "questions": suite.questions(),
+        "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
+        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/gradescope.py)
+    }
+    if written:  # an old lab's manifest stays byte for byte as it was
+        manifest[WRITTEN] = [WrittenQuestion.from_master(q.name, q.points, q.prompt, q.reference, q.rubric).as_dict()
+                             for q in written]
+    return manifest
 
 
 def resolved_master(course: Course, lab_id: str, _seen: tuple[str, ...] = ()):

@@ -5,8 +5,9 @@ The build writes it (``bundle_files``); everything else opens it here: ``load_bu
 process, thread-safe: batch jobs are threads) for the runner, the diagnosis, the bridges, the Gradescope runner and
 the ``catalogue`` command; ``read_manifest`` (lenient: ``{}`` for a missing or broken manifest) where a result must
 be written whatever the bundle holds; ``find_bundle`` (one discovery rule) for the bridges that run in the
-student's kernel. Torch-heavy modules are imported when a bundle is loaded, so that reading the file names
-(``course.py``, the CLI) stays cheap.
+student's kernel; ``written_questions`` (the manifest's ``written`` list: the lab's written questions, their
+prompts, reference answers and rubrics) for whoever grades, marks or reports them. Torch-heavy modules are
+imported when a bundle is loaded, so that reading the file names (``course.py``, the CLI) stays cheap.
 """
 
 from __future__ import annotations
@@ -60,6 +61,58 @@ def bundle_files(lab: str, *, hidden_tests: bytes, reference: bytes, manifest: d
     if catalogue is not None:
         files[CATALOGUE] = generated_copy(lab, CATALOGUE, catalogue)
     return files
+
+
+# ------------------------------------------------------------------------------------------------ written questions
+WRITTEN = "written"  # the manifest's key
+
+
+@dataclass(frozen=True)
+class RubricItem:
+    id: str  # "<question>.<n>", n from 1 in the master's order
+    criterion: str
+    points: float  # negative: a deduction
+
+
+@dataclass(frozen=True)
+class WrittenQuestion:
+    """A question marked by a person (``manual: true`` in the master): what the bundle's manifest lists."""
+
+    name: str
+    points: float
+    prompt: str  # Markdown
+    reference: str  # Markdown: the reference answer (instructors and markers only)
+    rubric: tuple[RubricItem, ...]
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "points": self.points, "prompt": self.prompt, "reference": self.reference,
+                "rubric": [{"id": r.id, "criterion": r.criterion, "points": r.points} for r in self.rubric]}
+
+    @classmethod
+    def from_master(cls, name: str, points: float, prompt: str, reference: str,
+                    rubric: list[tuple[str, float]]) -> WrittenQuestion:
+        return cls(name, float(points), prompt, reference,
+                   tuple(RubricItem(f"{name}.{n}", c, float(p)) for n, (c, p) in enumerate(rubric, 1)))
+
+
+def written_questions(bundle: Bundle | dict | str | Path) -> list[WrittenQuestion]:
+    """The written questions of a bundle (a ``Bundle``, its folder or its manifest), in the notebook's order; ``[]``
+    for a bundle built before written questions existed. Raises ``ValueError`` naming the fix for a broken list."""
+    if isinstance(bundle, Bundle):
+        manifest = bundle.manifest
+    elif isinstance(bundle, dict):
+        manifest = bundle
+    else:
+        manifest = read_manifest(bundle)
+    entries = manifest.get(WRITTEN, [])
+    try:
+        return [WrittenQuestion(str(e["name"]), float(e["points"]), str(e["prompt"]), str(e["reference"]),
+                                tuple(RubricItem(str(r["id"]), str(r["criterion"]), float(r["points"]))
+                                      for r in e["rubric"]))
+                for e in entries]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the manifest of {manifest.get('lab', 'this lab')} has a broken `{WRITTEN}` list "
+                         f"({type(exc).__name__}: {exc}); rebuild it with `attnlab build`") from None
 
 
 # ------------------------------------------------------------------------------------------------ the bundle

@@ -1,18 +1,22 @@
 """Student branch guard: no line of a solution block, of the hidden tests or of a catalogue entry (mutants are
-near-solutions) may reach the student notebook or the packaged public checks.
+near-solutions), and no part of a written question's reference answer or rubric, may reach the student notebook or
+the packaged public checks.
 
 Runs on the master (labelled by parse_questions), the finished student notebook and the public test files.
-``secret_line`` is the one rule of what counts as a secret line, for this gate and the release's
-(``release/leak_gate.py``).
+``secret_line`` is the one rule of what counts as a secret line, and ``written_secrets`` / ``written_leak`` of what
+counts as a written question's secret, for this gate and the release's (``release/leak_gate.py``).
 """
 
 from __future__ import annotations
 
 from textwrap import dedent
 
-from .markers import BEGIN_SOLUTION, END_SOLUTION, GIVEN_PREFIX, SOLUTION_SUFFIX
+from .markers import BEGIN_SOLUTION, END_SOLUTION, GIVEN_PREFIX, META, SOLUTION_SUFFIX
+from .parse_questions import parse_questions
 
 MIN_LENGTH = 13  # shorter lines ("return out", "x = x + 1") are too common to mean anything
+WRITTEN_MIN_LENGTH = 24  # shorter text of a written question ("the model", "Says why") is no secret
+SHINGLE = 8  # words: a run this long of a reference answer found in a student's file is a copy of it
 _NOT_CODE = ("#", "import ", "from ", '"""', "'''")  # comments, imports and docstring fences are no secret
 
 
@@ -59,6 +63,46 @@ def catalogue_lines(entries, master_nb) -> set[str]:
     return instructor_lines([entry.source for entry in entries], master_nb)
 
 
+def flat(text: str) -> str:
+    """``text`` with every run of white space one space: a re-wrapped copy of a secret is still found."""
+    return " ".join(text.split())
+
+
+def _shingles(text: str) -> set[str]:
+    """Every run of ``SHINGLE`` words of ``text`` (white space aside), as flattened text."""
+    words = text.split()
+    return {" ".join(words[i:i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
+
+
+def written_secrets(master_nb) -> dict[str, str]:
+    """Secret text (flattened) -> what it is: every run of ``SHINGLE`` words of a written question's reference
+    answer (a shorter reference: all of it), and each rubric criterion of at least ``WRITTEN_MIN_LENGTH``
+    characters, unless the master shows it to students anyway (in a prompt, in prose outside the reference
+    answers)."""
+    labelled, questions = parse_questions(master_nb)
+    shown = "\n".join(flat(c.source) for c in labelled.cells
+                      if c.metadata[META]["role"] not in ("reference", "marker"))
+    shown_runs = _shingles(shown)
+    secrets: dict[str, str] = {}
+    for q in (q for q in questions if q.manual):
+        runs = _shingles(q.reference) or {flat(q.reference)}
+        for run in sorted(runs - shown_runs):
+            if len(run) >= WRITTEN_MIN_LENGTH and run not in shown:
+                secrets.setdefault(run, f"the reference answer of written question {q.name!r}")
+        for criterion in (flat(c) for c, _ in q.rubric):
+            if len(criterion) >= WRITTEN_MIN_LENGTH and criterion not in shown:
+                secrets.setdefault(criterion, f"a rubric criterion of written question {q.name!r}")
+    return secrets
+
+
+def written_leak(text: str, secrets: dict[str, str]) -> str | None:
+    """The first secret of ``secrets`` (``written_secrets``) that ``text`` holds, white space aside; None if none.
+    A run of ``SHINGLE`` words is looked up among the text's own runs; anything else is searched for."""
+    runs, text = _shingles(text), flat(text)
+    return next((secret for secret in secrets
+                 if (secret in runs if secret.count(" ") == SHINGLE - 1 else secret in text)), None)
+
+
 def check_no_leak(master_nb, student_nb, *, catalogue=(), hidden_tests: str = "",
                   public_files: dict[str, str] | None = None) -> None:
     """Given cells (earlier labs' code, see include_given) are meant to be there and are not checked.
@@ -89,3 +133,10 @@ def check_no_leak(master_nb, student_nb, *, catalogue=(), hidden_tests: str = ""
             if kind:
                 raise LeakError(f"public check file {name} contains {kind}: {line.strip()!r}; "
                                 "a public check must not show the answer")
+    written = written_secrets(master_nb)
+    for where, text in [*((f"student notebook cell {i}", c.source) for i, c in enumerate(student_nb.cells)),
+                        *((f"public check file {name}", text) for name, text in (public_files or {}).items())]:
+        secret = written_leak(text, written)
+        if secret:
+            raise LeakError(f"{where} contains {written[secret]}: {secret[:120]!r}; the reference answer and the "
+                            "rubric stay in the instructor's files: reword the prompt or the notebook")

@@ -17,7 +17,7 @@ def lock_cells(nb):
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         role = cell.metadata.get(META, {}).get("role")
-        if cell.cell_type == "markdown" or role in LOCKED_ROLES:
+        if (cell.cell_type == "markdown" and role != "answer") or role in LOCKED_ROLES:  # written answers stay open
             cell.metadata["editable"] = False
             cell.metadata["deletable"] = False
     return nb

@@ -1,13 +1,15 @@
 """nbgrader's cell metadata on every notebook the build writes, so that one file serves Otter, attnlab and nbgrader.
 
-``nbgrader_cells`` runs on the common notebook (after replace_tests, drop_marker_cells and insert_setup_cell, before
-the student, solution and nbgrader branches split), so the three carry the same ``metadata.nbgrader`` on the same
-cells: prose locked, each cell holding a solution block a solution cell, each ``grader.check("name")``
-cell an autograded test cell (``test_<name>``) worth the question's points. nbgrader's autograde matches a
-submitted cell to its gradebook by ``grade_id``; a notebook without them scores 0 (``grading/nbgrader_setup.py``
-refuses such a notebook instead). The set-up cell is left to Jupyter's lock (``lock_cells``): its install address
-differs between the notebooks ``attnlab release --url`` writes and the course's own, and a locked cell that differs
-from the gradebook's is "changed" for nbgrader (a warning, and its source replaced).
+``nbgrader_cells`` runs on the common notebook (after replace_tests, drop_marker_cells and insert_setup_cell,
+before the student, solution and nbgrader branches split), so the three carry the same ``metadata.nbgrader`` on the
+same cells: prose locked, each cell holding a solution block a solution cell, each ``grader.check("name")`` cell an
+autograded test cell (``test_<name>``) worth the question's points, each written question's answer cell
+(``written_answers``) a manually graded answer cell (``grade_id``: the question's name) worth its points.
+nbgrader's autograde matches a submitted cell to its gradebook by ``grade_id``; a notebook without them scores 0
+(``grading/nbgrader_setup.py`` refuses such a notebook instead). The set-up cell is left to Jupyter's lock
+(``lock_cells``): its install address differs between the notebooks ``attnlab release --url`` writes and the
+course's own, and a locked cell that differs from the gradebook's is "changed" for nbgrader (a warning, and its
+source replaced).
 
 ``add_checksums`` runs after normalize on the student and solution branches: each of those cells gets the
 ``checksum`` and ``cell_type`` nbgrader's ``generate_assignment`` writes into a released notebook, computed as
@@ -22,6 +24,7 @@ import copy
 import hashlib
 
 from .markers import BEGIN_SOLUTION, META, SOLUTION_SUFFIX
+from .written_answers import ANSWER_META
 
 SCHEMA_VERSION = 3  # nbgrader >= 0.9
 
@@ -43,7 +46,8 @@ def holds_solution(source: str) -> bool:
 
 
 def nbgrader_cells(nb, *, lab_id: str, points: dict[str, float]):
-    """``points``: question -> points (the hidden tests' total), given to the question's test cell."""
+    """``points``: question -> points (the hidden tests' total), given to the question's test cell; a written
+    answer cell carries its own."""
     nb = copy.deepcopy(nb)
     for i, cell in enumerate(nb.cells):
         label = cell.metadata.get(META, {})
@@ -51,6 +55,9 @@ def nbgrader_cells(nb, *, lab_id: str, points: dict[str, float]):
             question = label["question"]
             cell.metadata["nbgrader"] = nbgrader_meta(test_id(question), grade=True, locked=True,
                                                       points=float(points[question]))
+        elif label.get("role") == "answer":
+            cell.metadata["nbgrader"] = nbgrader_meta(label["question"], solution=True, grade=True,
+                                                      points=float(cell.metadata[ANSWER_META]["points"]))
         elif cell.cell_type == "code" and label.get("role") != "setup" and holds_solution(cell.source):
             cell.metadata["nbgrader"] = nbgrader_meta(f"{lab_id}-cell-{i:03d}", solution=True)
         elif cell.cell_type == "markdown":

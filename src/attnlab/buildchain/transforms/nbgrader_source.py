@@ -15,6 +15,7 @@ import copy
 
 from .markers import BEGIN_SOLUTION, END_SOLUTION, SOLUTION_SUFFIX
 from .strip_solutions import NOT_WRITTEN
+from .written_answers import PLACEHOLDER
 
 CONFIG = '''\
 """nbgrader's configuration for this course (written by `attnlab build`; edit instructor/course.yml instead).
@@ -38,6 +39,8 @@ c = get_config()  # noqa: F821 - nbgrader provides it
 c.CourseDirectory.course_id = {course!r}
 # The kit raises NotImplementedError("... not written yet") in its own stubs; nbgrader's stub says the same.
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError(\\"{not_written}\\")"}}
+# A written question's answer cell (manually graded) says what the kit's own notebooks say.
+c.ClearSolutions.text_stub = {placeholder!r}
 c.ExecutePreprocessor.timeout = 600
 c.Execute.timeout = 600
 # nbgrader runs `alembic` to create gradebook.db: found beside this Python, with or without an activated venv.
@@ -73,13 +76,15 @@ def _solution_source(source: str) -> str | None:
 
 
 def nbgrader_source(nb):
-    """Run on a notebook labelled by ``nbgrader_cells``: its solution cells get nbgrader's markers."""
+    """Run on a notebook labelled by ``nbgrader_cells``: its solution code cells get nbgrader's markers. A written
+    answer cell keeps its reference answer whole: nbgrader's release replaces a Markdown solution cell with its
+    ``text_stub``, the kit's placeholder (``CONFIG``)."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source = _solution_source(cell.source)
     return nb
 
 
 def nbgrader_config(course_name: str) -> str:
-    return CONFIG.format(course=course_name, not_written=NOT_WRITTEN)
+    return CONFIG.format(course=course_name, not_written=NOT_WRITTEN, placeholder=PLACEHOLDER)

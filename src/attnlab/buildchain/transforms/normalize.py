@@ -12,8 +12,9 @@ import copy
 import nbformat
 
 from .markers import META
+from .written_answers import ANSWER_META
 
-KEEP_CELL_METADATA = ("tags", "editable", "deletable", "nbgrader")
+KEEP_CELL_METADATA = ("tags", "editable", "deletable", "nbgrader", ANSWER_META)
 
 
 def normalize(nb, *, lab_id: str, kind: str):

@@ -2,7 +2,13 @@
 
 Must run first: every later transform reads the labels (``cell.metadata[META]``) it sets.
 Roles: ``marker`` (BEGIN/END raw cells, assignment config), ``test`` (public test cells),
-``question`` (cells inside a question, outside its tests), ``body`` (everything else).
+``question`` (cells inside a question, outside its tests), ``reference`` (the Markdown cells of a written
+question's reference answer, between its BEGIN/END SOLUTION raw cells), ``body`` (everything else).
+
+A written question (Otter Assign's ``manual: true``; docs/ARCHITECTURE.md, "Written questions") has Markdown cells
+only: its prompt, then its reference answer between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` raw cells; its
+configuration adds ``rubric:``, a list of ``{criterion, points}`` (negative points: a deduction) whose positive
+points add up to the question's.
 """
 
 from __future__ import annotations
@@ -12,7 +18,17 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .markers import ASSIGNMENT_CONFIG, BEGIN_QUESTION, BEGIN_TESTS, END_QUESTION, END_TESTS, META, first_line
+from .markers import (
+    ASSIGNMENT_CONFIG,
+    BEGIN_QUESTION,
+    BEGIN_SOLUTION,
+    BEGIN_TESTS,
+    END_QUESTION,
+    END_SOLUTION,
+    END_TESTS,
+    META,
+    first_line,
+)
 
 
 class MasterError(ValueError):
@@ -24,6 +40,10 @@ class Question:
     name: str
     points: float
     tests: list[str] = field(default_factory=list)
+    manual: bool = False  # a written question, marked by a person
+    rubric: list[tuple[str, float]] = field(default_factory=list)  # (criterion, points) of a written question
+    prompt: str = ""  # a written question's Markdown prompt, its cells joined by a blank line
+    reference: str = ""  # a written question's reference answer, likewise
 
 
 CHECK_NAME_LIMIT = 60
@@ -49,7 +69,7 @@ def parse_questions(nb):
     nb = copy.deepcopy(nb)
     questions: list[Question] = []
     current: Question | None = None
-    in_tests = False
+    in_tests = False  # in a written question: inside its reference answer
     for i, cell in enumerate(nb.cells):
         head = first_line(cell.source)
         role, qname = ("question" if current else "body"), (current.name if current else None)
@@ -63,10 +83,14 @@ def parse_questions(nb):
             questions.append(current)
             role, qname = "marker", current.name
         elif cell.cell_type == "raw" and END_QUESTION.match(head):
-            if not current or in_tests:
+            if not current or (in_tests and not current.manual):
                 raise MasterError(f"{_where(i, cell)}: END QUESTION without an open question "
                                   "(or inside BEGIN/END TESTS)")
-            role, current = "marker", None
+            if current.manual:
+                _close_written(i, cell, current, in_tests)
+            role, current, in_tests = "marker", None, False
+        elif current and current.manual:
+            role, in_tests = _written_cell(i, cell, head, current, in_tests)
         elif cell.cell_type == "raw" and BEGIN_TESTS.match(head):
             if not current or in_tests:
                 raise MasterError(f"{_where(i, cell)}: BEGIN TESTS must be inside a question, once")
@@ -103,7 +127,73 @@ def _new_question(i: int, cell, questions: list) -> Question:
         points = float(config.get("points", 1))
     except (TypeError, ValueError):
         raise MasterError(f"{_where(i, cell)}: points={config.get('points')!r} is not a number") from None
-    return Question(name, points)
+    manual = config.get("manual", False)
+    if manual not in (True, False):
+        raise MasterError(f"{_where(i, cell)}: manual={manual!r}; write `manual: true` for a written question")
+    if not manual:
+        if "rubric" in config:
+            raise MasterError(f"{_where(i, cell)}: question {name!r} has a rubric but no `manual: true`; a rubric "
+                              "is for a written question, marked by a person (code questions have hidden tests)")
+        return Question(name, points)
+    return Question(name, points, manual=True, rubric=_rubric(_where(i, cell), name, points, config.get("rubric")))
+
+
+def _rubric(where: str, name: str, points: float, items) -> list[tuple[str, float]]:
+    """A written question's rubric: ``[{criterion, points}]``, checked (positive points add up to ``points``)."""
+    if points <= 0:
+        raise MasterError(f"{where}: written question {name!r} is worth {points:g} points; give it `points:` > 0")
+    if not isinstance(items, list) or not items:
+        raise MasterError(f"{where}: written question {name!r} needs a `rubric:` list of items, each "
+                          "`- criterion: \"...\"` with `points: N` (negative for a deduction)")
+    rubric = []
+    for n, item in enumerate(items, 1):
+        criterion = item.get("criterion") if isinstance(item, dict) else None
+        value = item.get("points") if isinstance(item, dict) else None
+        if not isinstance(criterion, str) or not criterion.strip() or isinstance(value, bool) \
+                or not isinstance(value, (int, float)) or value == 0:
+            raise MasterError(f"{where}: rubric item {n} of {name!r} is {item!r}; write it as `- criterion: "
+                              "\"what the answer does\"` and `points: N` (a non-zero number, negative for a deduction)")
+        rubric.append((" ".join(criterion.split()), float(value)))
+    positive = sum(p for _, p in rubric if p > 0)
+    if abs(positive - points) > 1e-9:
+        raise MasterError(f"{where}: the positive rubric items of {name!r} add up to {positive:g} points but the "
+                          f"question is worth {points:g}; make them equal")
+    return rubric
+
+
+def _written_cell(i: int, cell, head: str, question: Question, in_reference: bool) -> tuple[str, bool]:
+    """The role of a cell inside a written question, and whether the reference answer is open after it."""
+    if cell.cell_type == "raw" and BEGIN_SOLUTION.match(head):
+        if in_reference or question.reference:
+            raise MasterError(f"{_where(i, cell)}: written question {question.name!r} has one reference answer: "
+                              "one BEGIN SOLUTION / END SOLUTION pair")
+        return "marker", True
+    if cell.cell_type == "raw" and END_SOLUTION.match(head):
+        if not in_reference:
+            raise MasterError(f"{_where(i, cell)}: END SOLUTION without BEGIN SOLUTION in {question.name!r}")
+        return "marker", False
+    if cell.cell_type != "markdown":
+        raise MasterError(f"{_where(i, cell)}: written question {question.name!r} (manual: true) holds Markdown "
+                          "cells only: its prompt, then its reference answer between `# BEGIN SOLUTION` and "
+                          "`# END SOLUTION` raw cells; a code or test cell belongs in a code question")
+    text = cell.source.strip("\n")
+    if in_reference:
+        question.reference = f"{question.reference}\n\n{text}" if question.reference else text
+        return "reference", True
+    if question.reference:
+        raise MasterError(f"{_where(i, cell)}: a cell after the reference answer of {question.name!r}; put the "
+                          "prompt before `# BEGIN SOLUTION` and close the question after `# END SOLUTION`")
+    question.prompt = f"{question.prompt}\n\n{text}" if question.prompt else text
+    return "question", False
+
+
+def _close_written(i: int, cell, question: Question, in_reference: bool) -> None:
+    if in_reference:
+        raise MasterError(f"{_where(i, cell)}: the reference answer of {question.name!r} is never closed with "
+                          "`# END SOLUTION`")
+    if not question.prompt or not question.reference.strip():
+        raise MasterError(f"{_where(i, cell)}: written question {question.name!r} needs a Markdown prompt and a "
+                          "reference answer (Markdown cells between `# BEGIN SOLUTION` and `# END SOLUTION`)")
 
 
 def _check_test_cell(i: int, cell, head: str) -> None:

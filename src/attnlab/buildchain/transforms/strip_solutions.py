@@ -16,6 +16,7 @@ import copy
 import re
 
 from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
+from .written_answers import PLACEHOLDER
 
 NOT_WRITTEN = "not written yet"  # defined here only: the public checks, the grader and nbgrader's stub use it
 _SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
@@ -112,8 +113,13 @@ def strip_source(source: str) -> str:
 
 
 def strip_solutions(nb):
+    """Code cells lose their solution blocks; a written question's answer cell (``written_answers``) its reference
+    answer, replaced with ``PLACEHOLDER``."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        if cell.cell_type == "code" and cell.metadata.get(META, {}).get("role") != "test":
+        role = cell.metadata.get(META, {}).get("role")
+        if cell.cell_type == "code" and role != "test":
             cell.source = strip_source(cell.source)
+        elif role == "answer":
+            cell.source = PLACEHOLDER
     return nb
