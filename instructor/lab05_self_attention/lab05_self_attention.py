@@ -272,17 +272,21 @@ for i, d in enumerate(dims):
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Derives E[q.k] = 0 and Var(q.k) = d: d independent products q_i k_i, each of mean 0 and variance E[q_i^2] E[k_i^2] = 1, whose variances add"
+#   - criterion: "Derives E[q.k] = 0 and Var(q.k) = d: d independent products q_i k_i, each of mean 0 and variance
+#       E[q_i^2] E[k_i^2] = 1, whose variances add"
 #     points: 1
 #   - criterion: "Concludes that q.k / sqrt(d) has variance d / d = 1 whatever d is (Var(cX) = c^2 Var(X))"
 #     points: 0.5
-#   - criterion: "Quotes the own table: the unscaled largest weight climbs towards 1 with d while the scaled one stays flat (0.33 to 0.95 against about 0.15 to 0.17 in the reference run)"
+#   - criterion: "Quotes the own table: the unscaled largest weight climbs towards 1 with d while the scaled one stays
+#       flat (0.33 to 0.95 against about 0.15 to 0.17 in the reference run)"
 #     points: 0.5
-#   - criterion: "Uses the Jacobian alpha_i (delta_ij - alpha_j) to explain that a nearly one-hot softmax passes almost no gradient, as the falling unscaled curve of the right plot shows"
+#   - criterion: "Uses the Jacobian alpha_i (delta_ij - alpha_j) to explain that a nearly one-hot softmax passes
+#       almost no gradient, as the falling unscaled curve of the right plot shows"
 #     points: 1
 #   - criterion: "Quotes no number of the own run"
 #     points: -0.5
-#   - criterion: "Claims that the scale changes which key gets the largest weight (dividing by a positive constant keeps the order of the scores)"
+#   - criterion: "Claims that the scale changes which key gets the largest weight (dividing by a positive constant
+#       keeps the order of the scores)"
 #     points: -0.5
 
 # %% [markdown]
@@ -962,13 +966,17 @@ print(f"{'ceiling (order-free)':<20}{ceiling:>16.3f}")
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Quotes the own kind=negated accuracies of both models and notes that the mean of embeddings is below chance there (0.16 against 0.96 in the reference run)"
+#   - criterion: "Quotes the own kind=negated accuracies of both models and notes that the mean of embeddings is below
+#       chance there (0.16 against 0.96 in the reference run)"
 #     points: 0.5
-#   - criterion: "Explains that the mean-of-embeddings logit is a sum of one fixed term per word (linear in the word counts), so not adds the same shift to 'not good' and 'not bad' and cannot flip both"
+#   - criterion: "Explains that the mean-of-embeddings logit is a sum of one fixed term per word (linear in the word
+#       counts), so not adds the same shift to 'not good' and 'not bad' and cannot flip both"
 #     points: 1
-#   - criterion: "Explains that in self-attention a word's output depends on the other words through the weights softmax(q_i . k_j), so 'good' next to 'not' can get a different vector than 'good' alone"
+#   - criterion: "Explains that in self-attention a word's output depends on the other words through the weights
+#       softmax(q_i . k_j), so 'good' next to 'not' can get a different vector than 'good' alone"
 #     points: 0.5
-#   - criterion: "Blames word order for the failure of the mean of embeddings (negated sentences can be solved without order: self-attention has no positions either)"
+#   - criterion: "Blames word order for the failure of the mean of embeddings (negated sentences can be solved without
+#       order: self-attention has no positions either)"
 #     points: -0.5
 
 # %% [markdown]
@@ -1049,11 +1057,15 @@ for text in twins:
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Quotes the own kind=contrast accuracies (0.500 for both models in the reference run) and the two equal probabilities of the printed twin pair"
+#   - criterion: "Quotes the own kind=contrast accuracies (0.500 for both models in the reference run) and the two
+#       equal probabilities of the printed twin pair"
 #     points: 0.5
-#   - criterion: "Explains that without positions the logit is a function of the multiset of words only (self-attention permutes its outputs with its inputs, the mean over positions ignores the order), so both twins get the same logit"
+#   - criterion: "Explains that without positions the logit is a function of the multiset of words only
+#       (self-attention permutes its outputs with its inputs, the mean over positions ignores the order), so both
+#       twins get the same logit"
 #     points: 1
-#   - criterion: "Explains why exactly 0.5: one answer per pair, opposite labels, so exactly one twin of every pair is right; and the ceiling as about 0.3 + 0.3 + 0.4 x 0.5 = 0.8 (plain and negated all right, contrast half)"
+#   - criterion: "Explains why exactly 0.5: one answer per pair, opposite labels, so exactly one twin of every pair is
+#       right; and the ceiling as about 0.3 + 0.3 + 0.4 x 0.5 = 0.8 (plain and negated all right, contrast half)"
 #     points: 0.5
 #   - criterion: "Attributes the 0.5 to too little training, too small a model or bad luck"
 #     points: -0.5

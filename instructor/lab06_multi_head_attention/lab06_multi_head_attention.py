@@ -649,13 +649,17 @@ for h in (1, 4):
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own table: one head far below two or four (0.538 against 1.000 in the reference run), with the back and ahead accuracies of the single head"
+#   - criterion: "Quotes the own table: one head far below two or four (0.538 against 1.000 in the reference run),
+#       with the back and ahead accuracies of the single head"
 #     points: 0.5
-#   - criterion: "Predicts the single head's accuracy when it attends sharply to one of the two positions: one answer right, the other right 1 time in 16, about (1 + 1/16) / 2 = 53%"
+#   - criterion: "Predicts the single head's accuracy when it attends sharply to one of the two positions: one answer
+#       right, the other right 1 time in 16, about (1 + 1/16) / 2 = 53%"
 #     points: 1
-#   - criterion: "Explains that one softmax gives one weighted average per position: spread over both positions, the two symbols arrive as one sum alpha v_a + (1 - alpha) v_b that a linear read-out cannot take apart"
+#   - criterion: "Explains that one softmax gives one weighted average per position: spread over both positions, the
+#       two symbols arrive as one sum alpha v_a + (1 - alpha) v_b that a linear read-out cannot take apart"
 #     points: 1
-#   - criterion: "Describes the maps: the single head's two faint diagonals in one map against one sharp shifted diagonal per head in the 4-head model (i - 2 and i + 3), and says that the heads add no parameters"
+#   - criterion: "Describes the maps: the single head's two faint diagonals in one map against one sharp shifted
+#       diagonal per head in the 4-head model (i - 2 and i + 3), and says that the heads add no parameters"
 #     points: 0.5
 #   - criterion: "Explains the gain by more parameters or more capacity (the parameter count is the same for every h)"
 #     points: -0.5
@@ -747,11 +751,15 @@ plt.show()
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Quotes the own table: parameters and both FLOP counts the same for every h (263,168; 67,108,864; 16,777,216 in the reference run), the stored weights growing linearly with h (16,384 to 1,048,576)"
+#   - criterion: "Quotes the own table: parameters and both FLOP counts the same for every h (263,168; 67,108,864;
+#       16,777,216 in the reference run), the stored weights growing linearly with h (16,384 to 1,048,576)"
 #     points: 0.5
-#   - criterion: "Derives the attention FLOPs: one head's scores cost n_q n_k d_h multiply-adds, h heads n_q n_k h d_h = n_q n_k d, the same for the weighted sum of the values, so independent of h"
+#   - criterion: "Derives the attention FLOPs: one head's scores cost n_q n_k d_h multiply-adds, h heads n_q n_k h d_h
+#       = n_q n_k d, the same for the weighted sum of the values, so independent of h"
 #     points: 1
-#   - criterion: "Names what grows with h (h softmaxes over n_q n_k scores, the (B, h, n_q, n_k) weights kept for the backward pass) and why narrow heads are avoided (d_h of a few dimensions leaves a poor query-key dot product; real models keep d_h about 64 to 128)"
+#   - criterion: "Names what grows with h (h softmaxes over n_q n_k scores, the (B, h, n_q, n_k) weights kept for the
+#       backward pass) and why narrow heads are avoided (d_h of a few dimensions leaves a poor query-key dot product;
+#       real models keep d_h about 64 to 128)"
 #     points: 0.5
 
 # %% [markdown]

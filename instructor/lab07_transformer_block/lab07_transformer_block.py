@@ -926,13 +926,17 @@ with torch.no_grad():
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own accuracies of the three models (0.481, 1.000 and 0.996 in the reference run) and the identical probabilities of the mirrored sequences"
+#   - criterion: "Quotes the own accuracies of the three models (0.481, 1.000 and 0.996 in the reference run) and the
+#       identical probabilities of the mirrored sequences"
 #     points: 0.5
-#   - criterion: "Explains that without positions every block is permutation-equivariant and the mean over positions invariant, so a sequence and its mirror (a permutation of the same tokens) get the same logit"
+#   - criterion: "Explains that without positions every block is permutation-equivariant and the mean over positions
+#       invariant, so a sequence and its mirror (a permutation of the same tokens) get the same logit"
 #     points: 1
-#   - criterion: "Concludes that of a sequence and its mirror, equally likely and with opposite labels, exactly one is right: accuracy about 0.5 however long it trains"
+#   - criterion: "Concludes that of a sequence and its mirror, equally likely and with opposite labels, exactly one is
+#       right: accuracy about 0.5 however long it trains"
 #     points: 0.5
-#   - criterion: "Compares the speed of sinusoidal and learned positions from the own curves and explains it: the sinusoidal table is informative from the first step, the learned one starts as noise and must be learned"
+#   - criterion: "Compares the speed of sinusoidal and learned positions from the own curves and explains it: the
+#       sinusoidal table is informative from the first step, the learned one starts as noise and must be learned"
 #     points: 1
 #   - criterion: "Attributes the 0.5 to too little training, too small a model or a bad learning rate"
 #     points: -0.5
@@ -1037,15 +1041,21 @@ for name, history in depth_histories.items():
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own final losses of the five runs (0.104 and 0.059 with 2 blocks, 0.693 post-norm and 0.215 pre-norm with 8, 0.045 with warm-up in the reference run)"
+#   - criterion: "Quotes the own final losses of the five runs (0.104 and 0.059 with 2 blocks, 0.693 post-norm and
+#       0.215 pre-norm with 8, 0.045 with warm-up in the reference run)"
 #     points: 0.5
-#   - criterion: "Identifies the 8-block post-norm run as stuck at ln 2 = 0.693, the loss of a constant prediction, and pre-norm as training at 8 blocks"
+#   - criterion: "Identifies the 8-block post-norm run as stuck at ln 2 = 0.693, the loss of a constant prediction,
+#       and pre-norm as training at 8 blocks"
 #     points: 0.5
-#   - criterion: "Explains from the block structure: post-norm normalises after each residual sum, so the gradient to early layers passes through every norm and the gradients at initialisation are large near the output (Xiong et al.); pre-norm keeps an identity residual path from the loss to every layer"
+#   - criterion: "Explains from the block structure: post-norm normalises after each residual sum, so the gradient to
+#       early layers passes through every norm and the gradients at initialisation are large near the output (Xiong et
+#       al.); pre-norm keeps an identity residual path from the loss to every layer"
 #     points: 1
-#   - criterion: "Explains the warm-up: small steps at first keep the large early gradients from throwing the deep post-norm model into a region where it predicts a constant, after which the full rate is safe"
+#   - criterion: "Explains the warm-up: small steps at first keep the large early gradients from throwing the deep
+#       post-norm model into a region where it predicts a constant, after which the full rate is safe"
 #     points: 1
-#   - criterion: "Says the deep post-norm model lacks capacity or needs more epochs (it has the same parameters as the pre-norm one and trains with a warm-up)"
+#   - criterion: "Says the deep post-norm model lacks capacity or needs more epochs (it has the same parameters as the
+#       pre-norm one and trains with a warm-up)"
 #     points: -0.5
 
 # %% [markdown]

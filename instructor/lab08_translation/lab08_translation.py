@@ -1130,13 +1130,19 @@ for name, decode in (("greedy", greedy_decode),
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own greedy and beam lines: BLEU, n-gram precisions, BP and hyp_len against ref_len (13.91 against 14.68, BP 0.945 against 0.851, 2,407 and 2,191 words for 2,544 in the reference run)"
+#   - criterion: "Quotes the own greedy and beam lines: BLEU, n-gram precisions, BP and hyp_len against ref_len (13.91
+#       against 14.68, BP 0.945 against 0.851, 2,407 and 2,191 words for 2,544 in the reference run)"
 #     points: 0.5
-#   - criterion: "Computes the brevity penalty from the own lengths, BP = exp(1 - ref_len / hyp_len) when hyp_len < ref_len, and the score before the penalty (BLEU / BP: about 17.2 for beam against 14.7 for greedy in the reference run), so beam search gained more than the final score shows"
+#   - criterion: "Computes the brevity penalty from the own lengths, BP = exp(1 - ref_len / hyp_len) when hyp_len <
+#       ref_len, and the score before the penalty (BLEU / BP: about 17.2 for beam against 14.7 for greedy in the
+#       reference run), so beam search gained more than the final score shows"
 #     points: 1
-#   - criterion: "Explains why beam search writes shorter translations: it searches for hypotheses the model scores higher, hypotheses that end early finish and are kept, and leaving out uncertain content words raises the mean log-probability; greedy only stops when EOS is the single best token"
+#   - criterion: "Explains why beam search writes shorter translations: it searches for hypotheses the model scores
+#       higher, hypotheses that end early finish and are kept, and leaving out uncertain content words raises the mean
+#       log-probability; greedy only stops when EOS is the single best token"
 #     points: 1
-#   - criterion: "Explains the trade-off (shorter output: higher precisions, lower BP) and that a larger length_penalty favours longer hypotheses"
+#   - criterion: "Explains the trade-off (shorter output: higher precisions, lower BP) and that a larger
+#       length_penalty favours longer hypotheses"
 #     points: 0.5
 #   - criterion: "Quotes no number of the own run"
 #     points: -0.5
@@ -1255,15 +1261,21 @@ for name, candidate in (("label smoothing 0.1", model), ("no label smoothing", p
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own two rows: cross-entropy, confidence and BLEU with and without smoothing (2.938, 0.439, 13.83 against 2.886, 0.472, 14.25 in the reference run)"
+#   - criterion: "Quotes the own two rows: cross-entropy, confidence and BLEU with and without smoothing (2.938,
+#       0.439, 13.83 against 2.886, 0.472, 14.25 in the reference run)"
 #     points: 0.5
-#   - criterion: "Shows that the expected smoothed loss is smallest when p equals the smoothed target (1 - eps) one-hot + eps / V, so the model is never pushed towards probability 1 on the right word (at most 1 - eps + eps / V)"
+#   - criterion: "Shows that the expected smoothed loss is smallest when p equals the smoothed target (1 - eps)
+#       one-hot + eps / V, so the model is never pushed towards probability 1 on the right word (at most 1 - eps + eps
+#       / V)"
 #     points: 1
-#   - criterion: "Explains the two other columns: the unsmoothed cross-entropy -log p_y gets worse as mass moves off the right word, while BLEU looks only at the argmax words, whose order smoothing need not change"
+#   - criterion: "Explains the two other columns: the unsmoothed cross-entropy -log p_y gets worse as mass moves off
+#       the right word, while BLEU looks only at the argmax words, whose order smoothing need not change"
 #     points: 1
-#   - criterion: "Notes that a BLEU difference of a few tenths on 200 sentences from one run of one seed cannot be told from noise"
+#   - criterion: "Notes that a BLEU difference of a few tenths on 200 sentences from one run of one seed cannot be
+#       told from noise"
 #     points: 0.5
-#   - criterion: "Claims that label smoothing lowers the (unsmoothed) validation cross-entropy or makes the model more confident"
+#   - criterion: "Claims that label smoothing lowers the (unsmoothed) validation cross-entropy or makes the model more
+#       confident"
 #     points: -0.5
 
 # %% [markdown]

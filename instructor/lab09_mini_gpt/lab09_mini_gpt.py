@@ -533,13 +533,19 @@ assert byte_bpe.decode(byte_bpe.encode(sample)) == sample
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Quotes the own characters per token of both tokenizers and the number of character-level merges that cross a chunk (1.76 and 1.72, 65 of 120 against 0 in the reference run)"
+#   - criterion: "Quotes the own characters per token of both tokenizers and the number of character-level merges that
+#       cross a chunk (1.76 and 1.72, 65 of 120 against 0 in the reference run)"
 #     points: 0.5
-#   - criterion: "Explains why character-level BPE learns such merges: it counts pairs over the whole text, where a word's last letter followed by a space is among the most frequent pairs"
+#   - criterion: "Explains why character-level BPE learns such merges: it counts pairs over the whole text, where a
+#       word's last letter followed by a space is among the most frequent pairs"
 #     points: 0.5
-#   - criterion: "Explains what is wrong with them: a token then depends on the next word (the same word is cut differently in different places) and merges are spent on word-boundary pairs; the pre-split makes every token a piece of one word with its leading space"
+#   - criterion: "Explains what is wrong with them: a token then depends on the next word (the same word is cut
+#       differently in different places) and merges are spent on word-boundary pairs; the pre-split makes every token
+#       a piece of one word with its leading space"
 #     points: 0.5
-#   - criterion: "Explains the emoji: none of its bytes were merged in training, so it is encoded as its four bytes, none of which is a character on its own (each decodes to the replacement character), while the whole decodes back exactly"
+#   - criterion: "Explains the emoji: none of its bytes were merged in training, so it is encoded as its four bytes,
+#       none of which is a character on its own (each decodes to the replacement character), while the whole decodes
+#       back exactly"
 #     points: 0.5
 
 # %% [markdown]
@@ -1426,13 +1432,17 @@ plt.show()
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Quotes the own validation losses of the bigram model and the mini-GPT against ln 65 = 4.17 (2.514 and 1.922 in the reference run)"
+#   - criterion: "Quotes the own validation losses of the bigram model and the mini-GPT against ln 65 = 4.17 (2.514
+#       and 1.922 in the reference run)"
 #     points: 0.5
-#   - criterion: "Reads a loss in nats as a perplexity exp(loss), an effective number of equally likely next characters (about 65, 12 and 7)"
+#   - criterion: "Reads a loss in nats as a perplexity exp(loss), an effective number of equally likely next
+#       characters (about 65, 12 and 7)"
 #     points: 0.5
-#   - criterion: "Explains that the best bigram model predicts the text's distribution of the next character given the current one, so its loss cannot go below that conditional entropy however long it trains"
+#   - criterion: "Explains that the best bigram model predicts the text's distribution of the next character given the
+#       current one, so its loss cannot go below that conditional entropy however long it trains"
 #     points: 0.5
-#   - criterion: "Explains what the mini-GPT gains: attention over up to 32 earlier characters (words, spelling, the layout of a play), and why it stays above nanoGPT's 1.88 (smaller model, fewer steps)"
+#   - criterion: "Explains what the mini-GPT gains: attention over up to 32 earlier characters (words, spelling, the
+#       layout of a play), and why it stays above nanoGPT's 1.88 (smaller model, fewer steps)"
 #     points: 0.5
 
 # %% [markdown]
@@ -1568,11 +1578,15 @@ for i, block in enumerate(gpt.blocks):
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Describes the own maps of both layers: the first layer's heads in a narrow band on and just below the diagonal, the second layer's spread further back over the line, with an example of a row"
+#   - criterion: "Describes the own maps of both layers: the first layer's heads in a narrow band on and just below
+#       the diagonal, the second layer's spread further back over the line, with an example of a row"
 #     points: 1
-#   - criterion: "Explains the division of labour: the first layer gathers the last one or two characters (what spelling needs), and the second layer, reading vectors that already summarise their neighbourhood, looks further back (word starts, earlier words)"
+#   - criterion: "Explains the division of labour: the first layer gathers the last one or two characters (what
+#       spelling needs), and the second layer, reading vectors that already summarise their neighbourhood, looks
+#       further back (word starts, earlier words)"
 #     points: 0.5
-#   - criterion: "Explains why the upper triangle is exactly 0 and each row sums to 1 (the causal mask with -inf before the softmax)"
+#   - criterion: "Explains why the upper triangle is exactly 0 and each row sums to 1 (the causal mask with -inf
+#       before the softmax)"
 #     points: 0.5
 
 # %% [markdown]

@@ -554,13 +554,17 @@ for text in ("[CLS] the soup and [MASK] with garlic", "[CLS] the [MASK] of the s
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own masked-LM loss at the start and the end of pretraining against ln V (4.48 and 4.23 against ln 121 = 4.80 in the reference run) and the topic masses of the three blanks"
+#   - criterion: "Quotes the own masked-LM loss at the start and the end of pretraining against ln V (4.48 and 4.23
+#       against ln 121 = 4.80 in the reference run) and the topic masses of the three blanks"
 #     points: 0.5
-#   - criterion: "Derives the loss of the best model that ignores the context: common words 1/32 each, topic words 1/200 each, 0.5 ln 32 + 0.5 ln 200 = 4.38"
+#   - criterion: "Derives the loss of the best model that ignores the context: common words 1/32 each, topic words
+#       1/200 each, 0.5 ln 32 + 0.5 ln 200 = 4.38"
 #     points: 1
-#   - criterion: "Derives the loss of a model that knows the sentence's topic: 1/32 and 1/50, 0.5 ln 32 + 0.5 ln 50 = 3.69, and that it would put 0.5 on the topic's words at a blank"
+#   - criterion: "Derives the loss of a model that knows the sentence's topic: 1/32 and 1/50, 0.5 ln 32 + 0.5 ln 50 =
+#       3.69, and that it would put 0.5 on the topic's words at a blank"
 #     points: 1
-#   - criterion: "Concludes from the own numbers: below 4.38, so the model uses the context, far above 3.69, so it knows the topic only in part, as the masses at the blanks (well below 0.5) show"
+#   - criterion: "Concludes from the own numbers: below 4.38, so the model uses the context, far above 3.69, so it
+#       knows the topic only in part, as the masses at the blanks (well below 0.5) show"
 #     points: 0.5
 #   - criterion: "Takes ln V as the lowest loss reachable or compares the loss with 0"
 #     points: -0.5
@@ -583,8 +587,9 @@ for text in ("[CLS] the soup and [MASK] with garlic", "[CLS] the [MASK] of the s
 # 0.13).
 #
 # **(a) Without context** the best prediction is the marginal distribution of a word: each common word
-# $\frac{1}{2} \cdot \frac{1}{16} = \frac{1}{32}$, each of the 100 topic words $\frac{1}{2} \cdot \frac{1}{4} \cdot \frac{1}{25} =
-# \frac{1}{200}$. The expected cross-entropy is $\frac{1}{2}\ln 32 + \frac{1}{2}\ln 200 = 1.73 + 2.65 = 4.38$.
+# $\frac{1}{2} \cdot \frac{1}{16} = \frac{1}{32}$, each of the 100 topic words
+# $\frac{1}{2} \cdot \frac{1}{4} \cdot \frac{1}{25} = \frac{1}{200}$. The expected cross-entropy is
+# $\frac{1}{2}\ln 32 + \frac{1}{2}\ln 200 = 1.73 + 2.65 = 4.38$.
 #
 # **(b) Knowing the topic**, each common word still has $\frac{1}{32}$ and each of the topic's 25 words $\frac{1}{50}$:
 # $\frac{1}{2}\ln 32 + \frac{1}{2}\ln 50 = 1.73 + 1.96 = 3.69$. It puts $25 \cdot \frac{1}{50} = 0.5$ on the topic's words
@@ -657,15 +662,20 @@ plt.show()
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own accuracies of both models at the three budgets (0.736/0.323, 0.854/0.431, 0.895/0.529 in the reference run, mean of 3 seeds)"
+#   - criterion: "Quotes the own accuracies of both models at the three budgets (0.736/0.323, 0.854/0.431, 0.895/0.529
+#       in the reference run, mean of 3 seeds)"
 #     points: 0.5
-#   - criterion: "Explains why the model from scratch stays near guessing with 8 labels: it learns a topic only for the few topic words in its labelled sentences, and the test sentences are mostly made of other words"
+#   - criterion: "Explains why the model from scratch stays near guessing with 8 labels: it learns a topic only for
+#       the few topic words in its labelled sentences, and the test sentences are mostly made of other words"
 #     points: 1
-#   - criterion: "Explains what pretraining gave: filling blanks made words that occur together (one topic's words) get similar representations, so a label on a few words carries over to all the words of the topic"
+#   - criterion: "Explains what pretraining gave: filling blanks made words that occur together (one topic's words)
+#       get similar representations, so a label on a few words carries over to all the words of the topic"
 #     points: 1
-#   - criterion: "Explains why the gap shrinks with more labels: more labelled sentences show the model from scratch more of the 100 topic words"
+#   - criterion: "Explains why the gap shrinks with more labels: more labelled sentences show the model from scratch
+#       more of the 100 topic words"
 #     points: 0.5
-#   - criterion: "Credits the gain to the pretrained model being larger or trained longer on the labels (both models have the same size and fine-tuning steps)"
+#   - criterion: "Credits the gain to the pretrained model being larger or trained longer on the labels (both models
+#       have the same size and fine-tuning steps)"
 #     points: -0.5
 
 # %% [markdown]

@@ -587,15 +587,23 @@ for name, model in models.items():
 # manual: true
 # points: 3
 # rubric:
-#   - criterion: "Quotes the own final loss and accuracy of the three models (pooled patches 0.697 and 0.358, ViT and CNN 1.000 in the reference run) and that the pooled model's loss stays at about 0.693 from epoch to epoch"
+#   - criterion: "Quotes the own final loss and accuracy of the three models (pooled patches 0.697 and 0.358, ViT and
+#       CNN 1.000 in the reference run) and that the pooled model's loss stays at about 0.693 from epoch to epoch"
 #     points: 0.5
-#   - criterion: "Shows that no sum of per-patch terms separates the classes: s = u(a) + u(b) at given places; same needs 2u(r) > 0 and 2u(p) > 0, different needs u(r) + u(p) < 0, and the same-pair logits add up to twice the mixed one"
+#   - criterion: "Shows that no sum of per-patch terms separates the classes: s = u(a) + u(b) at given places; same
+#       needs 2u(r) > 0 and 2u(p) > 0, different needs u(r) + u(p) < 0, and the same-pair logits add up to twice the
+#       mixed one"
 #     points: 1
-#   - criterion: "Shows with the convexity of the logistic loss (Jensen) that the mean loss of the four pairs is at least that of the constant logit u(r) + u(p), hence at least ln 2"
+#   - criterion: "Shows with the convexity of the logistic loss (Jensen) that the mean loss of the four pairs is at
+#       least that of the constant logit u(r) + u(p), hence at least ln 2"
 #     points: 0.5
-#   - criterion: "Explains the accuracy far from 0.5: the mixed logit is the mean of the two same-pair logits, so with logits near 0 one of the three signs is wrong and the accuracy lands near 0.25 or 0.75 (or 0.5), whatever the loss"
+#   - criterion: "Explains the accuracy far from 0.5: the mixed logit is the mean of the two same-pair logits, so with
+#       logits near 0 one of the three signs is wrong and the accuracy lands near 0.25 or 0.75 (or 0.5), whatever the
+#       loss"
 #     points: 0.5
-#   - criterion: "Explains why the ViT and the CNN can solve it: attention (or the MLP on the whole flattened feature map) combines two patches before the nonlinearity, so it can compare them; form, not size (the pooled argument holds at any width)"
+#   - criterion: "Explains why the ViT and the CNN can solve it: attention (or the MLP on the whole flattened feature
+#       map) combines two patches before the nonlinearity, so it can compare them; form, not size (the pooled argument
+#       holds at any width)"
 #     points: 0.5
 #   - criterion: "Blames the pooled model's failure on its smaller number of parameters or on too few epochs"
 #     points: -0.5
@@ -754,13 +762,18 @@ if digit_splits is not None:
 # manual: true
 # points: 2
 # rubric:
-#   - criterion: "Quotes the own test accuracies and parameter counts (CNN 0.964 with 13,706, ViT 0.928 with 18,218, pooled patches 0.618 with 5,258 in the reference run)"
+#   - criterion: "Quotes the own test accuracies and parameter counts (CNN 0.964 with 13,706, ViT 0.928 with 18,218,
+#       pooled patches 0.618 with 5,258 in the reference run)"
 #     points: 0.5
-#   - criterion: "Explains the CNN's lead on 1,297 images by its prior: local filters shared over the image (nearby pixels belong together, a stroke is the same feature anywhere), which the ViT must learn from data"
+#   - criterion: "Explains the CNN's lead on 1,297 images by its prior: local filters shared over the image (nearby
+#       pixels belong together, a stroke is the same feature anywhere), which the ViT must learn from data"
 #     points: 0.5
-#   - criterion: "Explains why the pooled model learns here but not in section 5: a digit's class is largely told by which strokes appear where, patch by patch (a sum of per-patch evidence), while same-or-different needs a relation between two patches"
+#   - criterion: "Explains why the pooled model learns here but not in section 5: a digit's class is largely told by
+#       which strokes appear where, patch by patch (a sum of per-patch evidence), while same-or-different needs a
+#       relation between two patches"
 #     points: 0.5
-#   - criterion: "Explains why the pooled model still stays far behind (it cannot relate one patch to another) and what would let the ViT catch up (much more data, or augmentation)"
+#   - criterion: "Explains why the pooled model still stays far behind (it cannot relate one patch to another) and
+#       what would let the ViT catch up (much more data, or augmentation)"
 #     points: 0.5
 
 # %% [markdown]
