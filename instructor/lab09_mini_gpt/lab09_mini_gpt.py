@@ -1602,8 +1602,8 @@ for i, block in enumerate(gpt.blocks):
 # In the reference run (fast size, 2 layers of 4 heads, seed 0), on the line *wherefore art thou Romeo?*, the
 # four heads of the first layer put 79% to 85% of each row's weight on the character itself and the two before
 # it (a mean distance of 1.4 to 1.6 characters): a narrow band on and just below the diagonal. The heads of the
-# second layer put only 27% to 38% there and reached on average 5 to 7 characters back, spread over the line,
-# some rows concentrating on one earlier character (the start of the word, a space).
+# second layer put only 27% to 38% there and reached on average 5 to 7 characters back, spread over the line
+# (the largest weight of a row was 0.24 to 0.36 on average, against 0.49 to 0.59 in the first layer).
 #
 # The first layer gathers the last one or two characters, which is what spelling needs: after `th` comes
 # `e`, `o` or `a`. Its output at each position is then a summary of that position's neighbourhood, so the
