@@ -3,7 +3,9 @@ build` writes an nbgrader course source, and the real nbgrader CLI releases it w
 autogrades the solution to full points, the blank notebook to 0 and a catalogued mistake to partial points, without
 a "has changed" warning, and its Validate fails a notebook whose public checks fail. The student notebook of
 labs/ (and the solution of solutions/) carry the same nbgrader metadata: they grade the same (lab05), and a
-notebook without it is refused with what to do instead of scoring 0."""
+notebook without it is refused with what to do instead of scoring 0. Written questions are manually graded answer
+cells worth their points: an answer waits for a person (0 until marked, never full marks), a blank one is 0, and a
+mark set in the gradebook (as the formgrader sets it) is in `nbgrader export`."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import pytest
 from attnlab.buildchain.pipeline import build_lab
 from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
 from attnlab.buildchain.transforms.read_master import read_master
+from attnlab.buildchain.transforms.written_answers import PLACEHOLDER
 from attnlab.course import load_course
+from attnlab.grading.bundle import manifest_questions, written_questions
 from attnlab.grading.mutants import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +70,12 @@ def _answered(release_nb: Path, source_nb: Path) -> dict:
             lines = _text(answers[meta["grade_id"]]).split("\n")
             cell["source"] = "\n".join(x for x in lines if x.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
     return nb
+
+
+def _points(lab) -> tuple[float, float]:
+    """(the code questions' points, the whole lab's points with its written questions)."""
+    code = sum(manifest_questions(lab.autograder_dir).values())
+    return code, code + sum(q.points for q in written_questions(lab.autograder_dir))
 
 
 def _mutant(lab):
@@ -119,10 +129,10 @@ def test_nbgrader_round_trip(course, lab, tmp_path):
     said = _nbgrader(course, "autograde", lab.id, "--create", "--force")
     assert "has changed" not in said, said[-3000:]  # untouched locked and test cells: nbgrader's checksums match
     scores = _scores(course, tmp_path / "grades.csv")
-    full = scores["solution"][1]
-    assert full > 0 and scores["solution"] == (full, full), scores
+    code, full = _points(lab)  # the written answers wait for a person: 0 until marked
+    assert scores["solution"] == (code, full) and code > 0, scores
     assert scores["blank"] == (0.0, full), scores
-    assert 0 < scores["mistake"][0] < full, scores
+    assert 0 < scores["mistake"][0] < code, scores
 
     # Validate runs the cells as autograde does (the solution's full score shows they pass on a right answer).
     said = _nbgrader(course, "validate", str(course / "submitted" / "mistake" / lab.id / name), check=False)
@@ -151,8 +161,8 @@ def test_autograde_in_a_course_folder_outside_the_repository_refuses_then_grades
     shutil.copytree(ROOT / "autograder" / lab.id, course / "autograder" / lab.id)
     _nbgrader(course, "autograde", lab.id, "--create", "--force")
     scores = _scores(course, tmp_path / "grades.csv")
-    full = scores["solution"][1]
-    assert full > 0 and scores["solution"] == (full, full) and scores["blank"] == (0.0, full), scores
+    code, full = _points(lab)
+    assert code > 0 and scores["solution"] == (code, full) and scores["blank"] == (0.0, full), scores
 
 
 LAB05 = next(lab for lab in LABS if lab.id == "lab05_self_attention")
@@ -195,7 +205,49 @@ def test_labs_notebook_carries_nbgraders_metadata_and_grades_the_same(course, tm
     assert ("no_metadata/lab05_self_attention/lab05_self_attention.ipynb: this notebook has none of the course's "
             "autograded test cells") in said and "attnlab grade lab05_self_attention" in said, said[-3000:]
     scores = _scores(course, tmp_path / "grades.csv")
-    full = scores["solution"][1]
-    assert full > 0 and scores["solution"] == (full, full) and scores["blank"] == (0.0, full), scores
+    code, full = _points(lab)
+    assert code > 0 and scores["solution"] == (code, full) and scores["blank"] == (0.0, full), scores
     assert scores["released_blank"] == (0.0, full), scores
     assert 0 < scores["hidden_only"][0] < full, scores
+
+
+LAB01 = next(lab for lab in LABS if lab.id == "lab01_text_as_vectors")
+
+
+def test_written_questions_are_manually_graded_cells_and_a_gradebook_mark_reaches_the_export(course, tmp_path):
+    from nbgrader.api import Gradebook
+
+    lab, name = LAB01, f"{LAB01.id}.ipynb"
+    written = written_questions(lab.autograder_dir)
+    assert len(written) >= 2
+    _nbgrader(course, "generate_assignment", lab.id, "--force")
+    release = course / "release" / lab.id / name
+    cells = {c["metadata"]["nbgrader"]["grade_id"]: c for c in _cells(release) if "nbgrader" in c["metadata"]}
+    for q in written:  # nbgrader's release: the kit's placeholder, never the reference answer
+        assert _text(cells[q.name]) == PLACEHOLDER and cells[q.name]["metadata"]["attnlab"]["written"] == q.name
+        assert q.reference.split("\n")[0] not in release.read_text()
+
+    solved = _answered(release, course / "source" / lab.id / name)  # the written answers: the reference
+    _write(course / "submitted" / "solution" / lab.id / name, solved)
+    _write(course / "submitted" / "blank" / lab.id / name, json.loads(release.read_text()))
+    _nbgrader(course, "autograde", lab.id, "--create", "--force")
+
+    code, full = _points(lab)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for q in written:
+            cell = gb.find_grade_cell(q.name, lab.id, lab.id)
+            assert (cell.cell_type, cell.max_score) == ("markdown", q.points)
+            assert gb.find_solution_cell(q.name, lab.id, lab.id).name == q.name
+            answered = gb.find_grade(q.name, lab.id, lab.id, "solution")
+            assert (answered.auto_score, answered.needs_manual_grade) == (None, True)  # waits for a person
+            blank = gb.find_grade(q.name, lab.id, lab.id, "blank")
+            assert (blank.auto_score, blank.needs_manual_grade) == (0.0, False)  # nothing written: 0
+        assert gb.find_submission(lab.id, "solution").needs_manual_grade
+        assert gb.find_submission(lab.id, "solution").score == code
+        # what the formgrader does when a marker scores an answer: the grade's manual_score
+        marked = gb.find_grade(written[0].name, lab.id, lab.id, "solution")
+        marked.manual_score = written[0].points - 0.5
+        gb.db.commit()
+    scores = _scores(course, tmp_path / "grades.csv")
+    assert scores["solution"] == (code + written[0].points - 0.5, full), scores
+    assert scores["blank"] == (0.0, full), scores

@@ -14,11 +14,17 @@ import pytest
 from attnlab.buildchain.pipeline import build, build_lab
 from attnlab.buildchain.transforms.markers import META
 from attnlab.buildchain.transforms.nbgrader_cells import checksum
-from attnlab.buildchain.transforms.written_answers import ANSWER_META, PLACEHOLDER, written_answers
+from attnlab.buildchain.transforms.written_answers import (
+    ANSWER_META,
+    EXPORT_BEGIN,
+    EXPORT_END,
+    PLACEHOLDER,
+    written_answers,
+)
 from attnlab.course import load_course
 from attnlab.grading.bundle import RubricItem, WrittenQuestion, load_bundle, written_questions
 
-from .written_master import CRITERIA, LAB, NAME, PROMPT, REFERENCE, with_written
+from .written_master import CRITERIA, FIXTURE, LAB, NAME, PROMPT, REFERENCE, with_written
 
 
 def _labelled(source, role, question=None):
@@ -33,12 +39,15 @@ def test_the_reference_cells_become_one_answer_cell_in_their_place():
                 _labelled("first part\n", "reference", "w"), _labelled("second part", "reference", "w"),
                 _labelled("after", "body")]
     out = written_answers(nb, {"w": 1.5})
-    assert [c.source for c in out.cells] == ["intro", "the prompt", "first part\n\nsecond part", "after"]
-    answer = out.cells[2]
+    assert [c.source for c in out.cells] == ["intro", EXPORT_BEGIN, "the prompt", "first part\n\nsecond part",
+                                             EXPORT_END, "after"]
+    answer = out.cells[3]
     assert answer.cell_type == "markdown"
     assert answer.metadata[ANSWER_META] == {"written": "w", "points": 1.5}
     assert answer.metadata[META] == {"role": "answer", "question": "w"}
     assert len(nb.cells) == 5  # the input is not touched
+    # a code question's cells (not in points) are left alone
+    assert [c.source for c in written_answers(nb, {}).cells] == [c.source for c in nb.cells]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +78,9 @@ def test_the_student_notebook_gets_an_open_answer_cell_and_no_reference_or_rubri
                                                                                                      2.0, NAME)
     assert meta["checksum"] == checksum(cell)
     index = nb.cells.index(cell)
-    assert nb.cells[index - 1].source == PROMPT  # the prompt stays, right before the answer
+    # the prompt stays, right before the answer, both framed by Otter's export comments (locked)
+    assert [c.source for c in nb.cells[index - 2:index + 2]] == [EXPORT_BEGIN, PROMPT, PLACEHOLDER, EXPORT_END]
+    assert nb.cells[index + 1].metadata["editable"] is False
     text = (built / "labs" / LAB / f"{LAB}.ipynb").read_text()
     assert "element by element" not in text
     assert not [c for c in CRITERIA if c in text], "a rubric criterion reached the student notebook"
@@ -117,7 +128,7 @@ def test_a_written_question_changes_no_other_cell(built, built_course):
     written question), cell for cell, metadata included."""
     plain = _notebook(built_course, "labs").cells
     written = _notebook(built, "labs").cells
-    assert [c.source for c in written] == [c.source for c in plain] + [PROMPT, PLACEHOLDER]
+    assert [c.source for c in written] == [c.source for c in plain] + [EXPORT_BEGIN, PROMPT, PLACEHOLDER, EXPORT_END]
     assert [c.metadata for c in written[:len(plain)]] == [c.metadata for c in plain]
 
 
@@ -128,3 +139,32 @@ def test_a_written_question_that_collides_with_a_code_question_is_refused(tmp_pa
     course = load_course(root)
     with pytest.raises(ValueError, match="question 'double' is defined twice"):
         build_lab(course, course.labs[0])
+
+
+def test_otters_pdf_filtering_keeps_exactly_the_written_questions_prompts_and_answers(built, tmp_path):
+    """What Otter's PDF export (``otter export --filtering --pagebreaks``, and Otter's Gradescope autograder when it
+    uploads a PDF) puts in the PDF, computed by Otter's own filter: each written question's prompt and the
+    student's answer, a page break after each, no code and no other prose."""
+    from otter.export.exporters.base_exporter import BaseExporter
+
+    nb = _notebook(built, "labs")
+    _answer(nb).source = "My double doubles: [2., 4.] for [1., 2.]."
+    path = tmp_path / "submission.ipynb"
+    nbformat.write(nb, path)
+    kept = BaseExporter.load_notebook(str(path), filtering=True, pagebreaks=True)
+    assert [(c.cell_type, c.source) for c in kept.cells] == [
+        ("markdown", EXPORT_BEGIN), ("markdown", PROMPT), ("markdown", "My double doubles: [2., 4.] for [1., 2.]."),
+        ("markdown", "<!-- #newpage -->")]
+
+
+def test_the_lab01_notebook_exports_its_written_questions_only(tmp_path):
+    from otter.export.exporters.base_exporter import BaseExporter
+
+    lab = load_course(FIXTURE.parents[2]).lab("lab01_text_as_vectors")
+    written = written_questions(lab.autograder_dir)
+    kept = BaseExporter.load_notebook(str(lab.student_notebook), filtering=True, pagebreaks=True)
+    answers = [c.metadata[ANSWER_META]["written"] for c in kept.cells if ANSWER_META in c.metadata]
+    assert answers == [q.name for q in written] and len(written) >= 2
+    prompts = [c.source for c in kept.cells if c.source not in (EXPORT_BEGIN, PLACEHOLDER, "<!-- #newpage -->")]
+    assert prompts == [q.prompt for q in written]
+    assert all(c.cell_type == "markdown" for c in kept.cells)

@@ -116,6 +116,50 @@ def test_the_leak_gate_catches_a_planted_secret_line(course, released, tmp_path,
         check_release(course, _shipped(course), planted)
 
 
+LAB01 = "lab01_text_as_vectors"
+
+
+def test_the_released_notebook_has_the_written_answer_cells_and_no_reference_or_rubric(course, released):
+    from attnlab.buildchain.transforms.parse_questions import parse_questions
+    from attnlab.buildchain.transforms.written_answers import PLACEHOLDER
+
+    lab = course.lab(LAB01)
+    written = [q for q in parse_questions(read_master(lab.master))[1] if q.manual]
+    assert len(written) >= 2
+    cells = json.loads((released / "labs" / LAB01 / f"{LAB01}.ipynb").read_text())["cells"]
+    answers = {c["metadata"]["attnlab"]["written"]: c for c in cells if "attnlab" in c["metadata"]}
+    assert list(answers) == [q.name for q in written]
+    for q in written:
+        cell = answers[q.name]
+        assert "".join(cell["source"]) == PLACEHOLDER and cell["metadata"]["nbgrader"]["points"] == q.points
+    text = "\n".join(p.read_text(errors="replace") for p in released.rglob("*") if p.is_file())
+    assert not [q.name for q in written if q.reference.split("\n")[0] in text]
+    assert not [c for q in written for c, _ in q.rubric if c in " ".join(text.split())]
+
+
+@pytest.mark.parametrize("kind", ["the reference answer", "a rubric criterion"])
+def test_the_leak_gate_catches_a_planted_reference_answer_or_rubric_criterion(course, released, tmp_path, kind):
+    from attnlab.release.leak_gate import course_written_secrets
+
+    secrets = course_written_secrets(course)
+    assert {what.split("(")[-1] for what in secrets.values()} >= {f"{LAB01})"}
+    secret = next(s for s, what in sorted(secrets.items()) if what.startswith(kind) and LAB01 in what)
+    # in the student's answer cell of the released notebook, re-wrapped
+    copy = tmp_path / "planted"
+    shutil.copytree(released, copy)
+    path = copy / "labs" / LAB01 / f"{LAB01}.ipynb"
+    nb = json.loads(path.read_text())
+    at = next(i for i, c in enumerate(nb["cells"]) if "attnlab" in c["metadata"])
+    nb["cells"][at]["source"] = "My answer:\n" + secret.replace(" ", "\n", 2)
+    path.write_text(json.dumps(nb))
+    with pytest.raises(ReleaseLeak, match=rf"{LAB01}.ipynb cell {at} holds {kind} of written question .*\({LAB01}\)"):
+        check_release(course, _shipped(course), copy)
+    # in a plain file of the kit
+    planted = _plant(released, tmp_path / "b", "README.md", f"Note: {secret} (copied)")
+    with pytest.raises(ReleaseLeak, match=rf"README.md holds {kind}"):
+        check_release(course, _shipped(course), planted)
+
+
 def test_the_leak_gate_refuses_instructor_files_and_looks_inside_wheels(course, released, tmp_path):
     planted = _plant(released, tmp_path, "solutions/lab05_self_attention/notes.md", "x")
     with pytest.raises(ReleaseLeak, match="instructor-only file: solutions/"):

@@ -8,6 +8,9 @@ hidden-test idioms). Given cells (code the build copies from an earlier lab) are
 secret line in one is a leak unless it is a line of the master of a closed lab (``attnlab.course`` says which labs
 are closed); an open lab's solution never ships.
 Instructor-only files (solutions, autograder, masters, hidden tests, catalogues, references) may not appear at all.
+Nor may the written questions' reference answers and rubrics, of any lab, in any file (``written_secrets``: a run of
+words of a reference answer, a rubric criterion; the build gate's rule), given cells and closed labs included: they
+stay with the people who mark.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-from ..buildchain.transforms.check_no_leak import instructor_lines, solution_lines
+from ..buildchain.transforms.check_no_leak import (
+    instructor_lines,
+    shown_elsewhere,
+    solution_lines,
+    written_leak,
+    written_secrets,
+)
 from ..buildchain.transforms.include_given import solution_code
 from ..buildchain.transforms.markers import GIVEN_PREFIX
 from ..buildchain.transforms.read_master import read_master
@@ -49,6 +58,16 @@ def secret_lines(course: Course) -> dict[str, str]:
                 secrets.update(dict.fromkeys(instructor_lines([path.read_text()], master), f"{lab.id}/{path.name}"))
         secrets.update(dict.fromkeys(solution_lines(master), f"{lab.id} solution"))
     return secrets
+
+
+def course_written_secrets(course: Course) -> dict[str, str]:
+    """The written questions' secrets (``written_secrets``) of every lab of the course, each saying its lab, but
+    those the kit's hand-written modules hold (a docstring may say what a reference answer says: it ships anyway)."""
+    secrets: dict[str, str] = {}
+    for lab in course.labs:
+        for secret, what in written_secrets(read_master(lab.master)).items():
+            secrets.setdefault(secret, f"{what} ({lab.id})")
+    return shown_elsewhere(secrets, "\n".join(_kit_sources(course)))
 
 
 def _given_lines(lab: Lab) -> set[str]:
@@ -136,12 +155,17 @@ def _shown_lines(labs: list[Lab]) -> set[str]:
     return lines
 
 
-def _kit_source_lines(course: Course) -> set[str]:
-    """Lines of the kit's hand-written modules (its docstrings show hidden-test idioms); the generated public
-    checks are not among them, so a secret line in a check is still caught."""
+def _kit_sources(course: Course) -> list[str]:
+    """The texts of the kit's hand-written modules (its docstrings show hidden-test idioms); the generated public
+    checks are not among them, so a secret in a check is still caught."""
     package = course.root / "src" / "attnlab"
-    return {line.strip() for path in package.rglob("*.py") if "public_tests" not in path.relative_to(package).parts
-            for line in path.read_text().splitlines()}
+    return [path.read_text() for path in sorted(package.rglob("*.py"))
+            if "public_tests" not in path.relative_to(package).parts]
+
+
+def _kit_source_lines(course: Course) -> set[str]:
+    """Lines of the kit's hand-written modules (``_kit_sources``)."""
+    return {line.strip() for text in _kit_sources(course) for line in text.splitlines()}
 
 
 def _check_name(name: str) -> None:
@@ -154,11 +178,16 @@ def check_release(course: Course, labs: list[Lab], out: Path, *, now: datetime |
     """Raise ``ReleaseLeak`` naming the first instructor file or secret line found in ``out``; ``now`` (default:
     the current time) says which labs are closed."""
     secrets = secret_lines(course)
+    written = course_written_secrets(course)
     shown = _shown_lines(labs) | _kit_source_lines(course)
     published = closed_lab_lines(course, now or current_time())
     for name, data in _released_files(out):
         _check_name(name)
         for where, text, given in _texts(name, data):
+            secret = written_leak(text, written)
+            if secret:
+                raise ReleaseLeak(f"{where} holds {written[secret]}: {secret[:120]!r}; the reference answers and "
+                                  "rubrics must not reach students")
             for line in text.splitlines():
                 line = line.strip()
                 if line in secrets and line not in shown and not (given and line in published):

@@ -95,12 +95,23 @@ def written_secrets(master_nb) -> dict[str, str]:
     return secrets
 
 
-def written_leak(text: str, secrets: dict[str, str]) -> str | None:
-    """The first secret of ``secrets`` (``written_secrets``) that ``text`` holds, white space aside; None if none.
-    A run of ``SHINGLE`` words is looked up among the text's own runs; anything else is searched for."""
+def _found(text: str, secrets) -> list[str]:
+    """The secrets that ``text`` holds, white space aside: a run of ``SHINGLE`` words is looked up among the text's
+    own runs; anything else is searched for."""
     runs, text = _shingles(text), flat(text)
-    return next((secret for secret in secrets
-                 if (secret in runs if secret.count(" ") == SHINGLE - 1 else secret in text)), None)
+    return [secret for secret in secrets if (secret in runs if secret.count(" ") == SHINGLE - 1 else secret in text)]
+
+
+def written_leak(text: str, secrets: dict[str, str]) -> str | None:
+    """The first secret of ``secrets`` (``written_secrets``) that ``text`` holds; None if none."""
+    return next(iter(_found(text, secrets)), None)
+
+
+def shown_elsewhere(secrets: dict[str, str], text: str) -> dict[str, str]:
+    """``secrets`` without those that ``text`` holds: what students see anyway (the kit's own modules) is no
+    secret."""
+    shown = set(_found(text, secrets))
+    return {secret: what for secret, what in secrets.items() if secret not in shown}
 
 
 def check_no_leak(master_nb, student_nb, *, catalogue=(), hidden_tests: str = "",
