@@ -1005,14 +1005,56 @@ def neighbours(embeddings, word, k=6):
 for word in ("man", "dog", "red", "running", "guitar", "water"):
     print(f"{word:>8}: {neighbours(vectors, word)}")
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: neighbours_not_synonyms
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the neighbours their own vectors gave for dog and red, with their cosines"
+#     points: 0.5
+#   - criterion: "Sorts them into words of the same kind that could replace the query and words that are only
+#       related, and notes that the colours are neighbours although they mean different things"
+#     points: 0.5
+#   - criterion: "Explains from the objective that words whose contexts are alike get alike vectors, because the
+#       same context vectors pull on them"
+#     points: 1
+#   - criterion: "Calls the neighbours synonyms without qualification"
+#     points: -0.5
+
 # %% [markdown]
-# What to look for (the exact lists depend on the seed and the size; on a CPU at the small size we saw):
-# `man` near `guy`, `person`; `dog` near `puppy`, `poodle`, `shepherd`; `red` near the other colours (`blue`,
-# `green`, `purple`, `yellow`); `running` near `runs`, `bounding`, `run`; `guitar` near `bass`, `violin`,
-# `cello`. The vectors learned which words play the same role from nothing but the words around them.
-# Neighbours are not synonyms: `dog` is also near `collar` (they share contexts), and colours are near each
-# other although they mean different things.
+# **Written question (2 points).** Quote the neighbours your vectors gave for `dog` and `red`, with their
+# cosines. Which of them could replace the query word in a caption, and which are only *related* to it? Then
+# explain, from the skip-gram objective of section 3 (what the gradient does to $v_c$ for each observed
+# context), why two words that never occur together can still get nearly the same vector, and why that makes
+# the neighbours of a word something other than its synonyms.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size we got `dog`: collar 0.82, puppy 0.82, poodle 0.80, sniffs 0.80, shepherd 0.79, fluffy 0.78
+# and `red`: blue 0.85, green 0.78, purple 0.78, yellow 0.77, white 0.73, striped 0.70. `puppy`, `poodle` and
+# `shepherd` are dogs and could stand in for `dog` in a caption; `collar`, `sniffs` and `fluffy` are things a
+# dog has or does: related, not similar. The colours could all replace `red` grammatically, but they mean
+# different things: they are neighbours because captions use them the same way (`a red shirt`, `a blue
+# shirt`).
 #
+# Skip-gram raises $\sigma(u_o \cdot v_c)$ for each observed (center, context) pair and lowers it for the noise
+# words: the gradient moves $v_c$ towards the context vectors $u_o$ of the words seen around $c$. Two words
+# that appear in the same contexts (`red` and `blue` before `shirt`, `car`, `jacket`) are pulled towards the same
+# context vectors and end up close, even if they never occur together. Closeness therefore measures
+# *distributional* similarity (same contexts), which mixes words of the same kind, co-hyponyms such as the
+# colours, and even opposites (`black`, `white`) with true synonyms. The vectors learned which words play the
+# same role from nothing but the words around them.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### 7.5 Analogies
 #
 # A few analogies this corpus can support: it describes men, women, boys and girls, one or several, doing
@@ -1147,15 +1189,61 @@ for name, triples in (("easy", EASY), ("similar, not just related", SIMILAR_NOT_
     scores = [triples_right(e, triples) for e in (vectors, count_vectors, random_vectors)]
     print(f"{name + f' ({scores[0][1]})':<34}{scores[0][0]:>10.2f}{scores[1][0]:>12.2f}{scores[2][0]:>8.2f}")
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: counts_against_skipgram
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their shares on both sets of triples for skip-gram, PPMI + SVD and random vectors, and the
+#       neighbours of dog under both methods"
+#     points: 0.5
+#   - criterion: "Says that PPMI + SVD puts dog next to words it occurs with, and skip-gram next to words that occur
+#       in the same contexts"
+#     points: 0.5
+#   - criterion: "Explains that the dot product of two count vectors approximates the PPMI of the two words, since
+#       the PPMI matrix is nearly symmetric and the vectors are U times the square root of S"
+#     points: 0.5
+#   - criterion: "Says that about forty triples are too few to rank the methods, and that the recipe and its
+#       settings matter"
+#     points: 0.5
+#   - criterion: "Concludes that neural vectors are better than counting in general"
+#     points: -0.5
+
 # %% [markdown]
-# On a CPU at the small size we saw 1.00 for both on the easy triples (random vectors: about 0.5), and on the
-# second set 0.74 for skip-gram against 0.44 for PPMI + SVD. The count-based vectors put a word next to the words
-# it *occurs with* (their neighbours of `dog` are `brown`, `collar`, `grass`; of `man`, `hat`, `shirt`), while
-# skip-gram puts it next to words that occur *in the same contexts* (`puppy`, `poodle`, `shepherd`). Forty triples
-# are a very small test, and the recipe matters (Levy et al., 2015, found PPMI + SVD with tuned settings close to
-# skip-gram on standard benchmarks); real comparisons use thousands of human judgements (SimLex-999 for
-# similarity, WordSim-353 for relatedness).
+# **Written question (2 points).** Quote your shares of triples ranked right (both sets, the three kinds of
+# vectors) and the neighbours of `dog` under skip-gram and under PPMI + SVD. What kind of word does each
+# method put next to `dog`? Explain it for PPMI + SVD from how its vectors are made: what does the dot product
+# of two rows of $U\sqrt{S}$ approximate, given that the PPMI matrix is nearly symmetric (every pair is counted
+# in both directions)? Finally, how much do these numbers tell you about which method is better?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size both scored 1.00 on the 30 easy triples (random vectors 0.53), and on the 39 "similar, not
+# just related" triples 0.74 for skip-gram against 0.44 for PPMI + SVD (random 0.36). PPMI + SVD gave `dog`:
+# brown 0.87, collar 0.84, grass 0.76, bounding 0.76, dogs 0.73, its 0.72: words that occur *with* `dog` in
+# captions. Skip-gram gave puppy, poodle, shepherd (and collar): words that occur *in the same contexts*.
 #
+# The PPMI matrix $M$ is nearly symmetric, so its truncated SVD $M pprox U S V^	op$ has $V pprox U$ and the
+# vectors $W = U\sqrt{S}$ satisfy $W W^	op = U S U^	op pprox M$: the dot product of the vectors of `dog`
+# and `collar` approximates their PPMI, how much more often they occur together than by chance. A high cosine
+# then means "often seen together" (relatedness: first-order co-occurrence), which is what the second set of
+# triples penalises. Skip-gram compares two in-vectors that are never trained against each other, only
+# against the same context vectors, so their closeness means shared contexts (second-order co-occurrence).
+#
+# Forty triples are a very small test (one triple moves the share by 2.5 points), and the recipe matters (Levy
+# et al., 2015, found PPMI + SVD with tuned settings close to skip-gram on standard benchmarks); real
+# comparisons use thousands of human judgements (SimLex-999 for similarity, WordSim-353 for relatedness).
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### 7.8 Vectors for unseen words from character n-grams
 #
 # FastText learns a vector for every n-gram during training, and a word's vector is the sum of its n-grams'
@@ -1269,13 +1357,62 @@ for word in ("dog", "red", "guitar"):
 # 930,320 skip-gram pairs and trained in 19.8 s against 60.1 s; it ranked 0.93 of the easy triples and 0.69 of
 # the "similar, not just related" ones right, against 1.00 and 0.74 for skip-gram. Its neighbours make sense
 # (`red`: `green`, `yellow`, `blue`, `purple`; `guitar`: `violin`, `saxophone`, `keyboard`, `bass`), but every
-# cosine is near 1. A likely reason, which we have not measured: CBOW only ever sees *averages* of context
-# vectors, so nothing stops all of them from sharing one large common direction, and the cosine then mostly
-# measures that direction. If so, subtracting the mean vector before comparing should spread them out again:
-# try it, and compare the mean cosine between random words before and after. Cheaper per epoch, a little worse
-# per word: the usual trade-off (Mikolov et al. report CBOW better on syntactic and skip-gram on semantic
-# analogies at their scale).
+# cosine is near 1. Cheaper per epoch, a little worse per word: the usual trade-off (Mikolov et al. report CBOW
+# better on syntactic and skip-gram on semantic analogies at their scale).
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: cbow_common_direction
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their four mean cosines of random pairs (skip-gram and CBOW, before and after centring)"
+#     points: 0.5
+#   - criterion: "Concludes from those numbers whether the vectors share a common direction: CBOW's mean cosine
+#       falls from near 1 to near 0 once the mean is removed"
+#     points: 0.5
+#   - criterion: "Explains that CBOW only uses the average of the context vectors, so a direction shared by every
+#       vector costs nothing and the cosine is dominated by it"
+#     points: 0.5
+#   - criterion: "Checks that the centred vectors still rank neighbours or triples sensibly, with a number"
+#     points: 0.5
+#   - criterion: "Reports cosines without computing them on their own vectors"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (2 points).** Every CBOW cosine in your output is near 1. One hypothesis: CBOW only ever
+# sees *averages* of context vectors, so all its vectors may share one large common direction, and the cosine
+# then mostly measures that direction. Test it in a scratch cell: the mean cosine between 2,000 random pairs of
+# words (ids drawn with a seeded generator) for `vectors` and `cbow_vectors`, before and after subtracting each
+# table's mean vector; then the neighbours of `red` and the share of triples ranked right with the centred CBOW
+# vectors. Quote your numbers. Do they support the hypothesis? Why would CBOW's training allow such a
+# direction?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size (2,000 random pairs, ids from 1): the mean cosine is 0.302 for skip-gram and 0.962 for CBOW;
+# after subtracting the mean vector, -0.004 and 0.005 (PPMI + SVD: 0.058, then -0.001). So CBOW's vectors do
+# share one large common direction: once it is removed, a random pair is orthogonal on average, as for the
+# other methods. With centred CBOW vectors the neighbours of `red` are blue 0.97, gray 0.96, jeans 0.96, shirt
+# 0.96 (of `dog`: collar 0.97, leash 0.93, chasing 0.93, brown 0.92) and the triple scores are 0.97 and 0.72
+# (0.93 and 0.69 before): the ranking barely changes, the cosines of unrelated words drop.
 #
+# The hypothesis is supported. CBOW's score is $\sigma(u_c \cdot ar v)$ with $ar v$ the *mean* of the
+# context vectors: adding the same vector $m$ to every input vector adds $m$ to every mean, which the output
+# vectors can absorb (their dot products with $m$ become a per-word bias). Nothing in the loss penalises a
+# shared component, and the update of every context word in the same direction (each gets the same gradient
+# of the mean) makes one grow. Skip-gram updates each input vector against its own contexts, which keeps such a
+# component smaller (0.30).
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### Going further (not graded)
 #
 # - Train with `WINDOW = 1` and then `WINDOW = 8`: with a small window the neighbours of a word are words of

@@ -597,18 +597,101 @@ for name, res in results.items():
     print(f"{name:<16}" + "".join(f"{v:>10.3f}" for v in res.values()))
 print(f"{'ceiling':<16}{ceiling:>10.3f}")
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: negation_window
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their own accuracies of both models on plain, negated and contrast sentences and the
+#       ceiling"
+#     points: 0.5
+#   - criterion: "Explains that the bag of words adds one weight per word, so not good gets the weight of good plus
+#       that of not, whatever their order"
+#     points: 0.5
+#   - criterion: "Explains that a filter of the first layer sees not and the adjective in one window of 3 tokens and,
+#       with the ReLU, can fire for that pair only"
+#     points: 0.5
+#   - criterion: "Explains that the max over time finds the pattern wherever it is in the sentence"
+#     points: 0.5
+#   - criterion: "Says the convolution sees the whole sentence at once"
+#     points: -0.5
+
 # %% [markdown]
-# What to look for (numbers depend on size, seed and device; on a CPU at the small size we saw 0.50 overall
-# for the bag of words and 1.00 for `TextCNN`, on every kind of sentence, against a ceiling of 0.80):
+# **Written question (2 points).** Quote the test accuracies your cell printed for the bag of words and
+# `TextCNN` on each kind of sentence, and the ceiling. Explain the gap on the *negated* sentences: what does the
+# bag of words compute for `the plot was not good`, and what can one filter of `TextCNN`'s first layer (kernel
+# 3) compute that it cannot? What does the max over time add, given that the negation can stand anywhere in the
+# sentence?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size: bag of words 0.592 on plain, 0.400 on negated and 0.500 on contrast sentences (0.497
+# overall); `TextCNN` 1.000 on every kind; ceiling 0.797. The bag of words gets plain sentences partly right and
+# is below chance on the negated ones: "not good" contains "good".
 #
-# - The **bag of words** gets plain sentences right and is at or below chance on the negated ones: "not good"
-#   contains "good". On the contrast twins it cannot beat 0.5.
-# - **`TextCNN`** learns the negations nearly perfectly: "not good" is one window of its first layer. It also
-#   passes the bag-of-words ceiling on the contrast twins, because its second layer sees far enough to
-#   relate "but" to the adjective after it. On longer sentences, where the decisive words are further apart
-#   than its receptive field, it would fail again; Lab 04's recurrent networks and Lab 05's attention do not
-#   have that limit.
+# The bag of words scores $b + \sum_w \text{count}_w \theta_w$: `not good` gets $\theta_\text{not} +
+# \theta_\text{good}$ wherever the two words stand, and the same $\theta_\text{not}$ must turn `good` negative
+# and `bad` positive, which no single weight can (Lab 01's written question). A filter of the first layer sees
+# three consecutive tokens at once (`was not good` is one window): its weights can respond to `not` *followed by*
+# a positive adjective, and after the ReLU it fires for that pair only, a feature the bag cannot build. The max
+# over time keeps the strongest response of each filter over all positions, so the pattern counts wherever the
+# negation stands in the sentence (position invariance), and padding does not matter.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: small_receptive_field
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Computes the receptive field of the smaller network with their receptive_field (3 tokens)"
+#     points: 0.5
+#   - criterion: "Quotes the test accuracies per kind of sentence of their retrained model"
+#     points: 0.5
+#   - criterion: "Explains which window of at most three tokens tells the two twins apart: the adjective next to
+#       but (or the comma) shows which clause it belongs to"
+#     points: 1
+#   - criterion: "Claims a receptive field must span the whole clause without checking it against the measurement"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (2 points).** In a scratch cell, train a second `TextCNN` exactly as in 6.1 but with
+# `kernel_size=2, pool_size=1`, and score it with `accuracy_by_kind`. First compute its receptive field with your
+# `receptive_field`, and write down what you expect on the contrast twins: the decisive adjective can be several
+# words away from `but`. Then quote the accuracies you measured per kind of sentence and explain them. Which
+# windows of at most that many tokens are enough to tell the two sentences of a twin pair apart?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# `receptive_field([(2, 1, 1), (1, 1, 1), (2, 1, 1)])` is 3 tokens (8 for the network of 6.1). Yet at the fast size
+# (seed 0, the same training) the small network also scored 1.000 on plain, negated and contrast sentences.
 #
+# The twins have the same words in another order: `... was good but the plot was dull` (negative) and `... was
+# dull but the plot was good` (positive). The label follows the clause after `but`, whose adjective is the
+# *other* one; so the window `good but the` (or `dull but the`) is enough: the adjective right before `but` is
+# the first clause's, and the label is the opposite polarity. The same holds for the forms with a comma (`the
+# film felt charming , not weak`). A model does not need to see the whole sentence when a short window carries
+# the clue; it would need more where the decisive words are far apart with nothing local between them to mark
+# the order (for example a long clause after `but` whose adjective is not next to any marker). Lab 04's recurrent
+# networks and Lab 05's attention have no such limit.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### 6.2 Characters: which language is this caption in?
 #
 # Convolutions need no tokenizer: run them over **characters**. Multi30k has the same 29,000 image captions
@@ -673,16 +756,52 @@ with torch.no_grad():
 for text, guess in zip(own, guesses):
     print(f"{LANGS[guess]}  {text}")
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: short_captions
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their per-language accuracies and which of the six sentences of their own the model got
+#       wrong"
+#     points: 0.5
+#   - criterion: "Explains that the max over time keeps the strongest window of each filter, so a long caption
+#       offers many chances of a decisive pattern (articles, umlauts, accents) and a short one few"
+#     points: 1
+#   - criterion: "Tests a sentence of their own that the model gets wrong and says why"
+#     points: 0.5
+
 # %% [markdown]
-# A few thousand captions and a minute of training are enough for nearly perfect accuracy: the languages
-# differ in their frequent short words and letter patterns (`the`, `ein`, `une`, `ä`, `é`), which 7-character
-# windows catch. Short sentences are the hardest: fewer windows, fewer clues.
-#
+# **Written question (2 points).** Quote your accuracy per language and say which of the six sentences of our
+# own your model got wrong (if none, add short ones until one fails). Which 7-character windows can the model
+# see in a short sentence such as `le chat dort.`, against a full caption? Explain, with the max over time,
+# why short sentences are harder. Then write one sentence of your own that the model gets wrong, and say why.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size: en 0.993, de 0.993, fr 0.997 of 300 test captions each, after four epochs on 4,500
+# captions. Of our six sentences the model got `le chat dort.` wrong (English). Its 13 characters give only a
+# few 7-character windows (`le chat`, `e chat `, ` chat d`, `chat do`, ...), none holding a strong French clue:
+# no ` une `, ` des `, `é` or `è`, and `chat`, `dort` look like English letters. A full caption gives dozens of
+# windows, and the max over time keeps, for each filter, the strongest one anywhere: one `ein ` or `ä` is enough.
+# Fewer windows mean fewer chances of such a clue, so short sentences are the hardest. The test errors say the
+# same, plus borrowed words: `Ein am Strand geparktes Auto.` and `Un fox terrier bondit pour attraper un
+# ballon.` were taken for English. Short sentences made of letters English shares, with no accent or article
+# typical of the language (say `le hamster.`: not run here), are the likely failures; the student's own example
+# and its output are what count.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### Going further (not graded)
 #
 # - Replace `F.max_pool1d` and `conv2` by a stack of `causal_conv1d` layers with doubling dilations: how many
 #   layers give a receptive field of 64 characters?
-# - Train the sentiment `TextCNN` with `kernel_size=2, pool_size=1`: its receptive field drops to 3 tokens.
-#   What happens on the contrast twins, and why?
 # - Which filters of the character CNN fire most on German captions? Take `conv1`'s output before the ReLU
 #   and find the 7-character windows with the largest activation of a few filters.

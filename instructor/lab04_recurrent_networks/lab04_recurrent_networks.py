@@ -743,16 +743,60 @@ print(f"{'steps back':>10} | " + " | ".join(f"{name:>20}" for name in curves))
 for d in (0, 5, 10, 20, 40, STEPS - 1):
     print(f"{d:>10} | " + " | ".join(f"{curve[d].item():>20.2e}" for curve in curves.values()))
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: gradient_decay_rate
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Computes from their own table the factor per step back of each of the three networks, as the
+#       40th root of the ratio of the gradients 40 steps apart"
+#     points: 0.5
+#   - criterion: "Explains the straight line on the log scale: the gradient is a product of one Jacobian per step,
+#       each shrinking it by about the same factor, so it decays exponentially"
+#     points: 0.5
+#   - criterion: "Relates the LSTM's factor to its forget gate (about sigma(0) = 0.5 at the default bias and
+#       sigma(2) = 0.88 with the bias raised), the cell path having no weight matrix and no tanh"
+#     points: 0.5
+#   - criterion: "Says what the factors mean for learning a dependency 40 steps back (a signal of 1e-12 against
+#       about 1e-2)"
+#     points: 0.5
+#   - criterion: "Confuses the vanishing gradient with a small learning rate"
+#     points: -0.5
+
 # %% [markdown]
-# On a log scale the Elman curve is a straight line going down: each step back multiplies the gradient by
-# roughly the same factor below 1, and after 40 steps almost nothing is left (about $10^{-12}$ in our run).
-# The LSTM at PyTorch's default initialisation also decays (its forget gates start at $\sigma(0) \approx
-# 0.5$), but more slowly; with the forget-gate bias raised, the gradient is still of order $10^{-2}$ to
-# $10^{-1}$ sixty steps back. That is why the rest of this lab, and most of the recurrent models of the
-# 2010s, use LSTMs (or their cousin the GRU) rather than Elman RNNs.
+# **Written question (2 points).** From your table, estimate for each network the factor by which the gradient
+# shrinks *per step back*, as $(g_{40} / g_0)^{1/40}$. Explain with the Jacobians above why the Elman curve is a
+# straight line on the log scale, and what sets the LSTM's factor with and without the raised forget-gate bias
+# (each bias was raised by 1, so the gate's pre-activation by 2). What do your numbers mean for a network that
+# must learn that the first word of a 40-word sentence matters?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size: Elman $g_0 = 1.91$, $g_{40} = 2.35 \cdot 10^{-12}$, a factor of about 0.50 per step; LSTM
+# $5.97 \cdot 10^{-1}$ and $2.01 \cdot 10^{-9}$, about 0.61; LSTM with the raised forget bias $5.00 \cdot 10^{-1}$ and
+# $2.21 \cdot 10^{-2}$, about 0.93 (0.95 between 20 and 40 steps back).
 #
-# Exploding gradients, the opposite failure, are usually handled by clipping the gradient norm before each
-# optimizer step (`fit(..., clip_grad_norm=1.0)`).
+# The gradient from $h_T$ to $x_t$ is a product of $T - t$ Jacobians $\mathrm{diag}(1 - h_s^2) W_{hh}$. For random
+# inputs each factor shrinks it by about the same amount, so its logarithm falls by a constant per step:
+# exponential decay, a straight line on a log scale. Along the LSTM's cell the Jacobian is $\mathrm{diag}(f)$, no
+# weight matrix and no `tanh`: the factor per step is about the forget gate, $\sigma(0) = 0.5$ at PyTorch's
+# default bias (the measured 0.61 includes the other paths) and $\sigma(2) = 0.88$ with both biases raised by 1
+# (measured 0.93).
+#
+# Forty words back, the Elman RNN's signal is $10^{-12}$ of the signal from the last word: the first word's
+# contribution to the update is lost among the others, so it cannot learn that dependency; the LSTM with the
+# raised bias keeps $10^{-2}$ to $10^{-1}$. That is why the rest of this lab, and most recurrent models of the
+# 2010s, use LSTMs (or GRUs) rather than Elman RNNs. Exploding gradients, the opposite failure, are usually
+# handled by clipping the gradient norm before each optimizer step (`fit(..., clip_grad_norm=1.0)`).
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # ## 5. The last real state of each padded sequence
@@ -1006,11 +1050,6 @@ for kind in ("plain", "negated"):
     print(f"  LSTM on the {kind} sentences: {correct[chosen].float().mean().item():.3f}")
 
 # %% [markdown]
-# The LSTM gets nearly every sentence right, twins included (on a CPU at the small size we saw 1.000 overall
-# and on the twins after three epochs), against a ceiling of 0.5 on the twins and about 0.8 overall for
-# every order-free model. Reading in order is exactly what the twins need: after `but` the state can
-# forget the first adjective and keep the second.
-#
 # Two twin sentences, and how the model's belief moves as it reads them word by word (the probability of
 # *positive* after each prefix; your numbers will differ):
 
@@ -1031,6 +1070,53 @@ ax.set_ylabel("P(positive)")
 ax.set_ylim(-0.05, 1.05)
 ax.legend(fontsize="small")
 plt.show()
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: twins_read_in_order
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their LSTM's accuracy on all sentences and on the twins against the two ceilings"
+#     points: 0.5
+#   - criterion: "Describes from their own plot how the probability moves at the first adjective, at but and at
+#       the second adjective, with values"
+#     points: 0.5
+#   - criterion: "Explains that the state after but no longer depends on the first adjective (the forget gate can
+#       clear it) and the second adjective decides, which an order-free model cannot do"
+#     points: 1
+#   - criterion: "Attributes the result to the LSTM seeing more words rather than to their order"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (2 points).** Quote your LSTM's test accuracy overall and on the contrast twins, against
+# the bag-of-words ceilings printed beside them. Then read your plot: how does $P(\text{positive})$ move at the
+# first adjective, at `but`, and at the second adjective, for each twin? Explain from what the LSTM's state can
+# keep and forget why it passes the ceiling that no order-free model can.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size the LSTM scored 1.000 overall and 1.000 on the twins after three epochs (plain and negated
+# sentences 1.000 too), against the order-free ceilings of 0.796 overall and 0.500 on the twins.
+#
+# In our plot, for `the acting was good but the plot was dull` the probability jumps to 1.00 at `good`, falls
+# to 0.22 at `but`, goes back to 0.95 and 0.81 over `the plot` (the state is back to "a new clause starts"),
+# and ends at 0.00 at `dull`; its twin goes to 0.00 at `dull`, 0.03 at `but`, 0.96 and 0.91 over `the plot`,
+# and ends at 1.00 at `good`. After `but the` the two twins are at nearly the same value: the first adjective
+# has been forgotten, and the second one decides.
+#
+# The LSTM reads in order: its forget gate can clear what the first clause stored once it reads `but`, and its
+# input gate writes the second adjective's polarity, so the final state depends on *which* adjective comes
+# last. An order-free model gets the same input for both twins and must give them the same answer, hence 0.5
+# on the twins; reading in order is exactly what they need.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # ## 7. Attention: a decoder state looks back at the encoder
@@ -1239,11 +1325,8 @@ for name, h in seq2seq_history.items():
     print(f"{name:>18}: validation letter accuracy {h.val_metric[-1]:.3f} (teacher forcing)")
 
 # %% [markdown]
-# With attention the model reverses almost every letter (on a CPU at the small size we saw about 0.98 of
-# the letters right after five epochs); without it, it stalls far lower (about 0.7): one vector of size $H$
-# must hold the whole sequence, and the letters the decoder needs first (the last ones read) compete with
-# all the others. The alignment below shows *how* the attention model does it: greedy decoding of one
-# validation sequence, each row an output step, each column an input letter.
+# The alignment below shows what the attention model looks at: greedy decoding of one validation sequence,
+# each row an output step, each column an input letter.
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): the alignment heatmap of the attention model on one sequence
@@ -1259,10 +1342,56 @@ ax.set_xlabel("input letter (encoder position)")
 ax.set_ylabel("output letter (decoder step)")
 plt.show()
 
+# %% [raw]
+# # BEGIN QUESTION
+# name: attention_bottleneck
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes their validation letter accuracies with and without attention"
+#     points: 0.5
+#   - criterion: "Explains the gap: without attention one fixed vector of size H must hold the whole sequence for
+#       every step, while attention gives each step a context of its own"
+#     points: 0.5
+#   - criterion: "Describes their heatmap as an anti-diagonal and explains it by the reversal (output step i needs
+#       input letter n - 1 - i), learned from the loss alone"
+#     points: 0.5
+#   - criterion: "Points out where their weights spread off the anti-diagonal (repeated letters, the end of the
+#       sequence) and why"
+#     points: 0.5
+
 # %% [markdown]
-# The weights form an **anti-diagonal**: to write its first letter the decoder looks at the last input
-# letter, then the one before, and so on. Nobody told it so; the alignment was learned from the loss alone.
+# **Written question (2 points).** Quote the validation letter accuracies of your two models. Explain the gap
+# from what the decoder receives at each step in each model. Then describe your heatmap: what shape do the
+# weights form, why that shape for this task, and where (if anywhere) do they spread over several input
+# letters? Nobody told the model where to look: how did it learn to?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# At the fast size: 0.984 of the letters right with attention, 0.705 without (validation, teacher forcing,
+# after five epochs).
 #
+# Without attention the decoder's context is one fixed vector, the encoder's last state of size $H$: it must
+# hold the whole sequence for every step, and the letters needed first (the last ones read) compete with all
+# the others. With attention each decoder step computes its own context, a weighted mean of all encoder states,
+# so it can fetch the one letter it needs: the bottleneck is gone.
+#
+# Our heatmap (`iiifehcfg` reversed to `gfchefiii`, all right) is an **anti-diagonal**: output step $i$ puts
+# most weight on input position $n - 1 - i$ (0.98, 0.89, 0.94, ... for the first steps), since the $i$-th
+# output letter is the $i$-th letter from the end. The weights spread where the task is ambiguous: on the three
+# repeated `i` at the end (0.56 and 0.43 on the anti-diagonal for the last two steps), where any of the `i`
+# gives the right letter. Nobody told it so: the alignment was learned from the loss alone, because putting
+# weight on the right position is what lowers the cross-entropy of the next letter.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ## Where this leads
 #
 # Attention solved the bottleneck, but the recurrence is still there: the encoder reads one token after the

@@ -110,9 +110,13 @@ def test_the_bundle_lists_the_written_question_and_leaves_the_code_questions_as_
     assert written_questions(load_bundle(bundle_dir)) == [expected]
     assert written_questions(manifest) == [expected]
     assert manifest["written"] == [expected.as_dict()]
-    # no test file, no public check, no hidden test for a written question
+    # no test file, no public check, no hidden test for a written question; plain Otter runs the student's code
+    # beside its support files: its manifest holds no reference answer or rubric
     with zipfile.ZipFile(bundle_dir / f"{LAB}-otter.zip") as zf:
         assert not [n for n in zf.namelist() if NAME in n]
+        otter_manifest = json.loads(zf.read("files/manifest.json"))
+        assert "written" not in otter_manifest and otter_manifest["questions"] == manifest["questions"]
+        assert not [n for n in zf.namelist() if REFERENCE.split()[0] in zf.read(n).decode(errors="replace")]
     assert not (built / "src" / "attnlab" / "public_tests" / LAB / f"{NAME}.py").exists()
 
 

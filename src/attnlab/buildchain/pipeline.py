@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..course import Course, Lab, check_install_spec
-from ..grading.bundle import CATALOGUE, WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
+from ..grading.bundle import WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
 from ..grading.gradescope import MANIFEST_KEY
 from ..grading.hidden import load_suite
 from ..grading.mutants import load_catalogue
@@ -79,11 +79,12 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in code}
     # attnlab's grader names likely mistakes with the catalogue (grading/diagnose.py); plain Otter runs beside the
-    # student's code and names no mistakes: no catalogue there
-    support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref,
-                           manifest=_manifest(lab, suite, [q for q in questions if q.manual]),
+    # student's code and names no mistakes: no catalogue there, and no written question's reference or rubric
+    manifest = _manifest(lab, suite, [q for q in questions if q.manual])
+    support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref, manifest=manifest,
                            catalogue=lab.catalogue.read_bytes() if lab.catalogue.exists() else None)
-    otter_support = {name: data for name, data in support.items() if name != CATALOGUE}
+    otter_support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref,
+                                 manifest={k: v for k, v in manifest.items() if k != WRITTEN})
 
     out: dict[Path, bytes] = {
         lab.student_notebook: notebook_bytes(student),

@@ -27,6 +27,7 @@ from ..buildchain.transforms.check_no_leak import (
     solution_lines,
     written_leak,
     written_secrets,
+    written_shown,
 )
 from ..buildchain.transforms.include_given import solution_code
 from ..buildchain.transforms.markers import GIVEN_PREFIX
@@ -62,12 +63,16 @@ def secret_lines(course: Course) -> dict[str, str]:
 
 def course_written_secrets(course: Course) -> dict[str, str]:
     """The written questions' secrets (``written_secrets``) of every lab of the course, each saying its lab, but
-    those the kit's hand-written modules hold (a docstring may say what a reference answer says: it ships anyway)."""
+    those that any lab's master shows students (a reference may quote another lab's prose) or the kit's hand-written
+    modules hold (a docstring may say what a reference answer says): those ship anyway."""
     secrets: dict[str, str] = {}
+    shown = list(_kit_sources(course))
     for lab in course.labs:
-        for secret, what in written_secrets(read_master(lab.master)).items():
+        master = read_master(lab.master)
+        shown.append(written_shown(master))
+        for secret, what in written_secrets(master).items():
             secrets.setdefault(secret, f"{what} ({lab.id})")
-    return shown_elsewhere(secrets, "\n".join(_kit_sources(course)))
+    return shown_elsewhere(secrets, "\n".join(shown))
 
 
 def _given_lines(lab: Lab) -> set[str]:

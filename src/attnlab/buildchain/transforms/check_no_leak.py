@@ -74,14 +74,20 @@ def _shingles(text: str) -> set[str]:
     return {" ".join(words[i:i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
 
 
+def written_shown(master_nb) -> str:
+    """The text (flattened) a master shows students: every cell but the reference answers and the markers (the
+    written questions' configuration, rubric included)."""
+    labelled, _ = parse_questions(master_nb)
+    return "\n".join(flat(c.source) for c in labelled.cells if c.metadata[META]["role"] not in ("reference", "marker"))
+
+
 def written_secrets(master_nb) -> dict[str, str]:
     """Secret text (flattened) -> what it is: every run of ``SHINGLE`` words of a written question's reference
     answer (a shorter reference: all of it), and each rubric criterion of at least ``WRITTEN_MIN_LENGTH``
     characters, unless the master shows it to students anyway (in a prompt, in prose outside the reference
     answers)."""
     labelled, questions = parse_questions(master_nb)
-    shown = "\n".join(flat(c.source) for c in labelled.cells
-                      if c.metadata[META]["role"] not in ("reference", "marker"))
+    shown = written_shown(labelled)
     shown_runs = _shingles(shown)
     secrets: dict[str, str] = {}
     for q in (q for q in questions if q.manual):
