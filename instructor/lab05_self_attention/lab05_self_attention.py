@@ -1072,7 +1072,7 @@ for text in twins:
 
 # %% [markdown]
 # **Written question (2 points).** Both models score the same on the `kind=contrast` sentences, and the twin
-# pair printed above gets the same probability twice. Quote these numbers. Why is the
+# pair printed above gets the same probability twice. Quote these numbers from your run. Why is the
 # contrast accuracy not merely *about* 0.5 but (up to the last digit) *exactly* 0.5, and why does the
 # bag-of-words ceiling sit where it does? What would the model need to pass it?
 

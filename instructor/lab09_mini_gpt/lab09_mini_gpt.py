@@ -549,7 +549,7 @@ assert byte_bpe.decode(byte_bpe.encode(sample)) == sample
 #     points: 0.5
 
 # %% [markdown]
-# **Written question (2 points).** Quote the characters per token of both tokenizers and how many merges of
+# **Written question (2 points).** Quote your characters per token of both tokenizers and how many merges of
 # each cross a chunk, with a few examples of such merges. Why does the character-level BPE learn so many merges
 # across a word boundary, and why is that a poor choice for a tokenizer, though it compresses as well? How is
 # the emoji, never seen in training, encoded, and why does it print as four `'�'`?
@@ -1446,7 +1446,7 @@ plt.show()
 #     points: 0.5
 
 # %% [markdown]
-# **Written question (2 points).** Quote the validation losses of the bigram model and of the mini-GPT, and
+# **Written question (2 points).** Quote your validation losses of the bigram model and of the mini-GPT, and
 # turn each (and $\ln 65$) into a perplexity $e^{\text{loss}}$: among how many equally likely characters is each
 # model choosing? Why does the bigram model stop where it does, however long it trains, and what does the
 # mini-GPT use that the bigram model cannot?

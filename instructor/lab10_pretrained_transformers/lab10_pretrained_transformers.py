@@ -679,7 +679,7 @@ plt.show()
 #     points: -0.5
 
 # %% [markdown]
-# **Written question (3 points).** Quote the accuracies of both models at the three budgets. Why does the model
+# **Written question (3 points).** Quote your accuracies of both models at the three budgets. Why does the model
 # from scratch stay near guessing with 8 labelled sentences, what did pretraining on unlabelled text give the
 # other model that makes up for the missing labels, and why does the gap shrink as the labels grow?
 
