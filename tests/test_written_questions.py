@@ -15,7 +15,7 @@ from attnlab.course import load_course
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = load_course(ROOT).labs
-WITH_WRITTEN = ("lab01", "lab02", "lab03", "lab04")  # the labs this change wrote them for
+WITH_WRITTEN = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09", "lab10", "lab11")
 
 
 def _written(lab):

@@ -223,20 +223,16 @@ plt.show()
 # ## 2. Why scale the scores by $1/\sqrt{d}$?
 #
 # Take a query $q$ and a key $k$ in $\mathbb{R}^d$ whose components are independent, with mean 0 and
-# variance 1 (roughly what a freshly initialised network produces). Their dot product
-# $q \cdot k = \sum_{i=1}^d q_i k_i$ is a sum of $d$ independent terms of mean 0 and variance 1, so
+# variance 1 (roughly what a freshly initialised network produces). How large is their dot product
+# $q \cdot k = \sum_{i=1}^d q_i k_i$, and how does its spread grow with $d$? The first written question
+# below asks you to work it out. What a softmax does with scores of a given spread is what the experiment
+# measures; the gradient that flows back through a softmax is given by its Jacobian
 #
-# $$\mathbb{E}[q \cdot k] = 0, \qquad \mathrm{Var}[q \cdot k] = d, \qquad \text{std} = \sqrt{d} .$$
+# $$\frac{\partial \alpha_i}{\partial s_j} = \alpha_i(\delta_{ij} - \alpha_j) .$$
 #
-# With $d = 1024$ the scores spread over $\pm 32$ or more, and the softmax of such numbers is nearly a
-# one-hot vector: it **saturates**. A saturated softmax also stops learning: its Jacobian
-#
-# $$\frac{\partial \alpha_i}{\partial s_j} = \alpha_i(\delta_{ij} - \alpha_j)$$
-#
-# is zero when $\alpha$ is one-hot, so almost no gradient reaches the queries and keys. Dividing the
-# scores by $\sqrt{d}$ brings their variance back to 1 whatever $d$ is. The experiment below measures
-# both effects on random queries and keys: the largest weight of each row (1 = one-hot, $1/n_k$ =
-# uniform) and the size of the softmax Jacobian (the gradient signal).
+# The experiment below draws random queries and keys for $d = 4$ to $1024$ and compares the softmax of the
+# raw scores with the softmax of the scores divided by $\sqrt{d}$. It reports the largest weight of each row
+# (1 = one-hot, $1/n_k$ = uniform) and the size of the softmax Jacobian (the gradient signal).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): softmax saturation with and without the 1/sqrt(d) scale
@@ -267,9 +263,65 @@ for i, d in enumerate(dims):
     print(f"{d:>6} | {max_weight[unscaled][i]:>20.3f} | {max_weight[scaled][i]:>18.3f}")
 
 # %% [markdown]
-# Without the scale, the largest weight climbs towards 1 as $d$ grows and the gradient signal collapses;
-# with it, both stay where they were at $d = 4$. That is the whole reason for the $\sqrt{d}$ in the
-# name *scaled* dot-product attention.
+# Look at both curves of each plot as $d$ grows: the largest weight (left) and the size of the Jacobian
+# (right), with and without the scale, and at the table's first and last rows.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: scaling_variance
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Derives E[q.k] = 0 and Var(q.k) = d: d independent products q_i k_i, each of mean 0 and variance
+#       E[q_i^2] E[k_i^2] = 1, whose variances add"
+#     points: 1
+#   - criterion: "Concludes that q.k / sqrt(d) has variance d / d = 1 whatever d is (Var(cX) = c^2 Var(X))"
+#     points: 0.5
+#   - criterion: "Quotes the own table: the unscaled largest weight climbs towards 1 with d while the scaled one stays
+#       flat (0.33 to 0.95 against about 0.15 to 0.17 in the reference run)"
+#     points: 0.5
+#   - criterion: "Uses the Jacobian alpha_i (delta_ij - alpha_j) to explain that a nearly one-hot softmax passes
+#       almost no gradient, as the falling unscaled curve of the right plot shows"
+#     points: 1
+#   - criterion: "Quotes no number of the own run"
+#     points: -0.5
+#   - criterion: "Claims that the scale changes which key gets the largest weight (dividing by a positive constant
+#       keeps the order of the scores)"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** (a) Under the assumptions above (the components of $q$ and $k$
+# independent, mean 0, variance 1), derive $\mathbb{E}[q \cdot k]$ and $\mathrm{Var}[q \cdot k]$ as
+# functions of $d$, and the variance of $q \cdot k / \sqrt{d}$. (b) Quote the largest weight of your table at
+# $d = 4$ and at $d = 1024$, with and without the scale, and explain with the Jacobian above why the
+# unscaled softmax learns badly at large $d$ (what does your right-hand plot show?).
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# **(a)** $q \cdot k = \sum_{i=1}^d q_i k_i$. Each term has mean $\mathbb{E}[q_i]\,\mathbb{E}[k_i] = 0$ (the two
+# factors are independent) and variance $\mathbb{E}[q_i^2 k_i^2] - 0 = \mathbb{E}[q_i^2]\,\mathbb{E}[k_i^2] = 1$.
+# The $d$ terms are independent of each other, so means and variances add:
+# $\mathbb{E}[q \cdot k] = 0$, $\mathrm{Var}[q \cdot k] = d$, a standard deviation of $\sqrt{d}$ (32 at
+# $d = 1024$, where scores beyond $\pm 30$ are common). Since $\mathrm{Var}[cX] = c^2\,\mathrm{Var}[X]$,
+# $\mathrm{Var}[q \cdot k / \sqrt{d}] = d / d = 1$ for every $d$.
+#
+# **(b)** In the reference run (fast size, CPU, seed 0) the unscaled largest weight went from 0.328 at
+# $d = 4$ to 0.954 at $d = 1024$, nearly one-hot, while the scaled one stayed between 0.148 and 0.169 (the
+# uniform weight is $1/32 = 0.031$). The mean Jacobian norm, unscaled, fell from 0.29 to 0.06; scaled it stayed
+# at about 0.24. When one weight $\alpha_m \approx 1$ and the others $\approx 0$, every entry
+# $\alpha_i(\delta_{ij} - \alpha_j)$ is close to 0 ($\alpha_m(1 - \alpha_m) \approx 0$, and
+# $\alpha_i \approx 0$ for the other rows), so almost no gradient reaches the scores, the queries and the
+# keys: the attention pattern freezes where initialisation put it. Dividing by $\sqrt{d}$ keeps the scores'
+# spread at 1 whatever $d$ is, so the softmax stays in its sensitive range. (The scale does not change which
+# key wins: dividing by a positive number keeps the order; it changes how sharply it wins.)
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # ## 3. Scaled dot-product attention, with masks
@@ -834,15 +886,13 @@ print(f"bag-of-words ceiling on the test set: {ceiling:.3f} (the best any order-
 
 # %% [markdown]
 # The **bag-of-words ceiling** is the best accuracy any model that ignores word order can reach on the
-# test set: it must give both sentences of a twin pair the same answer, so it gets at most one of the two
-# right. Both models below are order-free (our self-attention has no positions), so neither can pass it.
+# test set. Why it sits where it does is part of a written question below.
 #
 # ### 7.2 Self-attention against a mean of embeddings
 #
 # The baseline is Lab 01's classifier: the mean of the embeddings of the real tokens, then a linear
-# layer. It is a linear function of how often each word occurs, so it cannot represent "`not` flips the
-# adjective after it" (an XOR of two words). The attention classifier differs by one self-attention
-# layer. Both are trained the same way with `attnlab.training.fit` (Adam, binary cross-entropy).
+# layer. The attention classifier differs by one self-attention layer. Both are trained the same way with
+# `attnlab.training.fit` (Adam, binary cross-entropy).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): train a mean-of-embeddings baseline and the attention classifier
@@ -905,19 +955,64 @@ for name, res in results.items():
 print(f"{'ceiling (order-free)':<20}{ceiling:>16.3f}")
 
 # %% [markdown]
-# What to look for (the exact numbers depend on the sizes, the seed and the device; on a CPU at the
-# small size we saw about 0.47 overall for the mean of embeddings and 0.77 for self-attention, against a
-# ceiling of 0.80):
+# What to look at (the exact numbers depend on the sizes, the seed and the device): read the table column
+# by column. Compare the two models on each kind of sentence, and both with the ceiling and with chance
+# (0.5). The written question below asks what the `kind=negated` column means, the one after section 7.3
+# what the `kind=contrast` column means.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: negation_mean_vs_attention
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the own kind=negated accuracies of both models and notes that the mean of embeddings is below
+#       chance there (0.16 against 0.96 in the reference run)"
+#     points: 0.5
+#   - criterion: "Explains that the mean-of-embeddings logit is a sum of one fixed term per word (linear in the word
+#       counts), so not adds the same shift to 'not good' and 'not bad' and cannot flip both"
+#     points: 1
+#   - criterion: "Explains that in self-attention a word's output depends on the other words through the weights
+#       softmax(q_i . k_j), so 'good' next to 'not' can get a different vector than 'good' alone"
+#     points: 0.5
+#   - criterion: "Blames word order for the failure of the mean of embeddings (negated sentences can be solved without
+#       order: self-attention has no positions either)"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (2 points).** Quote the `kind=negated` accuracy of both models from your table. Why
+# does the mean of embeddings do *worse than chance* on negated sentences, and why can no setting of its
+# weights fix that? What does one self-attention layer add that lets the second model get most of them
+# right, although it has no more idea of word order than the first?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0) the mean of embeddings scored 0.160 on negated sentences and
+# self-attention 0.963.
 #
-# - The **mean of embeddings** gets most plain sentences right but is *below* chance on the negated ones
-#   (`kind=negated`): it learns that `good` is positive, and `not good` contains `good`. No setting of its
-#   weights makes `not` flip the adjective after it.
-# - **Self-attention** gets most negated sentences right (often nearly all): the words can attend to `not`, so the
-#   vector a sentence ends up with depends on the *combination* of words, not on each word alone.
-# - **Neither passes the ceiling.** On the contrast twins both sit at exactly 0.5: the two sentences of a
-#   pair get the same answer, and only one of them can be right. Self-attention without positions is as
-#   order-free as a bag of words; Lab 07 adds positional encodings, the missing ingredient.
+# The baseline's logit is $w \cdot \frac{1}{n}\sum_i e_{t_i} + b = \frac{1}{n}\sum_i (w \cdot e_{t_i}) + b$: every word
+# adds its own fixed score, whatever the words around it. From the plain sentences it learns that `good` has a
+# large positive score and `bad` a negative one; `not good` still contains `good`, so it is called positive,
+# which is wrong, and consistently so: hence *below* 0.5, not merely at chance. Flipping the adjective would
+# need `not` to add a negative shift to `not good` and a positive one to `not bad`, but `not` adds the same
+# term $w \cdot e_\text{not}$ to both. The label is an XOR of two words, and no sum of per-word terms represents
+# an XOR, whatever the weights.
 #
+# In the attention classifier each output $y_i = \sum_j \alpha_{ij} v_j$ mixes in the other words with weights
+# $\alpha_{ij} = \mathrm{softmax}_j(q_i \cdot k_j / \sqrt{d})$ that depend on the pair $(i, j)$. When `not` is
+# present, the adjective (and the other words) can attend to it, and their vectors change: the sentence's
+# mean vector is no longer a sum of independent per-word terms but depends on which words occur *together*.
+# That interaction is enough for negation, which needs the combination of two words but not their order.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### 7.3 What does the trained model attend to?
 #
 # Row $i$ of the weights shows where token $i$ looks. The function below runs the trained model's
@@ -953,10 +1048,61 @@ for text in twins:
 # typically the word that decides the label (`not`, `but`). The mixture they pass on then says "this
 # sentence is negated" to every position, which is what the mean and the classifier need.
 #
-# The two last sentences are a twin pair: the same words in a different order, opposite meanings. The
-# model gives them **exactly** the same probability, since nothing in it depends on order. That is the
-# ceiling of section 7.2 seen from one example.
+# The two last sentences are a twin pair: the same words in a different order, opposite meanings. Compare
+# the two probabilities the model gives them: the next question asks about them.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: contrast_twins
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the own kind=contrast accuracies (0.500 for both models in the reference run) and the two
+#       equal probabilities of the printed twin pair"
+#     points: 0.5
+#   - criterion: "Explains that without positions the logit is a function of the multiset of words only
+#       (self-attention permutes its outputs with its inputs, the mean over positions ignores the order), so both
+#       twins get the same logit"
+#     points: 1
+#   - criterion: "Explains why exactly 0.5: one answer per pair, opposite labels, so exactly one twin of every pair is
+#       right; and the ceiling as about 0.3 + 0.3 + 0.4 x 0.5 = 0.8 (plain and negated all right, contrast half)"
+#     points: 0.5
+#   - criterion: "Attributes the 0.5 to too little training, too small a model or bad luck"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (2 points).** Both models score the same on the `kind=contrast` sentences, and the twin
+# pair printed above gets the same probability twice. Quote these numbers from your run. Why is the
+# contrast accuracy not merely *about* 0.5 but (up to the last digit) *exactly* 0.5, and why does the
+# bag-of-words ceiling sit where it does? What would the model need to pass it?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run both models scored 0.500 on the contrast sentences, and the twins *the movie was not
+# bad , it was good* / *the movie was not good , it was bad* both got $P(\text{positive}) = 0.569$.
 #
+# Neither model knows where a word stands. Permuting the tokens permutes the outputs of self-attention in the
+# same way (it has no positions: section 1's check), and the mean over the real tokens does not depend on
+# their order; the embedding-mean baseline is order-free by construction. So the logit is a function of the
+# *multiset* of words. Contrast sentences come as twin pairs with the same words and opposite labels: both
+# twins get the same logit, hence the same answer, and exactly one of the two is right. Every test pair is
+# complete, so the accuracy on contrast sentences is exactly one half, whatever the weights, the training
+# time or the model's size.
+#
+# The ceiling follows: an order-free model can at best get every plain and negated sentence right (about
+# 30% + 30% of the test set) and half of the contrast ones (40% / 2), about $0.3 + 0.3 + 0.2 = 0.8$ (0.799
+# measured on this test set). To pass it the model needs to know where each word stands: positional
+# encodings added to the embeddings (Lab 07), after which the twins are different inputs.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### Going further (not graded)
 #
 # - Train the attention classifier once more with the scores *not* divided by $\sqrt{d_k}$ and a larger

@@ -531,12 +531,9 @@ for d, h, bias in ((8, 2, True), (12, 4, False)):
 # output vector into two predictions of 16 classes. The total width is $d = 32$ for every model; only the
 # number of heads changes: $h = 1$ ($d_h = 32$), $h = 2$ ($d_h = 16$), $h = 4$ ($d_h = 8$).
 #
-# What should one head manage? Its output at position $i$ is a single weighted average
-# $\sum_j \alpha_{ij} v_j$. To report $x_{i-2}$ and $x_{i+3}$ separately it would need two averages. With
-# one softmax it can look sharply at one of the two positions (that answer is then right, the other a
-# guess, right 1 time in 16: accuracy about $(1 + 1/16)/2 \approx 53\%$), or spread its weight over both,
-# and then both symbols arrive as one sum $\alpha v_a + (1 - \alpha) v_b$ from which a linear read-out
-# cannot tell which symbol came from where. Two heads can each take one position.
+# Before you run it: what should one head manage? Its output at position $i$ is a single weighted average
+# $\sum_j \alpha_{ij} v_j$. The written question after the attention maps asks you to predict its accuracy
+# and to check the prediction against your run.
 #
 # Each batch is `(ids, target)` with `ids (B, n)` and `target (B, 2n)`: the two answers of position $i$
 # are `target[:, 2i]` (back) and `target[:, 2i + 1]` (ahead). The model returns logits `(B, 2n, 16)`,
@@ -625,11 +622,9 @@ for h, model in models.items():
     print(f"{h:>5} {D_MODEL // h:>4} | {accuracy:>8.3f} | {back_acc:>11.3f} | {ahead_acc:>12.3f} | {n_params:>6}")
 
 # %% [markdown]
-# With one head the model gets only about half of the answers right (54% on a CPU, about 59% with the
-# GPU's larger data set): mostly the "back" answers, few "ahead" ones (chance is 1 in 16). Two or four
-# heads, with exactly the same number of parameters, solve the task within a few epochs. Look at what
-# the heads learned: each panel below is one head's weights on one validation sequence (rows: queries
-# $i$, columns: keys $j$).
+# Compare the rows of the table: the overall accuracy, the accuracy of each of the two answers (chance is
+# 1 in 16) and the number of parameters, for 1, 2 and 4 heads. Then look at what the heads learned: each
+# panel below is one head's weights on one validation sequence (rows: queries $i$, columns: keys $j$).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): each head's attention map on one validation sequence
@@ -644,26 +639,76 @@ for h in (1, 4):
     plt.show()
 
 # %% [markdown]
-# In this run the single head splits its weight, roughly half and half, between the two positions it
-# needs, $j = i - 2$ and $j = i + 3$: two faint diagonals in one map, so the two symbols reach the read-out
-# as one blurred sum. In the 4-head model, heads draw **one** sharp shifted diagonal each (wrapping
-# around): one head has specialised on $j = i - 2$, another on $j = i + 3$, and a spare head duplicates
-# one of them or learns little. This is the textbook picture of multi-head attention: heads that track different
-# relations (the previous word, the syntactic head, the coreferent noun...) at once.
+# Look for diagonals: a head that always attends from position $i$ to position $i + c$ draws a shifted
+# diagonal (wrapping around at the edges). How many diagonals does the single head draw, and how sharp are
+# they? What does each of the four heads draw?
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: one_head_two_lookups
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own table: one head far below two or four (0.538 against 1.000 in the reference run),
+#       with the back and ahead accuracies of the single head"
+#     points: 0.5
+#   - criterion: "Predicts the single head's accuracy when it attends sharply to one of the two positions: one answer
+#       right, the other right 1 time in 16, about (1 + 1/16) / 2 = 53%"
+#     points: 1
+#   - criterion: "Explains that one softmax gives one weighted average per position: spread over both positions, the
+#       two symbols arrive as one sum alpha v_a + (1 - alpha) v_b that a linear read-out cannot take apart"
+#     points: 1
+#   - criterion: "Describes the maps: the single head's two faint diagonals in one map against one sharp shifted
+#       diagonal per head in the 4-head model (i - 2 and i + 3), and says that the heads add no parameters"
+#     points: 0.5
+#   - criterion: "Explains the gain by more parameters or more capacity (the parameter count is the same for every h)"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Predict the accuracy a single head can reach on this task if it attends
+# sharply to one of the two positions it needs, and compare with your run (quote the accuracy and the
+# back/ahead accuracies of 1, 2 and 4 heads). Why can one head not do better by spreading its weight over
+# both positions, and what do the maps of the single head and of the four heads show? The models have the
+# same number of parameters: what, then, do the extra heads provide?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0) one head scored 0.538 (back 0.894, ahead 0.183); two and four
+# heads scored 1.000 on both answers, all three with 4,224 attention parameters.
 #
+# **Prediction.** A head's output at position $i$ is one weighted average $\sum_j \alpha_{ij} v_j$. If it looks
+# sharply at $j = i - 2$, the "back" answer is right and the "ahead" answer is a guess among 16 symbols:
+# accuracy $(1 + 1/16)/2 \approx 0.53$, close to the measured 0.54.
+#
+# **Why spreading does not help.** With weight on both positions the two symbols arrive as one vector
+# $\alpha v_a + (1 - \alpha) v_b$; the read-out sees only this sum, in which the two symbols play symmetric
+# roles, and cannot tell reliably which came from where (for $\alpha = 1/2$, $(a, b)$ and $(b, a)$ give the
+# same vector). One softmax is one mixture. In the reference run the single head drew two diagonals in one map,
+# with on average 0.49 of its weight at $j = i - 2$ and 0.38 at $j = i + 3$: the read-out recovered the symbol
+# with the larger share (back 0.89) and rarely the other (ahead 0.18, chance 0.06), which again is about one
+# answer in two. In the 4-head model one head put 0.99 of its weight at $j = i + 3$, another 0.93 at
+# $j = i - 2$; the two remaining heads split theirs or duplicated one of these: one sharp shifted diagonal per
+# useful head.
+#
+# **What heads provide.** Not parameters: $4d^2 + 4d$ whatever $h$ is. Heads partition the width into
+# independent softmaxes; each can attend to its own position, and `out_proj` puts the separate slices back
+# together. Multi-head attention buys several lookups per layer at no cost in parameters.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### 4.2 What does a head cost?
 #
-# Parameters: $4d^2 + 4d$ whatever $h$ is (section 3). Compute: the score matrix of one head costs
-# $n_q \cdot n_k \cdot d_h$ multiply-adds, so all heads together cost $n_q \cdot n_k \cdot h \cdot d_h =
-# n_q n_k d$: **also independent of $h$**. So is the weighted sum of the values. The cell below counts
-# the floating-point operations of one forward pass with `torch.utils.flop_counter` (it counts the matrix
-# products: `addmm` for the four projections, `bmm` for the scores and the weighted sums) for
-# $h = 1 \dots 64$ heads at $d = 256$.
-#
-# What *does* grow with $h$ is the attention-weight tensor itself, `(B, h, n_q, n_k)`: $h$ softmaxes over
-# $n_q n_k$ scores each, and memory to keep them for the backward pass. That is one reason for fused
-# kernels such as FlashAttention (one of the kernels behind PyTorch's `F.scaled_dot_product_attention`) that
-# never store it.
+# Parameters: $4d^2 + 4d$ whatever $h$ is (section 3). The cell below counts the floating-point operations
+# of one forward pass with `torch.utils.flop_counter` (it counts the matrix products: `addmm` for the four
+# projections, `bmm` for the scores and the weighted sums) for $h = 1 \dots 64$ heads at $d = 256$, and the
+# size of the attention-weight tensor each forward pass returns.
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): parameters and FLOPs against the number of heads
@@ -698,10 +743,57 @@ line_plot(head_counts, {"attention weights stored (B·h·n²)": costs["weights s
 plt.show()
 
 # %% [markdown]
-# The parameter count and both FLOP counts are flat lines: splitting $d$ into more heads is free in
-# arithmetic. It is not free in practice: the weights tensor grows linearly with $h$, and very narrow
-# heads ($d_h = 4$ here at $h = 64$) give each head's query-key dot product little room, so real models
-# keep $d_h$ between 64 and 128 (BERT-base: $d = 768$, $h = 12$, $d_h = 64$).
+# Read each column of the table from $h = 1$ to $h = 64$: which counts change, and by how much?
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: head_cost
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the own table: parameters and both FLOP counts the same for every h (263,168; 67,108,864;
+#       16,777,216 in the reference run), the stored weights growing linearly with h (16,384 to 1,048,576)"
+#     points: 0.5
+#   - criterion: "Derives the attention FLOPs: one head's scores cost n_q n_k d_h multiply-adds, h heads n_q n_k h d_h
+#       = n_q n_k d, the same for the weighted sum of the values, so independent of h"
+#     points: 1
+#   - criterion: "Names what grows with h (h softmaxes over n_q n_k scores, the (B, h, n_q, n_k) weights kept for the
+#       backward pass) and why narrow heads are avoided (d_h of a few dimensions leaves a poor query-key dot product;
+#       real models keep d_h about 64 to 128)"
+#     points: 0.5
+
+# %% [markdown]
+# **Written question (2 points).** Quote from your table the parameters, the two FLOP counts and the
+# numbers of attention weights stored at $h = 1$ and $h = 64$. Derive the attention FLOPs (the scores
+# $QK^\top$ and the weighted sum of the values) of $h$ heads of width $d_h = d/h$ on $n_q$ queries and $n_k$
+# keys, and explain why they do not depend on $h$. What does grow with $h$, and why do real models not use
+# as many heads as possible?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run ($d = 256$, $n = 128$) every row had 263,168 parameters, 67,108,864 projection FLOPs and
+# 16,777,216 attention FLOPs (0.2 of the 83.9 million in all), from $h = 1$ to $h = 64$; the stored weights grew
+# from 16,384 to 1,048,576, 64 times.
+#
+# The scores of one head, $Q_i K_i^\top$ with $Q_i \in \mathbb{R}^{n_q \times d_h}$, cost $n_q n_k d_h$
+# multiply-adds (2 FLOPs each); $h$ heads cost $n_q n_k h d_h = n_q n_k d$. The weighted sum $A_i V_i$ costs
+# the same. Neither depends on $h$: the heads split the same dot products into $h$ shorter pieces. With
+# $n_q = n_k = n$ that is $2 \cdot 2 n^2 d = 16{,}777{,}216$, and the four projections $4 \cdot 2 n d^2 =
+# 67{,}108{,}864$, as measured. The parameters are $4d^2 + 4d$ for every $h$.
+#
+# What grows is the attention-weight tensor $(B, h, n_q, n_k)$: $h$ softmaxes of $n_q n_k$ entries each, and
+# the memory to keep them for the backward pass, linear in $h$ (one reason for fused kernels such as
+# FlashAttention, which never store it). And narrow heads are weak: at $h = 64$, $d_h = 4$, each head compares
+# queries and keys in 4 dimensions, too few to express much of a relation. Real models keep $d_h$ between 64
+# and 128 (BERT-base: $d = 768$, $h = 12$, $d_h = 64$).
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # ## 5. Grouped-query attention and `repeat_kv`

@@ -828,8 +828,7 @@ for norm_first in (False, True):
 #
 # A task that only order decides: a sequence of `SEQ_LEN` tokens holds random filler tokens and two
 # marked tokens, `A` and `B`, somewhere. **Did `A` come before `B`?** Every sequence and its mirror image
-# contain exactly the same tokens with opposite labels, so a model that cannot see positions must give
-# both the same answer, and it can be right on at most half of them.
+# contain exactly the same tokens with opposite labels.
 #
 # The model: token embedding, plus (or not) a positional encoding, two `TransformerEncoderBlock`s, the mean
 # over positions, and a linear layer giving one logit. Three versions differ only in the positions:
@@ -917,24 +916,73 @@ with torch.no_grad():
     print("no positions, P(A first) on the same ones mirrored:", torch.sigmoid(blind(ids.flip(1))).cpu().numpy().round(3))
 
 # %% [markdown]
-# What to look for (the exact numbers depend on the sizes and the device):
+# What to look at (the exact numbers depend on the sizes and the device): the three validation accuracies,
+# the two rows of probabilities of the model without positions, and in the plot, how many epochs each model
+# takes to leave 0.5.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: positions_mirror_pairs
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own accuracies of the three models (0.481, 1.000 and 0.996 in the reference run) and the
+#       identical probabilities of the mirrored sequences"
+#     points: 0.5
+#   - criterion: "Explains that without positions every block is permutation-equivariant and the mean over positions
+#       invariant, so a sequence and its mirror (a permutation of the same tokens) get the same logit"
+#     points: 1
+#   - criterion: "Concludes that of a sequence and its mirror, equally likely and with opposite labels, exactly one is
+#       right: accuracy about 0.5 however long it trains"
+#     points: 0.5
+#   - criterion: "Compares the speed of sinusoidal and learned positions from the own curves and explains it: the
+#       sinusoidal table is informative from the first step, the learned one starts as noise and must be learned"
+#     points: 1
+#   - criterion: "Attributes the 0.5 to too little training, too small a model or a bad learning rate"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote the validation accuracy of the three models and the two rows of
+# probabilities printed for the model without positions. Why does that model score about 0.5 however long it
+# trains, and why are the two rows identical to the last digit? Which of the two models with positions
+# leaves 0.5 first in your plot, and why would it?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0, 5 epochs) the validation accuracy was 0.481 without positions,
+# 1.000 with sinusoidal positions and 0.996 with learned ones; the five sequences and their mirror images got
+# the same probabilities, 0.475, 0.497, 0.483, 0.484, 0.422.
 #
-# - **No positions: chance.** The accuracy stays at about 0.5 however long you train, and the mirrored
-#   sequences get exactly the same probability as the originals: the model is permutation-invariant, as
-#   section 1 proved.
-# - **Sinusoidal positions** solve the task within an epoch or two: the table is there from the first
-#   step, and attention only has to learn to compare the encodings of `A` and `B`.
-# - **Learned positions** get there too, usually a little later: the table starts as noise and must be
-#   learned from the data first.
+# Without positions, every part of the model is permutation-equivariant (self-attention by section 1's
+# argument, the feed-forward network and the norms act on each position alone) and the mean over positions is
+# invariant: the logit depends only on the multiset of tokens. A mirrored sequence is a permutation of the
+# same tokens, so it gets exactly the same logit, as the two identical rows show. But its label is the
+# opposite one: of the two, exactly one is answered right. Sequences and their mirrors are equally likely, so
+# no setting of the weights beats 0.5 on average; the measured 0.48 to 0.53 from epoch to epoch is noise around
+# it. More training, width or depth cannot help: the information is not in the input the model sees.
 #
+# With positions the two orders are different inputs. In the reference run the sinusoidal model reached 0.955
+# after one epoch and 1.000 after three, the learned one stayed near 0.5 for two epochs (0.471, 0.502) and then
+# climbed (0.742, 0.911, 0.996). The sinusoidal table is fixed and already distinguishes every position (and
+# makes "earlier" a smooth function of it) from the first step, so attention only has to learn to compare the
+# encodings of `A` and `B`; the learned table starts as random noise and must itself be learned from the labels
+# before the comparison can be.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ## 8. Experiment: post-norm against pre-norm as the network gets deeper
 #
 # The 2017 Transformer is post-norm and needed a learning-rate *warm-up* (a small learning rate for the
 # first few thousand steps) to train at all. [Xiong et al. (2020)](https://arxiv.org/abs/2002.04745)
-# traced this to the placement of the norm: at initialisation, a post-norm network has large gradients for
-# the parameters near its output, so a learning rate that is fine later throws the first steps off course,
-# and the deeper the network the worse. In pre-norm the gradients stay well-behaved at every depth (an
-# un-normalized residual path runs from the loss to every layer), and it trains without warm-up.
+# traced this to the placement of the norm; the written question after the experiment asks you to explain
+# what you measure.
 #
 # Below, the same order task (sinusoidal positions) with 2 and 8 blocks, post-norm and pre-norm, the same
 # Adam learning rate, no warm-up; and once more the deep post-norm model, with a short warm-up (the
@@ -982,20 +1030,71 @@ for name, history in depth_histories.items():
           f"last-epoch accuracy {history.train_metric[-1]:.3f}")
 
 # %% [markdown]
-# What to look for:
+# What to look at: the five curves against the guessing loss 0.69, and the printed loss of the last steps of
+# each run. Pre-norm stacks end with one last norm after the final block (`final_norm` above; `ln_f` in
+# Lab 09). Post-norm is still used (BERT, Lab 08's translation model), and some recent models put norms in
+# both places.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: post_norm_depth
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own final losses of the five runs (0.104 and 0.059 with 2 blocks, 0.693 post-norm and
+#       0.215 pre-norm with 8, 0.045 with warm-up in the reference run)"
+#     points: 0.5
+#   - criterion: "Identifies the 8-block post-norm run as stuck at ln 2 = 0.693, the loss of a constant prediction,
+#       and pre-norm as training at 8 blocks"
+#     points: 0.5
+#   - criterion: "Explains from the block structure: post-norm normalises after each residual sum, so the gradient to
+#       early layers passes through every norm and the gradients at initialisation are large near the output (Xiong et
+#       al.); pre-norm keeps an identity residual path from the loss to every layer"
+#     points: 1
+#   - criterion: "Explains the warm-up: small steps at first keep the large early gradients from throwing the deep
+#       post-norm model into a region where it predicts a constant, after which the full rate is safe"
+#     points: 1
+#   - criterion: "Says the deep post-norm model lacks capacity or needs more epochs (it has the same parameters as the
+#       pre-norm one and trains with a warm-up)"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote the loss of the last steps of your five runs. Which run does not
+# learn, and what does its loss of about 0.69 mean? Explain, from where the norm sits relative to the
+# residual connection in the two blocks, why depth hurts post-norm and not pre-norm, and why a 30-step
+# warm-up is enough to rescue the deep post-norm model.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0, learning rate 5e-3) the loss over the last 10 steps was 0.104
+# (2 blocks, post-norm), 0.059 (2, pre-norm), 0.693 (8, post-norm), 0.215 (8, pre-norm) and 0.045 (8,
+# post-norm with 30 steps of warm-up). The 8-block post-norm model sat at 0.69 from about step 30 to the end.
 #
-# - With **2 blocks** both placements train, and post-norm is often a little faster.
-# - With **8 blocks** the **post-norm** model sits at the guessing loss (0.69) for most of the run or for
-#   all of it, while **pre-norm** trains, if more slowly than the shallow models.
-# - The same deep post-norm model **with a warm-up** trains again: a few small steps at the start let it
-#   leave the bad region of its initialisation before the full learning rate hits it. (A lower learning
-#   rate, 1e-3, works too, at the cost of slower training.) That is why the original Transformer needed its
-#   warm-up.
-# - Pre-norm's tolerance of depth and of large learning rates is why GPT-2 and almost every large model
-#   since use it, with one last norm after the final block (`final_norm` above; `ln_f` in Lab 09).
-#   Post-norm is still used (BERT, Lab 08's translation model) and, when it trains, often ends up slightly
-#   better; some recent models put norms in both places.
+# $0.693 = \ln 2$ is the cross-entropy of predicting 0.5 for every sequence: the deep post-norm model has
+# collapsed to a constant output and stays there (its gradients vanish there, so it does not come back).
 #
+# Post-norm computes $x_{l+1} = \mathrm{LN}(x_l + F(x_l))$: the norm sits *on* the residual path, so the signal
+# and the gradient of every layer pass through every later norm, and at initialisation the gradients of the
+# parameters near the output are large (Xiong et al., 2020). A full-size Adam step on them with 8 blocks throws
+# the model off course in its first steps, here into the constant prediction. Pre-norm computes
+# $x_{l+1} = x_l + F(\mathrm{LN}(x_l))$: the residual stream is a plain sum, an identity path runs from the loss to
+# every layer, and the gradients stay of similar size at every depth, so the same learning rate is safe (it
+# trains more slowly than the shallow models, but it trains).
+#
+# The warm-up grows the learning rate from 1% to 100% over 30 steps: while the early gradients are large the
+# steps stay small, and by the time the full rate applies the model has left the region of its
+# initialisation where those gradients were dangerous. That is why the original (post-norm) Transformer needed
+# its warm-up; a lower learning rate would work too, more slowly.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### Going further (not graded)
 #
 # - Train on sequences of 12, then test on sequences of 24 (a sinusoidal table of 24 rows is no problem):

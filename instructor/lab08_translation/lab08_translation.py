@@ -538,8 +538,8 @@ assert torch.allclose(model(src, dec_in), model(longer, dec_in), atol=1e-5), (
 #
 # $$\ell = (1 - \varepsilon)\,\big(-\log p_y\big) + \varepsilon \cdot \frac{1}{V}\sum_{v=1}^{V} \big(-\log p_v\big).$$
 #
-# The model is punished for being too sure, which tends to help BLEU even though the cross-entropy gets
-# worse. It is exactly `F.cross_entropy(logits (N, V), labels (N,), ignore_index=pad_id,
+# Why train towards a target that is, on purpose, a little wrong? Section 10 measures what it changes. It is
+# exactly `F.cross_entropy(logits (N, V), labels (N,), ignore_index=pad_id,
 # label_smoothing=eps)`; you may use it (mind the shapes: it wants the classes on dimension 1) or write the
 # formula with `log_softmax`.
 #
@@ -1120,15 +1120,74 @@ for name, decode in (("greedy", greedy_decode),
     print(f"{name:>26}: {score}   ({time.perf_counter() - started:.0f} s)")
 
 # %% [markdown]
-# In our run (CPU, fast size, the first 200 test sentences, a 2-core machine at load average 19) greedy scored
-# BLEU 13.91 (47.9/21.2/10.1/4.6, brevity penalty 0.945) and beams of 4 scored 14.68 (53.2/24.4/12.2/5.6,
-# brevity penalty 0.851), in 7 s and 27 s of wall time (the load slowed both about threefold). Beam search
-# found translations the model itself scores higher, with clearly better n-gram precisions, but shorter ones
-# (2,191 words against greedy's 2,407 for 2,544 in the references): BLEU's brevity penalty took back most of
-# the gain, and 0.8 points remained. A higher `length_penalty` favours longer hypotheses (try 1.5 or 2). How
-# much beam search gains on a better-trained model we have not measured here; it depends on the model, the
-# beam size and the length penalty. Both numbers come from the same model and the same sentences, so only the
-# decoder differs.
+# sacreBLEU prints, for each decoder, the score, the four n-gram precisions, the brevity penalty `BP`, and the
+# lengths of the translations (`hyp_len`) and of the references (`ref_len`). Both lines come from the same
+# model and the same sentences, so only the decoder differs. Compare them field by field.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: beam_brevity_penalty
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own greedy and beam lines: BLEU, n-gram precisions, BP and hyp_len against ref_len (13.91
+#       against 14.68, BP 0.945 against 0.851, 2,407 and 2,191 words for 2,544 in the reference run)"
+#     points: 0.5
+#   - criterion: "Computes the brevity penalty from the own lengths, BP = exp(1 - ref_len / hyp_len) when hyp_len <
+#       ref_len, and the score before the penalty (BLEU / BP: about 17.2 for beam against 14.7 for greedy in the
+#       reference run), so beam search gained more than the final score shows"
+#     points: 1
+#   - criterion: "Explains why beam search writes shorter translations: it searches for hypotheses the model scores
+#       higher, hypotheses that end early finish and are kept, and leaving out uncertain content words raises the mean
+#       log-probability; greedy only stops when EOS is the single best token"
+#     points: 1
+#   - criterion: "Explains the trade-off (shorter output: higher precisions, lower BP) and that a larger
+#       length_penalty favours longer hypotheses"
+#     points: 0.5
+#   - criterion: "Quotes no number of the own run"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote both lines of your run (BLEU, the n-gram precisions, BP,
+# `hyp_len` and `ref_len`). BLEU's brevity penalty is $\mathrm{BP} = \exp(1 - r/c)$ when the translations have
+# $c$ words in all and the references $r > c$ (and 1 otherwise): check your BPs from your lengths, and work out
+# how large each score would have been without its penalty. Which decoder found the better n-grams, and why
+# does beam search write shorter translations than greedy decoding? What would a larger `length_penalty`
+# change?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0, the first 200 test sentences) greedy scored BLEU 13.91
+# (47.9/21.2/10.1/4.6, BP 0.945, 2,407 words for 2,544 in the references) and beams of 4 scored 14.68
+# (53.2/24.4/12.2/5.6, BP 0.851, 2,191 words).
+#
+# $\exp(1 - 2544/2407) = 0.945$ and $\exp(1 - 2544/2191) = \exp(-0.161) = 0.851$, as printed. Without the
+# penalty (BLEU / BP, the geometric mean of the precisions) greedy would have scored 14.7 and beam search
+# 17.2: every precision is higher with the beam, a gain of about 2.5 points, of which the brevity penalty
+# took back about 1.8; 0.8 remained.
+#
+# Beam search looks for hypotheses with a higher model score. Each token adds a negative log-probability, and
+# the uncertain ones (the details: colours, objects, rare words) add the most negative terms. Hypotheses that
+# end early are complete as soon as `EOS` is among the best extensions; they leave the beam as finished, and
+# the search stops once `beam_size` are finished, before longer candidates complete. Even after dividing by
+# the length ($\alpha = 1$), a short translation that leaves out the uncertain words often has the better mean
+# log-probability. Greedy decoding never considers stopping unless `EOS` is the single best next token, so
+# it writes on. Shorter output raises precision (fewer risky words) but BLEU has no recall term: the brevity
+# penalty is its only check on length, and here it took back most of the gain. A larger `length_penalty`
+# ($\alpha$ of 1.5 or 2) divides long hypotheses' scores by more, favouring longer translations, and would keep
+# more of the precision gain (at the price of some precision).
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# How much beam search gains on a better-trained model we have not measured here; it depends on the model, the
+# beam size and the length penalty.
 #
 # ## 9. What cross-attention looks at
 #
@@ -1192,15 +1251,67 @@ for name, candidate in (("label smoothing 0.1", model), ("no label smoothing", p
     print(f"{name:24} {ce:17.3f} {conf:12.3f} {score.score:11.2f}")
 
 # %% [markdown]
-# What to look for: with label smoothing the model is less confident (its average top probability is
-# lower), and its unsmoothed cross-entropy is often a little *worse*; BLEU, which only looks at the argmax
-# words, is usually about the same or better. In our run (CPU, fast size, 160 steps each) smoothing 0.1 gave
-# cross-entropy 2.938, confidence 0.439 and BLEU 13.83; no smoothing gave 2.886, 0.472 and 14.25. Less
-# confident and a little worse in cross-entropy, as expected; the BLEU gap of 0.4 on 200 sentences comes from
-# one run of one seed, which cannot tell it from noise. The paper's own ablation (Vaswani et al. 2017,
-# Table 3) credits label smoothing with 0.5 BLEU on its development set (25.8 with it, 25.3 without); we have
-# not measured the gain at this lab's sizes.
+# What to look at: the three columns of the two rows, each against the other. The paper's own ablation
+# (Vaswani et al. 2017, Table 3) credits label smoothing with 0.5 BLEU on its development set (25.8 with it,
+# 25.3 without); we have not measured the gain at this lab's sizes.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: label_smoothing_effect
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own two rows: cross-entropy, confidence and BLEU with and without smoothing (2.938,
+#       0.439, 13.83 against 2.886, 0.472, 14.25 in the reference run)"
+#     points: 0.5
+#   - criterion: "Shows that the expected smoothed loss is smallest when p equals the smoothed target (1 - eps)
+#       one-hot + eps / V, so the model is never pushed towards probability 1 on the right word (at most 1 - eps + eps
+#       / V)"
+#     points: 1
+#   - criterion: "Explains the two other columns: the unsmoothed cross-entropy -log p_y gets worse as mass moves off
+#       the right word, while BLEU looks only at the argmax words, whose order smoothing need not change"
+#     points: 1
+#   - criterion: "Notes that a BLEU difference of a few tenths on 200 sentences from one run of one seed cannot be
+#       told from noise"
+#     points: 0.5
+#   - criterion: "Claims that label smoothing lowers the (unsmoothed) validation cross-entropy or makes the model more
+#       confident"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote your two rows. With the per-token loss of section 4, show which
+# distribution $p$ minimises the *expected* smoothed loss when the true word is $y$, and use it to explain the
+# confidence column. Why is the unsmoothed cross-entropy of the smoothed model no better (and often a little
+# worse), while BLEU is about the same? How much does your BLEU difference say?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, 160 steps each) smoothing 0.1 gave unsmoothed cross-entropy 2.938,
+# confidence 0.439 and BLEU 13.83 on 200 validation sentences; no smoothing gave 2.886, 0.472 and 14.25.
 #
+# The smoothed loss is the cross-entropy against the target $t = (1 - \varepsilon)\,\mathrm{onehot}(y) +
+# \varepsilon/V$: $\ell = -\sum_v t_v \log p_v$. By Gibbs' inequality, $-\sum_v t_v \log p_v \ge -\sum_v t_v \log t_v$
+# with equality only at $p = t$, so the best the model can do is to put $1 - \varepsilon + \varepsilon/V \approx 0.9$
+# on the right word and $\varepsilon/V$ on every other. Without smoothing the optimum is $p_y \to 1$, and the
+# logits are pushed apart without end. With smoothing every step also pulls the other words' probabilities up,
+# so the model is less sure of its argmax: 0.439 against 0.472 (both far below 0.9 after 160 steps, but the
+# pull is there from the first step).
+#
+# The unsmoothed cross-entropy $-\log p_y$ measures exactly the mass on the right word, which smoothing
+# lowers on purpose: 2.938 against 2.886. BLEU looks only at the words decoding picks, the argmax of $p$, and
+# the argmax of $t$ is still $y$: smoothing changes how sure the model is, not (much) which word it
+# prefers, so BLEU stays about the same. The difference of 0.4 BLEU on 200 sentences from one run of one
+# seed is well within what another seed or another 200 sentences would change; it cannot say which is better.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### Going further (not graded)
 #
 # - Make `greedy_decode` faster: the decoder recomputes every earlier position at each step. Cache each

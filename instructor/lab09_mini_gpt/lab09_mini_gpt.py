@@ -522,16 +522,66 @@ print(f"{sample!r} -> {byte_bpe.encode(sample)}\n-> {[byte_bpe.decode([i]) for i
 assert byte_bpe.decode(byte_bpe.encode(sample)) == sample
 
 # %% [markdown]
-# What to look for (a run of this notebook in the fast size, 120 merges on the first 20,000 characters):
-# both tokenizers compress about as much (1.76 characters per token for the character-level BPE, 1.72 for
-# the byte-level one), but 65 of the 120 character-level merges straddle a chunk, `'e '`, `'t '`, `'s '`,
-# `', '`: a word's last letter glued to the space of the next word. None of the byte-level merges does;
-# its first ones are `' t'`, `'he'`, `'ou'`, `' a'`, `' the'`, pieces of one word with its leading space,
-# which is why GPT-2's tokens read as word pieces. The emoji, unseen in training, still round-trips: it
-# falls back to its four bytes (each alone is no character, hence the four `'�'`). GPT-2 learns 50,000
-# merges this way. The rest of this lab stays with characters: a vocabulary of 65 keeps the model small
-# and the output head cheap.
+# What to look at: the characters per token of the two tokenizers, the first merges of each, the count of
+# merges that cross a chunk, and how the sentence with the emoji is cut. GPT-2 learns 50,000 merges this
+# way. The rest of this lab stays with characters: a vocabulary of 65 keeps the model small and the output
+# head cheap.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: bpe_chunk_merges
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the own characters per token of both tokenizers and the number of character-level merges that
+#       cross a chunk (1.76 and 1.72, 65 of 120 against 0 in the reference run)"
+#     points: 0.5
+#   - criterion: "Explains why character-level BPE learns such merges: it counts pairs over the whole text, where a
+#       word's last letter followed by a space is among the most frequent pairs"
+#     points: 0.5
+#   - criterion: "Explains what is wrong with them: a token then depends on the next word (the same word is cut
+#       differently in different places) and merges are spent on word-boundary pairs; the pre-split makes every token
+#       a piece of one word with its leading space"
+#     points: 0.5
+#   - criterion: "Explains the emoji: none of its bytes were merged in training, so it is encoded as its four bytes,
+#       none of which is a character on its own (each decodes to the replacement character), while the whole decodes
+#       back exactly"
+#     points: 0.5
+
+# %% [markdown]
+# **Written question (2 points).** Quote your characters per token of both tokenizers and how many merges of
+# each cross a chunk, with a few examples of such merges. Why does the character-level BPE learn so many merges
+# across a word boundary, and why is that a poor choice for a tokenizer, though it compresses as well? How is
+# the emoji, never seen in training, encoded, and why does it print as four `'�'`?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size: 120 merges on the first 20,000 characters) the character-level BPE reached
+# 1.76 characters per token, the byte-level one 1.72; 65 of the 120 character-level merges crossed a chunk
+# (`'e '`, `'t '`, `'s '`, `', '`, `'d '`, `'r '`), none of the byte-level ones did.
 #
+# Character-level BPE counts pairs over the whole text as one sequence. English words end in a few letters
+# (`e`, `t`, `s`, `d`) and nearly every word is followed by a space, so "last letter + space" pairs are among
+# the most frequent of all and are merged first. Such a token glues the end of one word to the gap before the
+# next: how a word is cut then depends on what follows it (`the ` and `the,` get different tokens), the same
+# word has several spellings in tokens, and merges are spent on boundary pairs instead of on word pieces.
+# GPT-2's pre-split forbids pairs across chunks, so its merges are pieces of one word with the space in
+# front of it (`' t'`, `'he'`, `' the'`): a word is cut the same way wherever it stands. The price is small:
+# a few frequent pairs are forbidden, so the compression is a little lower (1.72 against 1.76).
+#
+# The emoji is the four UTF-8 bytes `240, 159, 153, 130`. No merge was learned on them, so it stays four base
+# tokens; decoded one at a time, none of them is a whole UTF-8 character, so each becomes the replacement
+# character `'�'`; decoded together they give back the emoji. Byte-level BPE can encode any string.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ## 3. Batches for next-token prediction
 #
 # A language model learns to predict, at **every** position, the next token. One training example is a
@@ -1372,12 +1422,62 @@ plot_history({"mini-GPT": gpt_history}, metrics=("loss",),
 plt.show()
 
 # %% [markdown]
-# What to look for: the bigram model stops near 2.5 nats, since one character of context is all it has.
-# The mini-GPT passes it within the first round and keeps going: attention over 32 characters lets it
-# learn words, spelling and the layout of a play (names in capitals, then a colon and a new line).
-# nanoGPT's CPU recipe (twice as wide, twice as deep, 2,000 steps) reaches about 1.88; the GPU model
-# about 1.47, with this lab's model trained at nanoGPT's settings.
+# What to look at: the validation losses of the two models against $\ln 65$, and in the plot, when the
+# mini-GPT passes the bigram model. nanoGPT's CPU recipe (twice as wide, twice as deep, 2,000 steps) reaches
+# about 1.88; the GPU model about 1.47, with this lab's model trained at nanoGPT's settings.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: bigram_context
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the own validation losses of the bigram model and the mini-GPT against ln 65 = 4.17 (2.514
+#       and 1.922 in the reference run)"
+#     points: 0.5
+#   - criterion: "Reads a loss in nats as a perplexity exp(loss), an effective number of equally likely next
+#       characters (about 65, 12 and 7)"
+#     points: 0.5
+#   - criterion: "Explains that the best bigram model predicts the text's distribution of the next character given the
+#       current one, so its loss cannot go below that conditional entropy however long it trains"
+#     points: 0.5
+#   - criterion: "Explains what the mini-GPT gains: attention over up to 32 earlier characters (words, spelling, the
+#       layout of a play), and why it stays above nanoGPT's 1.88 (smaller model, fewer steps)"
+#     points: 0.5
+
+# %% [markdown]
+# **Written question (2 points).** Quote your validation losses of the bigram model and of the mini-GPT, and
+# turn each (and $\ln 65$) into a perplexity $e^{\text{loss}}$: among how many equally likely characters is each
+# model choosing? Why does the bigram model stop where it does, however long it trains, and what does the
+# mini-GPT use that the bigram model cannot?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0) the bigram model reached a validation loss of 2.514 nats per
+# character and the mini-GPT 1.922 after 1,500 steps; uniform guessing costs $\ln 65 = 4.174$. As perplexities:
+# $e^{4.174} = 65$, $e^{2.514} \approx 12.4$, $e^{1.922} \approx 6.8$: the bigram model is as unsure as a uniform
+# choice among about 12 characters, the mini-GPT among about 7.
 #
+# A bigram model sees only the current character. The best it can do is to predict, for each character, the
+# distribution of the character that follows it in the text; its expected loss is then the conditional
+# entropy $H(X_{t+1} \mid X_t)$ of the text, about 2.5 nats for Shakespeare's characters. Training only brings
+# its table closer to those frequencies; no amount of it goes below that floor, because the information is
+# not in its input.
+#
+# The mini-GPT attends to up to 32 earlier characters: within a word it knows the letters so far (spelling),
+# across words the previous words, and at the start of a line the layout of a play (a name in capitals, a
+# colon, a new line). Each of these lowers the uncertainty about the next character. It stays above nanoGPT's
+# 1.88 because it is smaller (2 layers of 64 dimensions against 4 of 128) and trains for fewer steps.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### 8.3 Samples at several temperatures
 #
 # The same model and prompt, sampled greedily, at three temperatures, and with top-k. Greedy decoding
@@ -1468,12 +1568,60 @@ for i, block in enumerate(gpt.blocks):
     plt.show()
 
 # %% [markdown]
-# What to look for (a run of this notebook in the fast size, 2 layers of 4 heads): in the first layer every
-# head keeps to a narrow band on and just below the diagonal, the character itself and the one or two
-# before it, which is what spelling needs. In the second layer the weights spread over the whole line, and
-# some rows put most of their weight on one earlier character (in head 2, the `o` of `thou` looks at its
-# `t`, the start of the word). Your maps differ in the details with another seed or size.
+# What to look at: how far below the diagonal the weights of each head reach in each layer, and whether a
+# row's weight is spread or concentrated on one earlier character. Your maps differ in the details with
+# another seed or size.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: attention_by_layer
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Describes the own maps of both layers: the first layer's heads in a narrow band on and just below
+#       the diagonal, the second layer's spread further back over the line, with an example of a row"
+#     points: 1
+#   - criterion: "Explains the division of labour: the first layer gathers the last one or two characters (what
+#       spelling needs), and the second layer, reading vectors that already summarise their neighbourhood, looks
+#       further back (word starts, earlier words)"
+#     points: 0.5
+#   - criterion: "Explains why the upper triangle is exactly 0 and each row sums to 1 (the causal mask with -inf
+#       before the softmax)"
+#     points: 0.5
+
+# %% [markdown]
+# **Written question (2 points).** Describe your attention maps: how far back do the heads of the first layer
+# look, and those of the second? Give one row of your maps as an example (a query character and where it
+# looks). Why would a character-level language model organise its two layers this way? And why is the upper
+# triangle of every map exactly 0?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, 2 layers of 4 heads, seed 0), on the line *wherefore art thou Romeo?*, the
+# four heads of the first layer put 79% to 85% of each row's weight on the character itself and the two before
+# it (a mean distance of 1.4 to 1.6 characters): a narrow band on and just below the diagonal. The heads of the
+# second layer put only 27% to 38% there and reached on average 5 to 7 characters back, spread over the line
+# (the largest weight of a row was 0.24 to 0.36 on average, against 0.49 to 0.59 in the first layer).
 #
+# The first layer gathers the last one or two characters, which is what spelling needs: after `th` comes
+# `e`, `o` or `a`. Its output at each position is then a summary of that position's neighbourhood, so the
+# second layer, comparing those summaries, can look further back for the start of the current word or for
+# the words before it, at no extra cost. Local first, wider later is the usual pattern of stacked attention
+# (and of stacked convolutions).
+#
+# The upper triangle is exactly 0 because of the causal mask: scores of later positions are set to $-\infty$
+# before the softmax, and $e^{-\infty} = 0$; the softmax renormalises the rest, so every row sums to 1. A
+# language model must not see the character it is predicting.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ### Going further (not graded)
 #
 # - Train with the BPE tokens of section 2.1 instead of characters (the loss is then per token: divide by

@@ -433,12 +433,10 @@ assert encoder.tok_emb.weight.grad is not None, "the encoder's parameters should
 #
 # We pretend labels are expensive. The text: short sentences about one of four topics (food, sport, music,
 # weather), each word drawn from its topic's 25 words or from 16 common words (`the`, `of`, `and`, ...):
-# `[CLS] the thunder of a gale and the rain`. The task: which topic? With 8 labelled sentences (two per
-# topic), a model from scratch sees a few dozen of the 100 topic words with a label; the test sentences are
-# mostly made of others. A masked LM **pretrained** on 20,000 unlabelled sentences has learned which words
-# occur together (filling a blank in a sentence about rain means guessing a weather word), so the words of
-# one topic already look alike to it. A `SequenceClassifier` is then **fine-tuned** on 8, 32 or 128 labelled
-# sentences, from a copy of the pretrained encoder or from a fresh random one (same steps, same seeds).
+# `[CLS] the thunder of a gale and the rain`. The task: which topic? A masked LM is first **pretrained** on
+# 20,000 unlabelled sentences; a `SequenceClassifier` is then **fine-tuned** on 8, 32 or 128 labelled
+# sentences (two to 32 per topic), from a copy of the pretrained encoder or from a fresh random one (same
+# steps, same seeds).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): the four-topic corpus in the lab's vocabulary ([CLS] first, ids 0..4 special)
@@ -535,11 +533,8 @@ print(f"{PRETRAIN_STEPS} steps in {mlm_history.seconds:.0f} s; masked-LM loss {m
 
 # %% [markdown]
 # What did it learn? Fill in a blank: how much probability the model puts on each topic's 25 words at a
-# `[MASK]` (the rest goes to the common words). The sentence's other words tell the topic; after 400 steps the
-# guess follows it only in part, though no label was ever seen. In one run in the fast size on a CPU (seed 0)
-# one sentence of three was a clear hit: the soup sentence put 0.31
-# on food words; the fog one put 0.19 on weather words (the most of the four, but not by much), and the stadium
-# sentence was undecided (food 0.13, sport 0.10). Longer pretraining sharpens it.
+# `[MASK]` (the rest goes to the common words). The sentence's other words tell the topic, though no label
+# was ever seen. The written question after the demo asks how far the model is from the best possible.
 
 # %% tags=["otter_ignore"]
 # Demo (not graded): the pretrained model fills in blanks with words of the right topic
@@ -552,6 +547,67 @@ for text in ("[CLS] the soup and [MASK] with garlic", "[CLS] the [MASK] of the s
     at_blank = probs[int((ids[0] == MASK).nonzero()[0])]  # (V,)
     per_topic = at_blank[MASK + 1: MASK + 1 + K * W].reshape(K, W).sum(-1)  # (K,): the mass on each topic's words
     print(f"{text!r:50} -> " + ", ".join(f"{name} {p:.2f}" for name, p in zip(TOPICS, per_topic)))
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: mlm_loss_floor
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own masked-LM loss at the start and the end of pretraining against ln V (4.48 and 4.23
+#       against ln 121 = 4.80 in the reference run) and the topic masses of the three blanks"
+#     points: 0.5
+#   - criterion: "Derives the loss of the best model that ignores the context: common words 1/32 each, topic words
+#       1/200 each, 0.5 ln 32 + 0.5 ln 200 = 4.38"
+#     points: 1
+#   - criterion: "Derives the loss of a model that knows the sentence's topic: 1/32 and 1/50, 0.5 ln 32 + 0.5 ln 50 =
+#       3.69, and that it would put 0.5 on the topic's words at a blank"
+#     points: 1
+#   - criterion: "Concludes from the own numbers: below 4.38, so the model uses the context, far above 3.69, so it
+#       knows the topic only in part, as the masses at the blanks (well below 0.5) show"
+#     points: 0.5
+#   - criterion: "Takes ln V as the lowest loss reachable or compares the loss with 0"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote your masked-LM loss at the start and at the end of pretraining, and
+# the topic masses of your three blanks. In this corpus each word of a sentence is, with probability 1/2, one
+# of the 16 common words (uniformly) and otherwise one of its topic's 25 words (uniformly); the four topics are
+# equally likely. Derive the expected loss at a `[MASK]` of (a) the best model that ignores the rest of the
+# sentence and (b) a model that knows the sentence's topic for sure, and how much probability (b) puts on the
+# topic's words. Where does your model stand between the two, and what does that say about what it learned?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0, 400 steps) the masked-LM loss went from 4.48 (mean of the first
+# quarter) to 4.23 (the last), against $\ln 121 = 4.80$ for uniform guessing. At the blanks the soup sentence put
+# 0.31 on food words, the fog sentence 0.19 on weather words, and the stadium sentence 0.10 on sport words (food
+# 0.13).
+#
+# **(a) Without context** the best prediction is the marginal distribution of a word: each common word
+# $\frac{1}{2} \cdot \frac{1}{16} = \frac{1}{32}$, each of the 100 topic words
+# $\frac{1}{2} \cdot \frac{1}{4} \cdot \frac{1}{25} = \frac{1}{200}$. The expected cross-entropy is
+# $\frac{1}{2}\ln 32 + \frac{1}{2}\ln 200 = 1.73 + 2.65 = 4.38$.
+#
+# **(b) Knowing the topic**, each common word still has $\frac{1}{32}$ and each of the topic's 25 words $\frac{1}{50}$:
+# $\frac{1}{2}\ln 32 + \frac{1}{2}\ln 50 = 1.73 + 1.96 = 3.69$. It puts $25 \cdot \frac{1}{50} = 0.5$ on the topic's words
+# at a blank (and 0.5 on the common words); no model can do better on average, since the word itself is random
+# given the topic.
+#
+# The final 4.23 is below 4.38: the model uses the other words of the sentence, which it could only have learned
+# from which words occur together (no label was seen). It is still far above 3.69: after 400 steps it knows the
+# topic only in part, as the blanks show (0.31 on food for the soup sentence, where a sure model would put
+# 0.5; the stadium sentence undecided). (The training loss also counts the 10% of selected positions kept as
+# they are and the 10% replaced at random, so the comparison is approximate.) Longer pretraining moves it
+# towards 3.69.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
 
 # %% [markdown]
 # Now fine-tuning. For each label budget and each seed, a random subset of the labelled pool (the same number
@@ -597,12 +653,66 @@ plt.xscale("log")
 plt.show()
 
 # %% [markdown]
-# What to look for: the model from scratch stays near guessing with 8 labels and far behind with 128; the
-# pretrained one is far ahead at every budget. Measured in the fast size on a loaded 2-core CPU (mean of 3 seeds):
-# 8 labels 0.74 against 0.32, 32 labels 0.85 against 0.43, 128 labels 0.90 against
-# 0.53. Labels teach which topic a word belongs to one word at a time; pretraining taught it for all the words
-# that occur together, for free.
+# What to look at: the two accuracies at each budget, against guessing (0.25), and how the gap between them
+# changes from 8 to 128 labels.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: pretraining_few_labels
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own accuracies of both models at the three budgets (0.736/0.323, 0.854/0.431, 0.895/0.529
+#       in the reference run, mean of 3 seeds)"
+#     points: 0.5
+#   - criterion: "Explains why the model from scratch stays near guessing with 8 labels: it learns a topic only for
+#       the few topic words in its labelled sentences, and the test sentences are mostly made of other words"
+#     points: 1
+#   - criterion: "Explains what pretraining gave: filling blanks made words that occur together (one topic's words)
+#       get similar representations, so a label on a few words carries over to all the words of the topic"
+#     points: 1
+#   - criterion: "Explains why the gap shrinks with more labels: more labelled sentences show the model from scratch
+#       more of the 100 topic words"
+#     points: 0.5
+#   - criterion: "Credits the gain to the pretrained model being larger or trained longer on the labels (both models
+#       have the same size and fine-tuning steps)"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote your accuracies of both models at the three budgets. Why does the model
+# from scratch stay near guessing with 8 labelled sentences, what did pretraining on unlabelled text give the
+# other model that makes up for the missing labels, and why does the gap shrink as the labels grow?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, mean of 3 seeds) the pretrained model scored 0.736, 0.854 and 0.895 with
+# 8, 32 and 128 labels; the model from scratch 0.323, 0.431 and 0.529 (guessing: 0.25).
 #
+# A sentence's topic is told by its topic words, 25 per topic, 100 in all. With 8 labelled sentences (two per
+# topic, 5 to 10 words each, half of them topic words) the model from scratch sees each topic's label next to
+# about 7 of the topic's 25 words at best; it can learn that those words mean their topic, but it has no way to
+# know anything about the others, and the test sentences are mostly made of words it never saw with a label:
+# near guessing.
+#
+# Pretraining asked the encoder to fill blanks. A blank in a sentence about rain is best filled with a weather
+# word, so the encoder learned, from 20,000 sentences and no label, which words occur together: the words of one
+# topic get similar representations (and the `[CLS]` position sees them all). Fine-tuning then only has to
+# attach a label to each of four groups that already exist, and a few labelled words per topic are enough for
+# the whole group.
+#
+# With more labels the model from scratch sees more of the topic words with their labels (at 128 sentences, most
+# of the 25 words per topic), so it catches up, and the gap shrinks from 0.41 to 0.37; pretraining matters most
+# where labels are fewest, which is the point of pretraining.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ## 6. Loading GPT-2
 #
 # Lab 09's `MiniGPT` is GPT-2's architecture. Two details already match: the layer norms use `eps=1e-5`

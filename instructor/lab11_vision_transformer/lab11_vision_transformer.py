@@ -469,18 +469,12 @@ expect_close(layers.sum(-1), torch.ones(2, 5), "row sums of the rollout of 3 lay
 # anywhere in the image, decides the label.
 #
 # Three models, of different sizes (18,305, 5,345 and 37,697 parameters, printed below: seven times apart
-# from smallest to largest). The pooled model's failure comes from its form, not its size: the argument below
-# holds at any width.
+# from smallest to largest). Whether a result comes from a model's form or from its size is part of the
+# written question after the experiment.
 #
 # - **ViT**: patches of 4, 2 pre-norm blocks, the head on `[CLS]`.
 # - **Pooled patches**: the same `PatchEmbedding` (positions included), a per-patch MLP, the mean over the
-#   tokens, a linear head: a ViT without attention. Its logit is a sum of one term per patch, so for two
-#   shapes of kinds $a, b$ (at given places) it is $s = u(a) + u(b)$. "Same" is true for (ring, ring) and
-#   (plus, plus), false for the two mixed pairs. A sum that is positive for both same pairs and negative for
-#   both mixed ones would need $2u(r) + 2u(p) > 0 \ge 2u(r) + 2u(p)$: it cannot exist. Worse, the
-#   cross-entropy of the four pairs is at least that of the constant logit $u(r) + u(p)$ (the loss
-#   is convex in $s$: Jensen), so training drives such a model towards **guessing: loss $\ln 2 = 0.693$**,
-#   and its accuracy is noise around 0.5.
+#   tokens, a linear head: a ViT without attention. Its logit is a sum of one term per patch.
 # - **CNN**: two convolution + pooling layers and an MLP on the flattened features, the usual small baseline.
 
 # %% tags=["otter_ignore"]
@@ -583,16 +577,83 @@ for name, model in models.items():
     print(f"{name:<15} {size:>6} parameters   validation loss {loss:.3f}   accuracy {accuracy:.3f}")
 
 # %% [markdown]
-# What to look for (the exact numbers depend on the sizes, the seed and the device; these are measured
-# runs):
+# What to look at (the exact numbers depend on the sizes, the seed and the device): the validation loss and
+# accuracy of each model, against the loss of guessing $\ln 2 = 0.693$, and in the plot how they move from
+# epoch to epoch.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: pooled_patches_guessing
+# manual: true
+# points: 3
+# rubric:
+#   - criterion: "Quotes the own final loss and accuracy of the three models (pooled patches 0.697 and 0.358, ViT and
+#       CNN 1.000 in the reference run) and that the pooled model's loss stays at about 0.693 from epoch to epoch"
+#     points: 0.5
+#   - criterion: "Shows that no sum of per-patch terms separates the classes: s = u(a) + u(b) at given places; same
+#       needs 2u(r) > 0 and 2u(p) > 0, different needs u(r) + u(p) < 0, and the same-pair logits add up to twice the
+#       mixed one"
+#     points: 1
+#   - criterion: "Shows with the convexity of the logistic loss (Jensen) that the mean loss of the four pairs is at
+#       least that of the constant logit u(r) + u(p), hence at least ln 2"
+#     points: 0.5
+#   - criterion: "Explains the accuracy far from 0.5: the mixed logit is the mean of the two same-pair logits, so with
+#       logits near 0 one of the three signs is wrong and the accuracy lands near 0.25 or 0.75 (or 0.5), whatever the
+#       loss"
+#     points: 0.5
+#   - criterion: "Explains why the ViT and the CNN can solve it: attention (or the MLP on the whole flattened feature
+#       map) combines two patches before the nonlinearity, so it can compare them; form, not size (the pooled argument
+#       holds at any width)"
+#     points: 0.5
+#   - criterion: "Blames the pooled model's failure on its smaller number of parameters or on too few epochs"
+#     points: -0.5
+
+# %% [markdown]
+# **Written question (3 points).** Quote the final loss and accuracy of your three models, and how the pooled
+# model's loss and accuracy move from epoch to epoch. Prove that no pooled-patches model, whatever its weights
+# and width, can do better than a loss of $\ln 2$ on this task: write its logit for two shapes of kinds $a, b$ at
+# given places as $s = u(a) + u(b)$ (plus a constant), show that no such sum separates "same" from
+# "different", and bound the average loss of the four kind pairs (hint: the logistic loss is convex in $s$).
+# Why can its accuracy then be far from 0.5? What lets the ViT and the CNN succeed?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, CPU, seed 0, 6 epochs) the ViT and the CNN reached validation accuracy 1.000
+# (loss 0.001); the pooled patches stayed at a loss of 0.693 to 0.697 in every epoch while their accuracy moved
+# between 0.22 and 0.42 (0.358 at the end).
 #
-# - **Pooled patches** stay at the loss of guessing, 0.69, however long they train, as proved above; their
-#   accuracy jumps about between 0.25 and 0.75 from epoch to epoch (a logit near 0 whose sign is noise).
-# - **The ViT** solves it: attention lets the `[CLS]` token gather both shapes and the block's MLP compare
-#   them. It may sit at the guessing loss for an epoch or two before it finds the two shapes.
-# - **The CNN** solves it too: its MLP sees the whole flattened feature map, so it can compare any two cells.
-#   Convolutions are a strong prior for images; ViTs need much more data to beat them on natural images.
+# **No separating sum.** The pooled logit is a sum of one term per patch; the empty patches contribute a
+# constant, so for a ring or plus at two given places $s = c + u(a) + u(b)$ (absorb $c$ into $u$, and the place
+# into $u$ too: the argument is the same with $u(a, \text{place})$). "Same" holds for $(r, r)$ and $(p, p)$, so we
+# would need $2u(r) > 0$ and $2u(p) > 0$; "different" for $(r, p)$ and $(p, r)$, so $u(r) + u(p) < 0$. Adding the
+# first two gives $2u(r) + 2u(p) > 0$, the third says $2u(r) + 2u(p) < 0$: impossible.
 #
+# **The loss bound.** Let $\ell_1(s) = \log(1 + e^{-s})$ (label same) and $\ell_0(s) = \log(1 + e^{s})$, both
+# convex, and $m = u(r) + u(p)$. By Jensen, $\ell_1(2u(r)) + \ell_1(2u(p)) \ge 2\ell_1(m)$, so the four pairs cost at
+# least $2\ell_1(m) + 2\ell_0(m) = 2\log\big((1 + e^{-m})(1 + e^{m})\big) \ge 2\log 4$, the minimum at $m = 0$: an
+# average of at least $\ln 2 = 0.693$ per pair, exactly the loss of always saying 0.5. Training therefore drives
+# the logits towards 0, and nothing in the width changes the argument.
+#
+# **Why the accuracy is far from 0.5.** With all logits near 0, the accuracy is decided by their signs, which are
+# noise. The mixed pairs' logit $m$ is the mean of $2u(r)$ and $2u(p)$. Say $2u(r) > 0 > 2u(p)$: ring-ring (a
+# quarter of the images) is right, plus-plus (a quarter) wrong, and the mixed pairs (half) are all right if
+# $m < 0$ (accuracy 0.75) or all wrong if $m > 0$ (accuracy 0.25); if the three logits share a sign, the accuracy
+# is 0.5. Mixed over places this gives values like the measured 0.22 to 0.42, with the loss still at $\ln 2$.
+#
+# **ViT and CNN.** Attention lets the `[CLS]` token (and every patch) gather both shapes into one vector before
+# the block's MLP, a nonlinearity applied to the *combination*, which can compute "same kind". The CNN's MLP sees
+# the whole flattened feature map, so it too combines the two cells before a nonlinearity. The pooled model's
+# nonlinearity only ever sees one patch at a time. It is a matter of form, not size.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ## 6. Where does the `[CLS]` token look?
 #
 # The given block returns only its output, so the demo below runs the trained ViT's blocks one by one and keeps
@@ -692,14 +753,61 @@ if digit_splits is not None:
               f"({digit_histories[name].seconds:.1f} s)")
 
 # %% [markdown]
-# What to look for. In our run (fast size, 15 epochs, seed 0, CPU on a shared, loaded 2-core machine) the
-# **CNN** reached 0.964 test accuracy (13,706 parameters, 2 s), the
-# **ViT** 0.928 (18,218 parameters, 10 s) and the **pooled patches** 0.618 (5,258 parameters, 2 s). On 1,297
-# tiny images the convolution's prior (nearby pixels belong together, the same stroke anywhere is the same
-# feature) is worth more than attention's freedom: ViTs need much more data to beat CNNs. The pooled model
-# learns something this time, since a digit's strokes, patch by patch, say much about its class, but without
-# attention it cannot relate one patch to another and stays far behind.
+# What to look at: the test accuracy, the parameters and the time of each model, and how the pooled model does
+# here compared with section 5.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: digits_priors
+# manual: true
+# points: 2
+# rubric:
+#   - criterion: "Quotes the own test accuracies and parameter counts (CNN 0.964 with 13,706, ViT 0.928 with 18,218,
+#       pooled patches 0.618 with 5,258 in the reference run)"
+#     points: 0.5
+#   - criterion: "Explains the CNN's lead on 1,297 images by its prior: local filters shared over the image (nearby
+#       pixels belong together, a stroke is the same feature anywhere), which the ViT must learn from data"
+#     points: 0.5
+#   - criterion: "Explains why the pooled model learns here but not in section 5: a digit's class is largely told by
+#       which strokes appear where, patch by patch (a sum of per-patch evidence), while same-or-different needs a
+#       relation between two patches"
+#     points: 0.5
+#   - criterion: "Explains why the pooled model still stays far behind (it cannot relate one patch to another) and
+#       what would let the ViT catch up (much more data, or augmentation)"
+#     points: 0.5
+
+# %% [markdown]
+# **Written question (2 points).** Quote the test accuracy and the parameters of your three models. The CNN
+# has fewer parameters than the ViT: why does it win on this data set? The pooled model could not learn section
+# 5's task at all: why does it learn something here, and why does it still stay far behind?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %% [markdown]
+# In the reference run (fast size, 15 epochs, seed 0, CPU) the CNN reached 0.964 test accuracy with 13,706
+# parameters, the ViT 0.928 with 18,218 and the pooled patches 0.618 with 5,258.
 #
+# A convolution builds in two facts about images: nearby pixels belong together (small local filters) and a
+# stroke is the same feature wherever it is (the filter is shared across positions). The ViT knows neither: its
+# patch embedding sees each 2 x 2 patch alone, and which patches matter to which it must learn from the data,
+# through attention and learned positions. With only 1,297 tiny images the prior is worth more than the
+# freedom; ViTs overtake CNNs only with much more data (or strong augmentation and pretraining).
+#
+# The pooled model's logit for each class is a sum of per-patch terms. For digits that is useful: ink in the
+# centre patch, or a stroke at the top left, is evidence for some digits and against others, patch by patch, so a
+# sum of per-patch evidence already sorts many digits (0.618, against 0.1 for guessing). Section 5's label was a
+# relation between two patches (same kind or not), which no sum can express. Here it still stays far behind,
+# because much of a digit is also relational (a loop closed or open, where one stroke meets another), which
+# needs patches to be combined before a nonlinearity, as attention and the CNN's MLP do.
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
 # ## 8. Optional: real images (MNIST or Fashion-MNIST)
 #
 # The same ViT on real 28 x 28 grey images in ten classes: handwritten digits
