@@ -74,7 +74,7 @@ def conv1d_output_length(length, kernel_size, stride=1, padding=0, dilation=1):
     return out if bias is None else out + bias[None, :, None]
 ''', "window span K*d instead of d(K-1)+1: too few windows with dilation",
           hint="with dilation your output is too short: a dilated window spans dilation * (K - 1) + 1 "
-               "positions, not K * dilation", loses=PART),
+               "positions, not K * dilation", loses=(0.1, 0.8)),
     Entry("conv_pad_left_twice", "conv1d", _CONV_HEAD + '''
     span = dilation * (weight.shape[-1] - 1) + 1
     windows = F.pad(x, (2 * padding, 0)).unfold(-1, span, stride)[..., ::dilation]
@@ -88,7 +88,7 @@ def conv1d_output_length(length, kernel_size, stride=1, padding=0, dilation=1):
     out = torch.einsum("bclk,ock->bol", windows, weight)
     return out if bias is None else out + bias[None, :, None]
 ''', "pads the left end only",
-          hint="with padding your output is too short: the zeros go at both ends, not one", loses=PART),
+          hint="with padding your output is too short: the zeros go at both ends, not one", loses=(0.1, 0.8)),
     Entry("conv_bias_ignored", "conv1d", _CONV_HEAD + '''
     span = dilation * (weight.shape[-1] - 1) + 1
     windows = F.pad(x, (padding, padding)).unfold(-1, span, stride)[..., ::dilation]
@@ -197,7 +197,7 @@ def receptive_field(layers):
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "averages over time instead of taking the max",
           hint="your logits look like an AVERAGE over time at the end: take the max over the last dimension",
-          loses=(0.25, 0.65)),
+          loses=(0.35, 0.9)),
     Entry("cnn_no_relu_after_conv2", "TextCNN", _TEXTCNN_INIT + '''
     def forward(self, ids):
         h = F.relu(self.conv1(self.embedding(ids).transpose(1, 2)))

@@ -356,7 +356,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "masked scores set to 0 instead of -inf: exp(0) = 1, masked positions keep weight",
-          hint="a masked score of 0 still gets weight exp(0) = 1: use float('-inf')", loses=(0.35, 0.85)),
+          hint="a masked score of 0 still gets weight exp(0) = 1: use float('-inf')", loses=(0.25, 0.85)),
     Entry("attention_mask_inverted", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)

@@ -360,7 +360,7 @@ def padding_mask(lengths, max_len):
         pool="logits = self.classifier(h.mean(dim=1))"),
           "averages over every position, pads included",
       hint="your classifier seems to average over every position, pads included: average over the real tokens only",
-      loses=MOST),
+      loses=(0.4, 1)),
     Entry("classifier_pads_not_masked", "AttentionClassifier", _classifier(
         attend="h, _ = self.attention(self.embedding(ids))",
         pool=("m = (ids != 0).unsqueeze(-1).to(h.dtype)\n"
