@@ -6,10 +6,11 @@
 The grading seed comes from the secret and the submission's bytes, so a correct notebook meets random inputs
 nobody tried: a correct answer must keep full marks at every seed. This runs the suites in process (LocalStudent,
 as tests/test_labs.py does) with ``run_suite(bundle.suite, student, bundle.reference, seed=s)`` for the seeds
-``start .. start + seeds - 1``. ``--mutants`` also checks that every catalogue mutant loses points on its
-question at every seed. Prints one table row per lab: the reference's failures, the variants' failures (which
-variant, which test, which seed), the mutants that survived a seed, tests x seeds run, and "work s" (the seconds
-its tasks took, summed over the processes); then every failure and the wall time. Exit status 1 on any failure.
+``start .. start + seeds - 1``. ``--mutants`` also checks that every catalogue mutant loses, at every seed, the
+share of its question that its catalogue entry states (``loses``). Prints one table row per lab: the reference's
+failures, the variants' failures (which variant, which test, which seed), the mutants whose loss was not the stated
+one at a seed ("mutant off"), tests x seeds run, and "work s" (the seconds its tasks took, summed over the
+processes); then every failure and the wall time. Exit status 1 on any failure.
 
 ``--ledger`` appends each lab's result to ``benchmarks/records/seed_sweep.jsonl`` with the digests of the files its
 verdicts depend on (``sweep_ledger.py``), so that a sweep longer than one sitting adds up; ``--resume`` skips the
@@ -21,7 +22,7 @@ and classes, no state the tests change). Work is split into (lab, entry, block o
 processes, torch one thread each, a block's tasks (reference, variants, mutants) one after the other. Two savings,
 neither changing a verdict:
 
-- a mutant runs only its question's tests, and stops at the first it fails (it has lost points: killed);
+- a mutant runs only its question's tests (all of them: its loss is checked against the stated one);
 - the reference's answers are recorded per (seed, test) (``ReplayReference``) and replayed for the next entries:
   at a given seed a test asks the reference the same questions whatever the student answered, until a student's
   answer changes the test's path; then the requests differ from the recording (checked request by request, by
@@ -85,10 +86,6 @@ def _student(lab_id: str, kind: str, name: str):
 class Diverged(BaseException):
     """The test asked the reference something its recording does not hold (a BaseException: run_suite lets it
     through, where it would turn an Exception into the test's failure)."""
-
-
-class Killed(BaseException):
-    """A mutant failed a test of its question: it has lost points, the rest of its run is not needed."""
 
 
 class ReplayReference:
@@ -170,30 +167,26 @@ def replayed_suite(lab_id: str, student, seed: int) -> dict:
             record.add((seed, ref.index))
 
 
-def mutant_killed(lab_id: str, student, entry, seed: int) -> tuple[bool, int]:
-    """Whether the mutant loses points on its question at ``seed``: its question's tests up to the first it
-    fails, then (all passed) the course rules, which may zero the question; and how many tests ran."""
+def mutant_as_stated(lab_id: str, student, entry, seed: int) -> tuple[bool, int, float]:
+    """Whether the mutant loses what its entry states of its question at ``seed`` (``Bundle.verdict``: it loses points
+    and its loss lies in ``entry.loses``); its question's tests all run, the course rules after them (which may zero
+    the question); how many tests ran and the share of the question it lost."""
+    from attnlab.grading.bundle import Bundle
     from attnlab.grading.hidden import run_suite
+    from attnlab.grading.mutants import real_loss
 
     ran = []
-
-    def stop(test, passed, *_):
-        ran.append(test)
-        if not passed:
-            raise Killed
-
     bundle = _lab(lab_id)[0]
-    try:
-        q = run_suite(bundle.suite, student, bundle.reference, seed=seed, questions=[entry.question],
-                      on_result=stop)[entry.question]
-    except Killed:
-        return True, len(ran)
-    return q["score"] < q["max_score"], len(ran)
+    results = run_suite(bundle.suite, student, bundle.reference, seed=seed, questions=[entry.question],
+                        on_result=lambda test, *_: ran.append(test))
+    return Bundle.verdict("mutant", entry, results), len(ran), real_loss(results[entry.question])
 
 
 def run_task(task: tuple) -> Outcome:
     """One (lab, kind, entry name, seeds) block: the failed tests of a correct entry, or the seeds at which a
-    mutant kept full marks on its question."""
+    mutant's loss on its question was not the one its entry states."""
+    from attnlab.grading.mutants import stated
+
     lab_id, kind, name, seeds = task
     student, entry = _student(lab_id, kind, name)
     _replay(lab_id).forget(range(min(seeds) - (KEPT_BLOCKS - 1) * BLOCK, max(seeds) + 1))
@@ -201,10 +194,11 @@ def run_task(task: tuple) -> Outcome:
     start = time.perf_counter()
     for seed in seeds:
         if kind == "mutant":
-            killed, ran = mutant_killed(lab_id, student, entry, seed)
+            as_stated, ran, loss = mutant_as_stated(lab_id, student, entry, seed)
             out.tests_run += ran
-            if not killed:
-                out.failures.append((lab_id, kind, name, seed, entry.question, "survived (full marks)"))
+            if not as_stated:
+                out.failures.append((lab_id, kind, name, seed, entry.question,
+                                     f"lost {loss:.0%} of the question, stated: {stated(entry)}"))
             continue
         out.tests_run += len(_lab(lab_id)[0].suite.tests)
         for v in replayed_suite(lab_id, student, seed).values():
@@ -265,7 +259,7 @@ def sweep(lab_ids, seeds: list[int] | dict, *, jobs: int = 1, mutants: bool = Fa
 
 
 def table(totals: dict, n_seeds: int) -> str:
-    rows = [f"{'lab':<28} {'ref fail':>8} {'variant fail':>12} {'mutant surv':>11} {'tests x seeds':>13} "
+    rows = [f"{'lab':<28} {'ref fail':>8} {'variant fail':>12} {'mutant off':>11} {'tests x seeds':>13} "
             f"{'work s':>8}"]
     for lab_id, t in totals.items():
         count = {k: sum(1 for f in t.failures if f[1] == k) for k in ("reference", "variant", "mutant")}
@@ -284,7 +278,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=500, help="how many seeds (default 500)")
     p.add_argument("--start", type=int, default=0, help="the first seed (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes, torch one thread each (default 1)")
-    p.add_argument("--mutants", action="store_true", help="also check every mutant loses points at every seed")
+    p.add_argument("--mutants", action="store_true", help="also check every mutant loses what it states at every seed")
     p.add_argument("--reference-only", action="store_true", help="skip the variants (a quick first pass)")
     p.add_argument("--ledger", action="store_true", help=f"append each lab's result to {sweep_ledger.LEDGER}")
     p.add_argument("--resume", action="store_true", help="skip the seeds the ledger holds for today's code")

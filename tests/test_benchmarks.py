@@ -122,14 +122,23 @@ def test_seed_sweep_replays_the_reference_without_changing_a_verdict(monkeypatch
     assert replay.replayed > replay.computed - computed  # the variant's run mostly replayed the recordings
 
 
-def test_seed_sweep_runs_a_mutant_up_to_the_first_test_it_fails():
-    from attnlab.grading.mutants import load_catalogue
+def test_seed_sweep_checks_a_mutants_stated_loss_over_its_whole_question(monkeypatch):
+    import dataclasses
+
+    from attnlab.grading.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
     tests = [t for t in sweep._lab(SWEEP_LAB)[0].suite.tests if t.question == mutant.question]
     outcome = sweep.run_task((SWEEP_LAB, "mutant", mutant.name, (5, 6)))
-    assert outcome.failures == [] and 2 <= outcome.tests_run < 2 * len(tests)
+    assert outcome.failures == [] and outcome.tests_run == 2 * len(tests)  # every test of its question, each seed
+    # the same mistake stating a loss it does not have: one failure per seed, with the real and the stated loss
+    wrong = dataclasses.replace(mutant, loses=(0.01, 0.02))
+    student = student_with((ROOT / "autograder" / SWEEP_LAB / "reference.py").read_text(), wrong)
+    monkeypatch.setattr(sweep, "_student", lambda lab, kind, name: (student, wrong))
+    outcome = sweep.run_task((SWEEP_LAB, "mutant", mutant.name, (5, 6)))
+    assert [f[3] for f in outcome.failures] == [5, 6], outcome.failures
+    assert all(f[4] == mutant.question and f[5].endswith("of the question, stated: 1% to 2%") for f in outcome.failures)
 
 
 def test_sweep_ledger_counts_seeds_only_while_the_code_is_the_same(tmp_path):

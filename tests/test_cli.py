@@ -192,22 +192,27 @@ def test_the_notes_column_names_the_questions_that_lost_points(built_course, tmp
     assert result["questions"]["double"]["messages"][-1] == "likely mistake: your double adds 1 to twice the input"
 
 
-def test_catalogue_on_the_fixture_kills_mutants_and_keeps_variants(built_course, capsys):
+def test_catalogue_on_the_fixture_shows_stated_and_real_loss_and_keeps_variants(built_course, capsys):
     assert main(["--root", str(built_course), "catalogue", "lab99"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 and lines[3] == "2 mutants killed, 1 variants at full marks"
+    assert len(lines) == 4 and lines[3] == "seed 0: 2 mutants lose what they state, 1 variants at full marks"
     verdicts = {line.split()[1]: (line.split()[0], line.split()[-1]) for line in lines[:3]}
-    assert verdicts == {"double_adds_one": ("mutant", "killed"), "scale_ignores_weight": ("mutant", "killed"),
+    assert verdicts == {"double_adds_one": ("mutant", "stated"), "scale_ignores_weight": ("mutant", "stated"),
                         "double_add": ("variant", "marks")}
+    # the kept share beside the stated loss: double_adds_one keeps 0 of 2 points, stated "at least 60%"
+    assert "0.0/2.0" in lines[0] and "kept   0%" in lines[0] and "stated loss at least 60%" in lines[0], lines[0]
+    assert "stated loss all" in lines[1], lines[1]
     assert lines[2].rstrip().endswith("full marks") and "2.0/2.0" in lines[2]
 
 
-def test_catalogue_fails_when_a_mutant_survives_or_a_variant_loses_points(built_course, tmp_path, capsys):
+def test_catalogue_fails_when_a_mutant_loses_other_than_stated_or_a_variant_loses_points(built_course, tmp_path, capsys):
     root = tmp_path / "course"
     shutil.copytree(built_course, root)
     (root / "instructor" / LAB / "catalogue.py").write_text(
-        "from attnlab.grading.mutants import Entry\n"
-        "MUTANTS = [Entry('not_a_bug', 'double', 'def double(x):\\n    return 2 * x\\n')]\n"
+        "from attnlab.grading.mutants import MOST, Entry\n"
+        "MUTANTS = [Entry('not_a_bug', 'double', 'def double(x):\\n    return 2 * x\\n', loses=MOST),\n"
+        "           Entry('stated_too_small', 'double', 'def double(x):\\n    return 2 * x + 1\\n', hint='h',\n"
+        "                 loses=(0.1, 0.5))]\n"
         "VARIANTS = [Entry('wrong_variant', 'double', 'def double(x):\\n    return x\\n')]\n")
     # the command grades the built bundle: an edited catalogue is refused until it is built
     assert main(["--root", str(root), "catalogue", LAB]) == 2
@@ -218,7 +223,9 @@ def test_catalogue_fails_when_a_mutant_survives_or_a_variant_loses_points(built_
     assert main(["--root", str(root), "catalogue", LAB]) == 1
     out = capsys.readouterr().out
     assert "SURVIVED" in out and "LOST POINTS" in out
-    assert out.splitlines()[-1] == ("0 of 1 mutants killed, 0 of 1 variants at full marks; "
+    # a mutant that loses all of its question where its entry states 10% to 50%: the real and stated loss side by side
+    assert "kept   0%  stated loss 10% to 50%     NOT AS STATED" in out, out
+    assert out.splitlines()[-1] == ("seed 0: 0 of 2 mutants lose what they state, 0 of 1 variants at full marks; "
                                     "1 mutants without a student hint: not_a_bug")
 
 

@@ -31,7 +31,7 @@ from attnlab.course import load_course
 from attnlab.grading.bundle import Bundle, load_bundle
 from attnlab.grading.diagnose import Recorder, diagnose
 from attnlab.grading.hidden import run_suite
-from attnlab.grading.mutants import load_catalogue, student_with
+from attnlab.grading.mutants import load_catalogue, real_loss, stated, student_with
 from attnlab.grading.runner import grade_submission
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,11 +116,15 @@ def test_blank_student_notebook_scores_zero_saying_not_written_yet(lab):
 
 
 @pytest.mark.parametrize(("lab", "entry"), _entries(0))
-def test_mutant_loses_points(lab, entry):
+def test_mutant_loses_points_as_stated(lab, entry):
+    """A mutant loses points on its question, the share its entry states (``loses``: the policy in docs/CURRICULUM.md,
+    Partial credit); at seed 0 here, at every seed in ``benchmarks/seed_sweep.py --mutants``."""
     assert entry.hint, f"mutant {entry.name} has no student-facing hint"
     res, _ = _graded(lab.id, 0, entry.name)
     q = res[entry.question]
-    assert Bundle.verdict("mutant", entry, res), f"mutant {entry.name} ({entry.why}) survived: {q['messages']}"
+    assert Bundle.verdict("mutant", entry, res), (
+        f"mutant {entry.name} ({entry.why}) lost {real_loss(q):.0%} of {entry.question}, stated: {stated(entry)} "
+        f"({q['score']}/{q['max_score']}): {q['messages']}")
 
 
 @pytest.mark.parametrize(("lab", "entry"), _entries(1))

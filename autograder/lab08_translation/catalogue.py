@@ -7,7 +7,7 @@ reference ``Seq2SeqTransformer`` builds, and the given Lab 07 code and ``ToyTran
 entry (the hidden tests pass a ``ToyTranslator`` to whichever ``greedy_decode`` is defined last).
 """
 
-from attnlab.grading.mutants import Entry
+from attnlab.grading.mutants import ALL, MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math
@@ -112,13 +112,13 @@ MUTANTS = [
         tgt_mask = None
 ''' + _PRE + _POST), "never passes tgt_mask to self-attention: every word sees the future",
           hint="your self-attention ignores tgt_mask: pass mask=tgt_mask to self_attn, so that a word cannot "
-               "look at the words after it"),
+               "look at the words after it", loses=PART),
     Entry("block_memory_mask_ignored", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
         memory_mask = None
 ''' + _PRE + _POST), "never passes memory_mask to cross-attention: the decoder reads the source pads",
           hint="your cross-attention ignores memory_mask: pass mask=memory_mask to cross_attn, so that source "
-               "pads are never attended to"),
+               "pads are never attended to", loses=PART),
     Entry("block_cross_attention_reads_y", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
         if self.norm_first:
@@ -131,7 +131,7 @@ MUTANTS = [
         return self.norm3(y + self.ffn(y))
 '''), "cross-attention over the decoder's own states (self-attention twice): the memory is never read",
           hint=("in cross-attention the query is the decoder's state, but the keys AND the values both come from the "
-                "memory (the encoder's output)")),
+                "memory (the encoder's output)"), loses=MOST),
     Entry("block_pre_norm_normalizes_memory", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
 ''' + _POST + '''
@@ -140,7 +140,8 @@ MUTANTS = [
         y = y + self.drop2(self.cross_attn(self.norm2(y), m, m, mask=memory_mask)[0])
         return y + self.ffn(self.norm3(y))
 '''), "pre-norm: normalizes the memory with norm2 as well as the query",
-          hint="in pre-norm, norm2 applies to the decoder's state only: the memory goes into cross_attn as it is"),
+          hint="in pre-norm, norm2 applies to the decoder's state only: the memory goes into cross_attn as it is",
+          loses=MOST),
     Entry("block_norms_swapped", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
         if self.norm_first:
@@ -152,7 +153,7 @@ MUTANTS = [
         return self.norm2(y + self.ffn(y))
 '''), "norm3 after cross-attention and norm2 after the feed-forward network (norm order wrong)",
           hint="the norms go in order: norm1 with self-attention, norm2 with cross-attention, norm3 with the "
-               "feed-forward network"),
+               "feed-forward network", loses=MOST),
     Entry("block_norm_first_ignored", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
         y = self.norm1(y + self.sa(y, tgt_mask))
@@ -160,7 +161,7 @@ MUTANTS = [
         return self.norm3(y + self.ffn(y))
 '''), "always post-norm: norm_first is ignored",
           hint=("with norm_first=True the norm goes on each sub-layer's input, and the residual adds the "
-                "un-normalized state")),
+                "un-normalized state"), loses=MOST),
     Entry("block_post_norm_on_sublayer", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
 ''' + _PRE + '''
@@ -169,7 +170,7 @@ MUTANTS = [
         return y + self.norm3(self.ffn(y))
 '''), "post-norm written as y + norm(sublayer(y)): the norm on the sub-layer, not on the sum",
           hint=("post-norm normalizes the sum of the residual and the sub-layer's output, not the sub-layer's output "
-                "alone")),
+                "alone"), loses=MOST),
     Entry("block_no_cross_residual", "TransformerDecoderBlock", _block('''
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
         if self.norm_first:
@@ -180,7 +181,7 @@ MUTANTS = [
         y = self.norm2(self.ca(y, memory, memory_mask))
         return self.norm3(y + self.ffn(y))
 '''), "forgets the residual connection around cross-attention",
-          hint="cross-attention needs its residual connection too: add its output to y"),
+          hint="cross-attention needs its residual connection too: add its output to y", loses=MOST),
     Entry("block_no_sublayer_dropout", "TransformerDecoderBlock", _IMPORTS + '''
 
 class TransformerDecoderBlock(nn.Module):
@@ -206,30 +207,30 @@ class TransformerDecoderBlock(nn.Module):
         return self.norm3(y + self.ff(y))
 ''', "ignores dropout altogether",
           hint="dropout is never applied: pass dropout to the attentions and FeedForward, and apply "
-               "nn.Dropout to each sub-layer's output before the residual addition"),
+               "nn.Dropout to each sub-layer's output before the residual addition", loses=SLIP),
     Entry("block_uses_torch_layer", "TransformerDecoderBlock", _block('''
     _kind = nn.TransformerDecoderLayer  # the forbidden layer, referenced
 
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
 ''' + _PRE + _POST), "references nn.TransformerDecoderLayer in the graded cells (values right, rule broken)",
-          hint="nn.TransformerDecoderLayer (and the other nn.Transformer* layers) may not be used in this lab"),
+          hint="nn.TransformerDecoderLayer (and the other nn.Transformer* layers) may not be used in this lab", loses=ALL),
     # ------------------------------------------------------------------------------------------------ decoder_io
     Entry("io_labels_not_shifted", "decoder_io", '''
 def decoder_io(tgt):
     return tgt[:, :-1], tgt[:, :-1]
 ''', "labels = tgt[:, :-1]: the model learns to copy its input instead of predicting the next word",
-          hint="your labels are not shifted: the label at position t is the word AFTER dec_in[t]"),
+          hint="your labels are not shifted: the label at position t is the word AFTER dec_in[t]", loses=MOST),
     Entry("io_swapped", "decoder_io", '''
 def decoder_io(tgt):
     return tgt[:, 1:], tgt[:, :-1]
 ''', "returns (labels, dec_in): the decoder starts after BOS and predicts backwards",
           hint="dec_in starts with BOS (tgt without its last column) and labels end with EOS (tgt without its "
-               "first column); yours are swapped"),
+               "first column); yours are swapped", loses=MOST),
     Entry("io_batch_axis", "decoder_io", '''
 def decoder_io(tgt):
     return tgt[:-1], tgt[1:]
 ''', "slices the batch axis (rows) instead of the time axis",
-          hint="slice along the time axis (dim 1), not the batch axis (dim 0)"),
+          hint="slice along the time axis (dim 1), not the batch axis (dim 0)", loses=MOST),
     # ----------------------------------------------------------------------------------------- Seq2SeqTransformer
     Entry("model_no_causal_mask", "Seq2SeqTransformer", _model(decode='''
     def decode(self, dec_in, memory, src):
@@ -240,7 +241,7 @@ def decoder_io(tgt):
         return self.generator(y)
 '''), "no causal mask in the decoder: training sees the next word, greedy decoding breaks",
           hint=("decode uses no causal mask: every decoder block needs one (True on and below the diagonal), or a "
-                "word can read the word it should predict")),
+                "word can read the word it should predict"), loses=MOST),
     Entry("model_causal_mask_triu", "Seq2SeqTransformer", _model(decode='''
     def decode(self, dec_in, memory, src):
         T = dec_in.shape[1]
@@ -252,7 +253,7 @@ def decoder_io(tgt):
         return self.generator(y)
 '''), "the causal mask built with triu: each word sees itself and the future, not the past",
           hint="your causal mask is upper-triangular (triu): True must be on and BELOW the diagonal (tril), the "
-               "past, not the future"),
+               "past, not the future", loses=MOST),
     Entry("model_memory_mask_missing", "Seq2SeqTransformer", _model(decode='''
     def decode(self, dec_in, memory, src):
         T = dec_in.shape[1]
@@ -263,7 +264,7 @@ def decoder_io(tgt):
         return self.generator(y)
 '''), "no source padding mask in cross-attention: the decoder reads the encoder's output at the pads",
           hint="decode must pass the source padding mask (src != pad_id, shaped (B, 1, 1, S)) as memory_mask, or "
-               "the translation depends on how many pads the source has"),
+               "the translation depends on how many pads the source has", loses=MOST),
     Entry("model_encoder_mask_missing", "Seq2SeqTransformer", _model(encode='''
     def encode(self, src):
         x = self.embed(self.src_emb, src)
@@ -272,7 +273,7 @@ def decoder_io(tgt):
         return x
 '''), "no padding mask in the encoder's self-attention",
           hint=("encode must mask the source pads as keys (True for real words, broadcast over heads and queries), or"
-                " the real words attend to the pads")),
+                " the real words attend to the pads"), loses=MOST),
     Entry("model_pad_id_hardcoded", "Seq2SeqTransformer", _model(encode='''
     def encode(self, src):
         keep = (src != 0)[:, None, None, :]
@@ -290,7 +291,7 @@ def decoder_io(tgt):
             y = block(y, memory, tgt_mask=causal, memory_mask=keep)
         return self.generator(y)
 '''), "masks token 0 whatever pad_id says",
-          hint="your masks compare with 0 instead of self.pad_id: use the pad_id the model was built with"),
+          hint="your masks compare with 0 instead of self.pad_id: use the pad_id the model was built with", loses=PART),
     Entry("model_no_sqrt_scale", "Seq2SeqTransformer", _model(embed='''
     def embed(self, emb, ids):
         n = ids.shape[1]
@@ -298,7 +299,7 @@ def decoder_io(tgt):
             raise ValueError(f"{n} > max_len={self.max_len}")
         return self.dropout(emb(ids) + self.pe[:n])
 '''), "forgets the sqrt(d_model) factor on the embeddings",
-          hint="multiply the embeddings by sqrt(d_model) before adding the positions: emb(ids) * sqrt(d) + PE"),
+          hint="multiply the embeddings by sqrt(d_model) before adding the positions: emb(ids) * sqrt(d) + PE", loses=MOST),
     Entry("model_no_target_positions", "Seq2SeqTransformer", _model(embed='''
     def embed(self, emb, ids):
         n = ids.shape[1]
@@ -307,37 +308,37 @@ def decoder_io(tgt):
         x = emb(ids) * math.sqrt(self.d_model)
         return self.dropout(x + self.pe[:n] if emb is self.src_emb else x)
 '''), "adds the positions to the source only",
-          hint="the target embeddings need the positional encoding too, scaled the same way as the source's"),
+          hint="the target embeddings need the positional encoding too, scaled the same way as the source's", loses=MOST),
     Entry("model_no_length_check", "Seq2SeqTransformer", _model(embed='''
     def embed(self, emb, ids):
         n = ids.shape[1]
         return self.dropout(emb(ids) * math.sqrt(self.d_model) + self.pe[:n])
 '''), "no ValueError for a sequence longer than max_len (PyTorch's broadcast error does not say why)",
-          hint="raise a ValueError naming the length and max_len when a sequence is longer than max_len"),
+          hint="raise a ValueError naming the length and max_len when a sequence is longer than max_len", loses=SLIP),
     # --------------------------------------------------------------------------------------------- sequence_loss
     Entry("loss_averaged_over_pads", "sequence_loss", _loss('''
     V = logits.shape[-1]
     return F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), label_smoothing=label_smoothing)
 '''), "no ignore_index: the pads count as tokens to predict",
           hint="your loss counts the pad positions: ignore them (ignore_index=pad_id), so that the mean is over "
-               "the real tokens only"),
+               "the real tokens only", loses=MOST),
     Entry("loss_smoothing_ignored", "sequence_loss", _loss('''
     V = logits.shape[-1]
     return F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=pad_id)
 '''), "ignores label_smoothing",
-          hint="label_smoothing has no effect in your loss: pass it on (label_smoothing=label_smoothing)"),
+          hint="label_smoothing has no effect in your loss: pass it on (label_smoothing=label_smoothing)", loses=PART),
     Entry("loss_pad_id_hardcoded", "sequence_loss", _loss('''
     V = logits.shape[-1]
     return F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=0,
                            label_smoothing=label_smoothing)
 '''), "ignores token 0 whatever pad_id says",
-          hint="ignore the positions equal to the pad_id argument, not always 0"),
+          hint="ignore the positions equal to the pad_id argument, not always 0", loses=PART),
     Entry("loss_sum_over_tokens", "sequence_loss", _loss('''
     V = logits.shape[-1]
     return F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=pad_id,
                            label_smoothing=label_smoothing, reduction="sum")
 '''), "the sum over the tokens instead of the mean",
-          hint="your loss is the sum over the tokens: return the mean over the non-pad tokens"),
+          hint="your loss is the sum over the tokens: return the mean over the non-pad tokens", loses=MOST),
     Entry("loss_smoothing_over_other_classes", "sequence_loss", _loss('''
     logp = F.log_softmax(logits, dim=-1)
     V = logits.shape[-1]
@@ -347,29 +348,29 @@ def decoder_io(tgt):
     return per_token[real].mean()
 '''), "spreads epsilon over the V - 1 wrong words (the other convention), not over all V as PyTorch does",
           hint="with label smoothing, the epsilon goes uniformly over ALL V words (eps / V each, the true word "
-               "included), as F.cross_entropy(label_smoothing=...) does, not eps / (V - 1) over the others"),
+               "included), as F.cross_entropy(label_smoothing=...) does, not eps / (V - 1) over the others", loses=PART),
     # --------------------------------------------------------------------------------------------- greedy_decode
     Entry("greedy_eos_rows_not_padded", "greedy_decode", _greedy_steps(
         nxt="model.decode(ys, memory, src)[:, -1].argmax(-1)"),
           "finished rows keep the model's words after EOS instead of pads",
-          hint="after a row has produced EOS, fill its new columns with model.pad_id, whatever the model says"),
+          hint="after a row has produced EOS, fill its new columns with model.pad_id, whatever the model says", loses=MOST),
     Entry("greedy_no_early_stop", "greedy_decode", _greedy_steps(loop="for _ in range(max_len - 1)", stop=""),
           "always runs to max_len columns",
-          hint="stop as soon as every row has produced EOS: your output always has max_len columns"),
+          hint="stop as soon as every row has produced EOS: your output always has max_len columns", loses=MOST),
     Entry("greedy_stops_at_first_eos", "greedy_decode", _greedy_steps(stop="done.any()"),
           "stops when any row finishes (any instead of all)",
-          hint="you stop when the first row produces EOS: keep going until EVERY row has produced it"),
+          hint="you stop when the first row produces EOS: keep going until EVERY row has produced it", loses=MOST),
     Entry("greedy_first_position", "greedy_decode", _greedy_steps(
         nxt="model.decode(ys, memory, src)[:, 0].argmax(-1).masked_fill(done, model.pad_id)"),
           "takes the argmax of the first position's logits at every step",
-          hint="the next word comes from the logits of the LAST position, not the first"),
+          hint="the next word comes from the logits of the LAST position, not the first", loses=MOST),
     Entry("greedy_pad_hardcoded", "greedy_decode", _greedy_steps(
         nxt="model.decode(ys, memory, src)[:, -1].argmax(-1).masked_fill(done, 0)"),
           "pads finished rows with 0 instead of model.pad_id",
-          hint="pad finished rows with model.pad_id, not a hard-coded 0"),
+          hint="pad finished rows with model.pad_id, not a hard-coded 0", loses=SLIP),
     Entry("greedy_max_len_generated", "greedy_decode", _greedy_steps(loop="for _ in range(max_len)"),
           "max_len new tokens (max_len + 1 columns) instead of max_len columns with BOS",
-          hint="max_len counts the BOS column: at most max_len - 1 new tokens"),
+          hint="max_len counts the BOS column: at most max_len - 1 new tokens", loses=PART),
 ]
 
 VARIANTS = [
@@ -563,20 +564,22 @@ MUTANTS += [
         for tokens, score in zip(live.tolist(), scores.tolist()):
             finished.append((score / max(len(tokens) - 1, 1) ** length_penalty, tokens))
 ''' + _BEAM_TAIL, "hypotheses that produced EOS are not finished: they stay in the beam and keep growing",
-          hint="a hypothesis that ends with EOS is finished: take it out of the beam (the beam shrinks by one)"),
+          hint="a hypothesis that ends with EOS is finished: take it out of the beam (the beam shrinks by one)", loses=MOST),
     Entry("beam_no_length_penalty", "beam_search", _beam(finish="(score, tokens)"),
           "picks the final hypothesis by its summed log-probability, without the length penalty",
-          hint="compare finished hypotheses by score / length ** length_penalty (length: the tokens after BOS)"),
+          hint="compare finished hypotheses by score / length ** length_penalty (length: the tokens after BOS)", loses=PART),
     Entry("beam_one_parent_only", "beam_search", _beam(extend='''
             logits = model.decode(live[:1], memory, source)[:, -1]  # only the best hypothesis is extended
             total = scores[0].to(logits.dtype) + torch.log_softmax(logits[0], dim=-1)
             scores, token = total.topk(min(beam_size - len(finished), total.numel()))
             live = torch.cat([live[:1].expand(len(token), -1), token[:, None]], dim=1)'''),
           "extends only the best hypothesis each step: every kept extension comes from one parent",
-          hint="form the extensions of every live hypothesis and keep the best over all of them together"),
+          hint="form the extensions of every live hypothesis and keep the best over all of them together",
+          loses=(0.2, 0.75)),
     Entry("beam_raw_logits", "beam_search", _beam(extend=_beam_extend(log_probs="logits")),
           "adds raw logits instead of log-probabilities: the scores of different hypotheses do not compare",
-          hint="score the extensions with log_softmax of the logits: raw logits of different rows are not on one scale"),
+          hint="score the extensions with log_softmax of the logits: raw logits of different rows are not on one scale",
+          loses=PART),
 ]
 
 VARIANTS += [

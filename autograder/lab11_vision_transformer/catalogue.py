@@ -6,7 +6,7 @@ Each ``source`` is run after the reference code, so a redefined ``patchify`` is 
 ``PatchEmbedding`` calls, and the given ``TransformerEncoderBlock`` stays available to every entry.
 """
 
-from attnlab.grading.mutants import Entry
+from attnlab.grading.mutants import MOST, Entry
 
 _IMPORTS = '''
 import torch
@@ -96,18 +96,18 @@ MUTANTS = [
     return x.reshape(B, -1, C * patch * patch)
 '''), "flattens each patch channel-last (row, column, channel), not as Conv2d weights are laid out",
       hint=("your patches seem flattened channel-last (pixel by pixel, channels inside): flatten each patch "
-            "channel-first, all of channel 0's p * p pixels first, as Conv2d lays out its weights")),
+            "channel-first, all of channel 0's p * p pixels first, as Conv2d lays out its weights"), loses=MOST),
     Entry("patchify_column_major", "patchify", _patchify('''
     x = images.reshape(B, C, H // patch, patch, W // patch, patch).permute(0, 4, 2, 1, 3, 5)
     return x.reshape(B, -1, C * patch * patch)
 '''), "orders the patches column by column (column-major) instead of row by row",
       hint=("your patches seem to come column by column: order them row-major, the first row of patches left to "
-            "right, then the next row")),
+            "right, then the next row"), loses=MOST),
     Entry("patchify_plain_reshape", "patchify", _patchify('''
     return images.reshape(B, (H // patch) * (W // patch), C * patch * patch)
 '''), "one reshape of the image: a 'patch' is a run of consecutive pixels, not a square",
       hint=("your patches seem to be runs of consecutive pixels (a plain reshape): split H and W into (which patch, "
-            "where inside it), permute, then flatten")),
+            "where inside it), permute, then flatten"), loses=MOST),
     # ------------------------------------------------------------------------------------------ PatchEmbedding
     Entry("embed_cls_appended", "PatchEmbedding", _embed('''
     def forward(self, images):
@@ -115,7 +115,7 @@ MUTANTS = [
         cls = self.cls_token.expand(images.shape[0], -1, -1)
         return torch.cat([tokens, cls], dim=1) + self.pos_emb
 '''), "appends the [CLS] token at the end instead of putting it in front",
-      hint="your [CLS] token seems to come last: put it in front, as token 0"),
+      hint="your [CLS] token seems to come last: put it in front, as token 0", loses=MOST),
     Entry("embed_pos_not_on_cls", "PatchEmbedding", _embed('''
     def forward(self, images):
         tokens = self.proj(patchify(images, self.patch)) + self.pos_emb[:, 1:]
@@ -123,27 +123,28 @@ MUTANTS = [
         return torch.cat([cls, tokens], dim=1)
 '''), "adds the positions to the patch tokens only, not to the [CLS] token",
       hint=("your [CLS] token seems to miss its position: the position embedding has N + 1 rows, one for every "
-           "token, [CLS] included")),
+           "token, [CLS] included"), loses=MOST),
     Entry("embed_no_positions", "PatchEmbedding", _embed('''
     def forward(self, images):
         tokens = self.proj(patchify(images, self.patch))
         cls = self.cls_token.expand(images.shape[0], -1, -1)
         return torch.cat([cls, tokens], dim=1) + 0 * self.pos_emb
 '''), "forgets to add the positions",
-      hint="your tokens seem to miss the positions: add pos_emb (1, N + 1, d) to the tokens"),
+      hint="your tokens seem to miss the positions: add pos_emb (1, N + 1, d) to the tokens", loses=MOST),
     # --------------------------------------------------------------------------------------------------- ViT
     Entry("vit_mean_pool", "ViT", _vit(_PRE_NORM_BLOCKS, _ENCODE + '''
     def forward(self, images):
         return self.head(self.encode(images).mean(dim=1))
 '''), "classifies from the mean over all tokens instead of the [CLS] token",
-      hint="your logits seem to come from the mean over the tokens: apply head to the [CLS] token, row 0"),
+      hint="your logits seem to come from the mean over the tokens: apply head to the [CLS] token, row 0", loses=MOST),
     Entry("vit_post_norm_blocks", "ViT", _vit('''
         self.blocks = nn.ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout)
                                     for _ in range(num_layers))''', _ENCODE + '''
     def forward(self, images):
         return self.head(self.encode(images)[:, 0])
 '''), "builds post-norm blocks (norm_first left at False)",
-      hint="your blocks seem to be post-norm: a ViT uses pre-norm blocks, TransformerEncoderBlock(..., norm_first=True)"),
+      hint="your blocks seem to be post-norm: a ViT uses pre-norm blocks, TransformerEncoderBlock(..., norm_first=True)",
+      loses=MOST),
     Entry("vit_no_final_norm", "ViT", _vit(_PRE_NORM_BLOCKS, '''
     def forward(self, images):
         x = self.dropout(self.embed(images))
@@ -151,22 +152,25 @@ MUTANTS = [
             x = block(x)
         return self.head(x[:, 0])
 '''), "skips the final LayerNorm before the head",
-      hint="your [CLS] vector seems to reach the head without the final norm: apply self.norm after the last block"),
+      hint="your [CLS] vector seems to reach the head without the final norm: apply self.norm after the last block",
+      loses=MOST),
     # ------------------------------------------------------------------------------------------- attention_rollout
     Entry("rollout_no_identity", "attention_rollout", _rollout("w.mean(dim=1)", "a @ result"),
           "leaves out the identity (the residual connection)",
-          hint="your rollout seems to leave out the identity: add I to the head-averaged weights of every layer"),
+          hint="your rollout seems to leave out the identity: add I to the head-averaged weights of every layer",
+          loses=MOST),
     Entry("rollout_no_renormalisation", "attention_rollout", _rollout("w.mean(dim=1) + eye", "a @ result"),
           "adds the identity but does not renormalise the rows",
-          hint="your rollout's rows seem not to sum to 1: divide A + I by its row sums in every layer"),
+          hint="your rollout's rows seem not to sum to 1: divide A + I by its row sums in every layer", loses=MOST),
     Entry("rollout_wrong_order", "attention_rollout",
           _rollout("(w.mean(dim=1) + eye) / (w.mean(dim=1) + eye).sum(-1, keepdim=True)", "result @ a"),
           "multiplies the layers in the wrong order (A_1 ... A_L)",
-          hint="your rollout seems to multiply the layers in the wrong order: R = A_L ... A_1, the later layer on the left"),
+          hint="your rollout seems to multiply the layers in the wrong order: R = A_L ... A_1, the later layer on the left",
+          loses=MOST),
     Entry("rollout_max_over_heads", "attention_rollout",
           _rollout("(w.amax(dim=1) + eye) / (w.amax(dim=1) + eye).sum(-1, keepdim=True)", "a @ result"),
           "takes the maximum over the heads instead of the mean",
-          hint="your rollout seems to take the maximum over the heads: average them (mean over dim 1)"),
+          hint="your rollout seems to take the maximum over the heads: average them (mean over dim 1)", loses=MOST),
 ]
 
 VARIANTS = [

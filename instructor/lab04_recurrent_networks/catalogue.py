@@ -6,7 +6,7 @@ the reference picks the new definition up (``ElmanRNN`` calls whatever ``rnn_cel
 keep full marks on every question.
 """
 
-from attnlab.grading.mutants import Entry
+from attnlab.grading.mutants import ALL, MOST, PART, SLIP, Entry
 
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [
@@ -15,22 +15,22 @@ MUTANTS = [
 def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
 ''', "forgets the tanh: a linear recurrence",
-          hint="your h_t is the pre-activation: apply torch.tanh to the sum"),
+          hint="your h_t is the pre-activation: apply torch.tanh to the sum", loses=MOST),
     Entry("rnn_cell_relu", "rnn_cell", '''
 def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return torch.relu(x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh)
 ''', "ReLU instead of tanh (nn.RNN's nonlinearity='relu', not the default)",
-          hint="your h_t looks like a ReLU of the pre-activation; the Elman cell uses tanh"),
+          hint="your h_t looks like a ReLU of the pre-activation; the Elman cell uses tanh", loses=MOST),
     Entry("rnn_cell_one_bias", "rnn_cell", '''
 def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return torch.tanh(x_t @ W_ih.T + h_prev @ W_hh.T + b_ih)
 ''', "drops b_hh, since one bias 'should be enough'",
-          hint="both biases count: add b_ih and b_hh"),
+          hint="both biases count: add b_ih and b_hh", loses=MOST),
     Entry("rnn_cell_weights_not_transposed", "rnn_cell", '''
 def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return torch.tanh(x_t @ W_ih.T + b_ih + h_prev @ W_hh + b_hh)
 ''', "h_prev @ W_hh without the transpose: runs (W_hh is square) but uses the transposed matrix",
-          hint="W_hh is stored (H_out, H_in) like W_ih: multiply rows with h_prev @ W_hh.T"),
+          hint="W_hh is stored (H_out, H_in) like W_ih: multiply rows with h_prev @ W_hh.T", loses=MOST),
 
     # ElmanRNN
     Entry("elman_h0_ignored", "ElmanRNN", '''
@@ -52,7 +52,7 @@ class ElmanRNN(nn.Module):
             states.append(h)
         return torch.stack(states, dim=1), h
 ''', "always starts from zeros, ignoring a given h0",
-          hint="when h0 is given, start the recurrence from it; zeros only when h0 is None"),
+          hint="when h0 is given, start the recurrence from it; zeros only when h0 is None", loses=PART),
     Entry("elman_time_first", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -73,7 +73,7 @@ class ElmanRNN(nn.Module):
             states.append(h)
         return torch.stack(states, dim=0), h
 ''', "loops over time correctly but returns the outputs time-first (T, B, H), as nn.RNN does by default",
-          hint="outputs must be batch-first, (B, T, H): stack the states along dim=1"),
+          hint="outputs must be batch-first, (B, T, H): stack the states along dim=1", loses=MOST),
     Entry("elman_loops_over_batch", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -93,7 +93,7 @@ class ElmanRNN(nn.Module):
             states.append(h)
         return torch.stack(states, dim=0), h
 ''', "indexes x[t] on the first dimension (the batch) as if the input were time-first",
-          hint="x is batch-first (B, T, D): the time steps run along the second axis, not the first"),
+          hint="x is batch-first (B, T, D): the time steps run along the second axis, not the first", loses=MOST),
     Entry("elman_outputs_shifted", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -113,7 +113,8 @@ class ElmanRNN(nn.Module):
             h = rnn_cell(x[:, t], h, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
         return torch.stack(states, dim=1), h
 ''', "stores the state before each step: outputs shifted by one (h0 first, h_T missing)",
-          hint="the output at step t is the state after reading step t: record h after the update, not before it"),
+          hint="the output at step t is the state after reading step t: record h after the update, not before it",
+          loses=MOST),
     Entry("elman_h_T_with_layer_dim", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -133,7 +134,7 @@ class ElmanRNN(nn.Module):
             states.append(h)
         return torch.stack(states, dim=1), h.unsqueeze(0)
 ''', "returns h_T as (1, B, H), copying nn.RNN's h_n",
-          hint="h_T has shape (B, H) here, without nn.RNN's extra layer dimension"),
+          hint="h_T has shape (B, H) here, without nn.RNN's extra layer dimension", loses=MOST),
     Entry("elman_weights_swapped_names", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -153,7 +154,8 @@ class ElmanRNN(nn.Module):
             states.append(h)
         return torch.stack(states, dim=1), h
 ''', "stores weight_ih_l0 as (input_size, hidden_size), the transpose of nn.RNN's layout",
-          hint="weight_ih_l0 must have nn.RNN's shape (hidden_size, input_size) so that its weights load into yours"),
+          hint="weight_ih_l0 must have nn.RNN's shape (hidden_size, input_size) so that its weights load into yours",
+          loses=MOST),
     Entry("elman_uses_nn_rnn", "ElmanRNN", '''
 class ElmanRNN(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -168,7 +170,7 @@ class ElmanRNN(nn.Module):
         out, h_n = self.rnn(x, None if h0 is None else h0[None])
         return out, h_n[0]
 ''', "wraps nn.RNN, which the lab forbids (extra parameter names rnn.* also show)",
-          hint="nn.RNN is not allowed here: loop over the time steps with your rnn_cell"),
+          hint="nn.RNN is not allowed here: loop over the time steps with your rnn_cell", loses=ALL),
 
     # lstm_cell
     Entry("lstm_gates_ifog", "lstm_cell", '''
@@ -178,7 +180,8 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = torch.sigmoid(z_f) * c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * torch.tanh(c_t), c_t
 ''', "gates in the order i, f, o, g (many blog posts) instead of PyTorch's i, f, g, o",
-          hint="PyTorch stacks the gates as i, f, g, o: the candidate g is the third block, the output gate o the fourth"),
+          hint="PyTorch stacks the gates as i, f, g, o: the candidate g is the third block, the output gate o the fourth",
+          loses=MOST),
     Entry("lstm_gates_fiog", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     z = x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
@@ -186,7 +189,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = torch.sigmoid(z_f) * c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * torch.tanh(c_t), c_t
 ''', "input and forget gates swapped",
-          hint="the first block of rows is the input gate i, the second the forget gate f"),
+          hint="the first block of rows is the input gate i, the second the forget gate f", loses=MOST),
     Entry("lstm_sigmoid_on_g", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     z = x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
@@ -194,7 +197,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = f * c_prev + i * g
     return o * torch.tanh(c_t), c_t
 ''', "sigmoid on all four blocks, the candidate g included",
-          hint="the candidate g uses tanh (it must be able to be negative); only i, f and o are sigmoids"),
+          hint="the candidate g uses tanh (it must be able to be negative); only i, f and o are sigmoids", loses=MOST),
     Entry("lstm_h_from_c_prev", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     z = x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
@@ -202,7 +205,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = torch.sigmoid(z_f) * c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * torch.tanh(c_prev), c_t
 ''', "h_t computed from the old cell c_prev",
-          hint="h_t = o * tanh(c_t) uses the new cell state c_t, not c_prev"),
+          hint="h_t = o * tanh(c_t) uses the new cell state c_t, not c_prev", loses=MOST),
     Entry("lstm_no_tanh_on_c", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     z = x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
@@ -210,7 +213,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = torch.sigmoid(z_f) * c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * c_t, c_t
 ''', "h_t = o * c_t without the tanh",
-          hint="h_t = o * tanh(c_t): squash the cell state with tanh before the output gate"),
+          hint="h_t = o * tanh(c_t): squash the cell state with tanh before the output gate", loses=MOST),
     Entry("lstm_no_forget_gate", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     z = x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
@@ -218,7 +221,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * torch.tanh(c_t), c_t
 ''', "c_t = c_prev + i * g: the forget gate is computed but never used",
-          hint="c_t = f * c_prev + i * g: multiply the old cell by the forget gate"),
+          hint="c_t = f * c_prev + i * g: multiply the old cell by the forget gate", loses=MOST),
     Entry("lstm_chunk_wrong_dim", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     z = x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh
@@ -226,12 +229,13 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     c_t = torch.sigmoid(z_f) * c_prev + torch.sigmoid(z_i) * torch.tanh(z_g)
     return torch.sigmoid(z_o) * torch.tanh(c_t), c_t
 ''', "splits z into interleaved gates (every 4th unit) instead of four contiguous blocks",
-          hint="the gates are four contiguous blocks of H units (input, forget, cell, output), not every fourth unit"),
+          hint="the gates are four contiguous blocks of H units (input, forget, cell, output), not every fourth unit",
+          loses=MOST),
     Entry("lstm_uses_torch_lstm_cell", "lstm_cell", '''
 def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
     return torch.lstm_cell(x_t, (h_prev, c_prev), W_ih, W_hh, b_ih, b_hh)
 ''', "calls torch.lstm_cell (the built-in), which the lab forbids",
-          hint="torch.lstm_cell and nn.LSTMCell are not allowed: compute the four gates yourself"),
+          hint="torch.lstm_cell and nn.LSTMCell are not allowed: compute the four gates yourself", loses=ALL),
 
     # last_valid_state
     Entry("last_state_minus_one", "last_valid_state", '''
@@ -239,18 +243,18 @@ def last_valid_state(outputs, lengths):
     return outputs[:, -1]
 ''', "outputs[:, -1]: the state after the last position, padding included",
           hint=("the last column of outputs is the last real state only for rows without padding: a row's last real "
-                "step is its length - 1")),
+                "step is its length - 1"), loses=MOST),
     Entry("last_state_off_by_one", "last_valid_state", '''
 def last_valid_state(outputs, lengths):
     return outputs[torch.arange(outputs.shape[0]), lengths.clamp(max=outputs.shape[1] - 1)]
 ''', "indexes with lengths instead of lengths - 1 (clamped so that full rows do not crash)",
-          hint="a row with n real tokens has its last real state at position n - 1, not n"),
+          hint="a row with n real tokens has its last real state at position n - 1, not n", loses=MOST),
     Entry("last_state_column_indexing", "last_valid_state", '''
 def last_valid_state(outputs, lengths):
     return outputs[:, lengths - 1]
 ''', "outputs[:, lengths - 1] picks every row's positions for every row: shape (B, B, H)",
           hint=("you take every row's last position from every row: each row b needs only its own last real position,"
-                " lengths[b] - 1")),
+                " lengths[b] - 1"), loses=MOST),
 
     # RNNClassifier
     Entry("classifier_h_n_of_padded_batch", "RNNClassifier", '''
@@ -268,7 +272,7 @@ class RNNClassifier(nn.Module):
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "classifies h_n of the padded batch: the state after the padding, lengths ignored",
           hint="nn.LSTM's h_n is the state after the last position, padding included: pick each row's last "
-               "real state with last_valid_state(outputs, lengths)"),
+               "real state with last_valid_state(outputs, lengths)", loses=MOST),
     Entry("classifier_squeeze_all", "RNNClassifier", '''
 class RNNClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, hidden_size, num_classes=1):
@@ -282,7 +286,7 @@ class RNNClassifier(nn.Module):
         outputs, _ = self.lstm(self.embedding(ids))
         return self.classifier(last_valid_state(outputs, lengths)).squeeze()
 ''', "squeeze() drops the batch dimension of a batch of one",
-          hint="for a batch of one your logits lose their batch dimension: use squeeze(-1), not squeeze()"),
+          hint="for a batch of one your logits lose their batch dimension: use squeeze(-1), not squeeze()", loses=SLIP),
     Entry("classifier_time_first_lstm", "RNNClassifier", '''
 class RNNClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, hidden_size, num_classes=1):
@@ -298,7 +302,7 @@ class RNNClassifier(nn.Module):
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "nn.LSTM without batch_first=True: reads the batch dimension as time",
           hint="build the LSTM with batch_first=True: your embeddings are (B, L, E), and without it nn.LSTM "
-               "reads the batch as the time axis"),
+               "reads the batch as the time axis", loses=MOST),
     Entry("classifier_mean_of_states", "RNNClassifier", '''
 class RNNClassifier(nn.Module):
     def __init__(self, vocab_size, embed_dim, hidden_size, num_classes=1):
@@ -313,7 +317,8 @@ class RNNClassifier(nn.Module):
         logits = self.classifier(outputs.mean(dim=1))
         return logits.squeeze(-1) if self.num_classes == 1 else logits
 ''', "the mean of all the states (pads included) instead of the last real one",
-          hint="classify the state after each row's last real token (last_valid_state), not the mean of all states"),
+          hint="classify the state after each row's last real token (last_valid_state), not the mean of all states",
+          loses=MOST),
 
     # attention_context
     Entry("attention_softmax_over_batch", "attention_context", '''
@@ -324,14 +329,15 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=0)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "softmax over dim=0 (the batch) instead of the positions",
-          hint="your weights sum to 1 down each column (over the batch): take the softmax over the positions, dim=-1"),
+          hint="your weights sum to 1 down each column (over the batch): take the softmax over the positions, dim=-1",
+          loses=MOST),
     Entry("attention_mask_ignored", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "never uses the mask",
-          hint="masked positions still get weight: fill their scores with -inf before the softmax"),
+          hint="masked positions still get weight: fill their scores with -inf before the softmax", loses=(0.35, 0.85)),
     Entry("attention_mask_after_softmax", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
@@ -340,7 +346,8 @@ def attention_context(decoder_state, encoder_states, mask=None):
         weights = weights * mask
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "zeroes masked weights after the softmax: rows no longer sum to 1",
-          hint="masking after the softmax leaves rows that do not sum to 1: mask the scores (-inf) before it"),
+          hint="masking after the softmax leaves rows that do not sum to 1: mask the scores (-inf) before it",
+          loses=(0.35, 0.85)),
     Entry("attention_masked_fill_zero", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
@@ -349,7 +356,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "masked scores set to 0 instead of -inf: exp(0) = 1, masked positions keep weight",
-          hint="a masked score of 0 still gets weight exp(0) = 1: use float('-inf')"),
+          hint="a masked score of 0 still gets weight exp(0) = 1: use float('-inf')", loses=(0.25, 0.85)),
     Entry("attention_mask_inverted", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
@@ -358,7 +365,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "reads the mask as True = hidden (nn.MultiheadAttention's key_padding_mask convention)",
-          hint="the mask is True where attention is allowed: fill the scores where it is False (~mask)"),
+          hint="the mask is True where attention is allowed: fill the scores where it is False (~mask)", loses=MOST),
     Entry("attention_scaled", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1) / math.sqrt(decoder_state.shape[-1])
@@ -367,7 +374,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "divides the scores by sqrt(H) (Lab 05's scaled attention, one lab early)",
-          hint="this score is the plain dot product, without the 1/sqrt(H) scale (that comes in Lab 05)"),
+          hint="this score is the plain dot product, without the 1/sqrt(H) scale (that comes in Lab 05)", loses=MOST),
     Entry("attention_squeeze_all", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze()
@@ -377,7 +384,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     return (weights.unsqueeze(-2) @ encoder_states).squeeze(), weights
 ''', "squeeze() everywhere: a batch of one loses its batch dimension",
           hint="for a batch of one your context or weights lose the batch dimension: squeeze only the size-1 "
-               "dimension you created (squeeze(-1), squeeze(1))"),
+               "dimension you created (squeeze(-1), squeeze(1))", loses=SLIP),
     Entry("attention_naive_softmax", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
@@ -387,7 +394,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = e / e.sum(-1, keepdim=True)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "hand-written softmax without subtracting the max: overflows (inf/inf = nan) for large scores",
-          hint="large scores give inf or nan: use torch.softmax, which subtracts the maximum first"),
+          hint="large scores give inf or nan: use torch.softmax, which subtracts the maximum first", loses=SLIP),
     Entry("attention_context_from_scores", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
@@ -396,7 +403,8 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return (scores.nan_to_num(neginf=0.0).unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "the context sums the encoder states weighted by the raw scores instead of the softmax weights",
-          hint="the context is the sum of the encoder states weighted by the softmax weights, not by the scores"),
+          hint="the context is the sum of the encoder states weighted by the softmax weights, not by the scores",
+          loses=MOST),
 ]
 
 # ----------------------------------------------------------------------------------------------- variants
@@ -619,7 +627,7 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     n = torch.tanh(i_n + r * (h_prev @ W_hh[2 * H:].T) + b_hh[2 * H:])
     return (1 - z) * n + z * h_prev
 ''', "the reset gate multiplies W_hn h but not b_hn",
-          hint="r multiplies the whole hidden part of the candidate, W_hn h_prev + b_hn, bias included"),
+          hint="r multiplies the whole hidden part of the candidate, W_hn h_prev + b_hn, bias included", loses=MOST),
     Entry("gru_reset_before_product", "gru_cell", '''
 def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     H = h_prev.shape[-1]
@@ -629,7 +637,7 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     n = torch.tanh(i_n + (r * h_prev) @ W_hh[2 * H:].T + b_hh[2 * H:])
     return (1 - z) * n + z * h_prev
 ''', "the original paper's candidate, W (r * h): applies r to h_prev before the product, not after it",
-          hint="PyTorch's GRU applies r after the product: n = tanh(W_in x + b_in + r * (W_hn h_prev + b_hn))"),
+          hint="PyTorch's GRU applies r after the product: n = tanh(W_in x + b_in + r * (W_hn h_prev + b_hn))", loses=MOST),
     Entry("gru_sum_before_chunk", "gru_cell", '''
 def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     a_r, a_z, a_n = (x_t @ W_ih.T + b_ih + h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
@@ -637,7 +645,8 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     n = torch.tanh(r * a_n)
     return (1 - z) * n + z * h_prev
 ''', "adds the input and hidden parts first, as in the LSTM, then applies r to the whole sum",
-          hint="keep the input part and the hidden part of the candidate apart: r multiplies the hidden part only"),
+          hint="keep the input part and the hidden part of the candidate apart: r multiplies the hidden part only",
+          loses=MOST),
     Entry("gru_z_swapped", "gru_cell", '''
 def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     i_r, i_z, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
@@ -646,7 +655,7 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     n = torch.tanh(i_n + r * h_n)
     return z * n + (1 - z) * h_prev
 ''', "z and 1 - z swapped: z weighs the candidate instead of the old state",
-          hint="z weighs the old state: h_t = (1 - z) * n + z * h_prev"),
+          hint="z weighs the old state: h_t = (1 - z) * n + z * h_prev", loses=MOST),
     Entry("gru_gates_zrn", "gru_cell", '''
 def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     i_z, i_r, i_n = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
@@ -655,40 +664,40 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     n = torch.tanh(i_n + r * h_n)
     return (1 - z) * n + z * h_prev
 ''', "gates in the order z, r, n (the order of many write-ups) instead of PyTorch's r, z, n",
-          hint="PyTorch stacks the GRU's blocks as r, z, n: the reset gate is the first block of rows"),
+          hint="PyTorch stacks the GRU's blocks as r, z, n: the reset gate is the first block of rows", loses=MOST),
     Entry("gru_uses_torch_gru_cell", "gru_cell", '''
 def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return torch.gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
 ''', "calls torch.gru_cell, which the lab forbids",
-          hint="torch.gru_cell is not allowed here: compute the three gates with matrix products"),
+          hint="torch.gru_cell is not allowed here: compute the three gates with matrix products", loses=ALL),
 
     Entry("bigru_backward_not_rereversed", "BiGRUEncoder", _bigru(returns='''
         return torch.cat([fwd, bwd], dim=-1), torch.stack([h_f, h_b])  # bwd: last position first'''),
           "the backward states are stacked in the order they were computed, not re-reversed",
           hint="the backward states come out last position first: reverse them back so that position t holds "
-               "the state after reading x_T .. x_t"),
+               "the state after reading x_T .. x_t", loses=MOST),
     Entry("bigru_shared_weights", "BiGRUEncoder", _bigru(backward='''
         bwd, h_b = self.direction(x, reversed(range(T)), *forward_weights)'''),
           "the backward direction reuses the forward weights",
-          hint="the backward direction has its own weights, the parameters ending in _reverse"),
+          hint="the backward direction has its own weights, the parameters ending in _reverse", loses=MOST),
     Entry("bigru_h_n_backward_from_last_position", "BiGRUEncoder", _bigru(returns='''
         outputs = torch.cat([fwd, bwd.flip(1)], dim=-1)
         return outputs, outputs[:, -1].reshape(x.shape[0], 2, self.hidden_size).transpose(0, 1)'''),
           "h_n taken from the last position for both directions: the backward half there has read x_T only",
           hint=("the backward direction reads the sequence from the end, so its last state is the one after reading the "
-               "first token, not the one at the last position")),
+               "first token, not the one at the last position"), loses=MOST),
     Entry("bigru_flips_the_batch", "BiGRUEncoder", _bigru(
         backward='''
         bwd, h_b = self.direction(x.flip(0), range(T), *backward_weights)  # the batch axis, not the time axis''',
         returns='''
         return torch.cat([fwd, bwd.flip(0)], dim=-1), torch.stack([h_f, h_b.flip(0)])'''),
           "reverses x along dim 0 (the batch) instead of dim 1 (time)",
-          hint="x is batch-first (B, T, D): reverse the time steps, x.flip(1), not the rows"),
+          hint="x is batch-first (B, T, D): reverse the time steps, x.flip(1), not the rows", loses=MOST),
     Entry("bigru_directions_concatenated_backward_first", "BiGRUEncoder", _bigru(returns='''
         return torch.cat([bwd.flip(1), fwd], dim=-1), torch.stack([h_b, h_f])'''),
           "the backward direction first in the concatenation and in h_n",
           hint=("the two directions look swapped: as in nn.GRU(bidirectional=True), the left-to-right states come first, "
-               "in the outputs' features and in h_n")),
+               "in the outputs' features and in h_n"), loses=MOST),
 ]
 
 VARIANTS += [

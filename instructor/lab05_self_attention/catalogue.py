@@ -6,7 +6,7 @@ rest of the reference picks the new definition up (``SelfAttention`` calls whate
 keep full marks on every question.
 """
 
-from attnlab.grading.mutants import Entry
+from attnlab.grading.mutants import ALL, MOST, PART, SLIP, Entry
 
 _SA_ATTEND = "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), mask)"
 
@@ -55,21 +55,22 @@ def simple_self_attention(x):
     w = torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1]), dim=-1)
     return w @ x, w
 ''', "scales by 1/sqrt(d) although simple self-attention has no scaling",
-      hint="your weights look scaled by 1/sqrt(d): simple self-attention uses the raw scores x x^T, with no scaling"),
+      hint="your weights look scaled by 1/sqrt(d): simple self-attention uses the raw scores x x^T, with no scaling",
+      loses=MOST),
     Entry("simple_softmax_dim_minus2", "simple_self_attention", '''
 def simple_self_attention(x):
     w = torch.softmax(x @ x.transpose(-2, -1), dim=-2)
     return w @ x, w
 ''', "softmax over the queries (columns sum to 1, not rows); symmetric scores hide it in the output shape",
       hint=("your weights look like the softmax taken over the queries (dim=-2) instead of over the keys "
-            "(dim=-1): each row must sum to 1")),
+            "(dim=-1): each row must sum to 1"), loses=MOST),
     Entry("simple_bmm_3d_only", "simple_self_attention", '''
 def simple_self_attention(x):
     w = torch.softmax(torch.bmm(x, x.transpose(1, 2)), dim=-1)
     return torch.bmm(w, x), w
 ''', "torch.bmm only accepts exactly three dimensions: no unbatched input, no extra leading dimensions",
       hint=("your code seems to work only for exactly three dimensions: the product and the transpose must act on the"
-            " last two dimensions, whatever the leading ones")),
+            " last two dimensions, whatever the leading ones"), loses=PART),
     Entry("simple_naive_softmax", "simple_self_attention", '''
 def simple_self_attention(x):
     e = torch.exp(x @ x.transpose(-2, -1))
@@ -77,13 +78,13 @@ def simple_self_attention(x):
     return w @ x, w
 ''', "hand-written softmax without subtracting the max: overflows (inf/inf = nan) for large inputs",
       hint=("your softmax overflows for large scores (exp of a large number is inf): use torch.softmax, which "
-            "subtracts the maximum first")),
+            "subtracts the maximum first"), loses=PART),
     Entry("simple_returns_scores", "simple_self_attention", '''
 def simple_self_attention(x):
     scores = x @ x.transpose(-2, -1)
     return torch.softmax(scores, dim=-1) @ x, scores
 ''', "returns the raw scores instead of the softmax weights",
-      hint="you return the raw scores x x^T as the weights: return the softmax of the scores"),
+      hint="you return the raw scores x x^T as the weights: return the softmax of the scores", loses=MOST),
 
     # scaled_dot_product_attention
     Entry("sdpa_no_scale", "scaled_dot_product_attention", '''
@@ -94,7 +95,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "forgets the 1/sqrt(d_k) scale",
-      hint="your scores look unscaled: divide q k^T by sqrt(d_k)"),
+      hint="your scores look unscaled: divide q k^T by sqrt(d_k)", loses=MOST),
     Entry("sdpa_scale_by_dk", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / q.shape[-1]
@@ -103,7 +104,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "divides by d_k instead of sqrt(d_k)",
-      hint="your scores look divided by d_k instead of sqrt(d_k)"),
+      hint="your scores look divided by d_k instead of sqrt(d_k)", loses=MOST),
     Entry("sdpa_scale_by_dv", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])
@@ -113,7 +114,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "takes the scale from the values' width d_v instead of d_k",
       hint=("your scale seems to come from the values' width d_v: the scale belongs to the dot products of queries "
-            "and keys, so it is their width d_k")),
+            "and keys, so it is their width d_k"), loses=MOST),
     Entry("sdpa_softmax_dim_minus2", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -122,7 +123,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-2)
     return w @ v, w
 ''', "softmax over the queries (dim=-2) instead of the keys",
-      hint="your weights look like the softmax taken over the queries (dim=-2) instead of over the keys (dim=-1)"),
+      hint="your weights look like the softmax taken over the queries (dim=-2) instead of over the keys (dim=-1)",
+      loses=MOST),
     Entry("sdpa_softmax_dim1", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -132,7 +134,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "softmax over dim=1, right only for unbatched 2-D input",
       hint=("your softmax runs over dim=1, which is the keys only for 2-D input: use dim=-1 so it works with "
-            "batch dimensions")),
+            "batch dimensions"), loses=MOST),
     Entry("sdpa_inverted_mask", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -142,7 +144,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "uses nn.MultiheadAttention's convention (True = masked) instead of True = allowed",
       hint=("your mask looks inverted: in this lab True means 'may attend', so fill the scores where the mask is "
-            "False (~mask) with -inf")),
+            "False (~mask) with -inf"), loses=MOST),
     Entry("sdpa_mask_after_softmax", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
@@ -151,7 +153,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "zeroes the masked weights after the softmax without renormalising: rows no longer sum to 1",
       hint=("you seem to zero the masked weights after the softmax, so rows no longer sum to 1: fill the masked "
-            "scores with -inf before the softmax")),
+            "scores with -inf before the softmax"), loses=MOST),
     Entry("sdpa_masked_fill_zero", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -160,7 +162,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "fills masked scores with 0 instead of -inf: exp(0) = 1, masked keys keep weight",
-      hint="you seem to fill the masked scores with 0 instead of -inf: exp(0) = 1, so masked keys still get weight"),
+      hint="you seem to fill the masked scores with 0 instead of -inf: exp(0) = 1, so masked keys still get weight",
+      loses=MOST),
     Entry("sdpa_weights_before_masking", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -171,7 +174,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w_unmasked
 ''', "returns the weights computed before the mask was applied",
       hint=("the weights you return look computed before the mask was applied: return the weights of the masked "
-            "softmax")),
+            "softmax"), loses=MOST),
     Entry("sdpa_transpose_1_2", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
@@ -181,7 +184,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "transposes dims 1 and 2: right for (B, n, d) only, wrong with extra leading dimensions or none",
       hint=("you swap dimensions 1 and 2 of k, right only for (B, n, d): swap the last two dimensions, whatever comes"
-            " before them")),
+            " before them"), loses=PART),
     Entry("sdpa_bmm_3d_only", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
@@ -191,7 +194,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return torch.bmm(w, v), w
 ''', "torch.bmm: exactly three dimensions only",
       hint=("torch.bmm accepts exactly three dimensions: use @ (torch.matmul), which broadcasts over any leading "
-            "dimensions")),
+            "dimensions"), loses=PART),
     Entry("sdpa_dot_T", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.T / math.sqrt(q.shape[-1])
@@ -200,7 +203,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "k.T reverses every dimension of a batch instead of transposing the last two",
-      hint="k.T reverses every dimension of a batched tensor: only the last two should be swapped"),
+      hint="k.T reverses every dimension of a batched tensor: only the last two should be swapped", loses=MOST),
     Entry("sdpa_inplace_scale", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     q /= math.sqrt(q.shape[-1])
@@ -210,7 +213,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "scales q in place: the caller's tensor changes (and autograd refuses it on a leaf)",
-      hint="you scale q in place (q /= ...), which changes the caller's tensor: compute new tensors instead"),
+      hint="you scale q in place (q /= ...), which changes the caller's tensor: compute new tensors instead", loses=MOST),
     Entry("sdpa_inplace_masked_fill", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -221,7 +224,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "inverts the caller's mask in place",
       hint=("you change the caller's mask in place (an in-place logical_not_ or masked_fill_): use ~mask, which "
-            "makes a new tensor")),
+            "makes a new tensor"), loses=MOST),
     Entry("sdpa_casts_float32", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = q.float(), k.float(), v.float()
@@ -231,7 +234,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w @ v, w
 ''', "casts to float32: the dtype of float64 inputs is not kept",
-      hint="your outputs come back as float32 for float64 inputs: do not call .float(); keep the input's dtype"),
+      hint="your outputs come back as float32 for float64 inputs: do not call .float(); keep the input's dtype", loses=MOST),
     Entry("sdpa_detached", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).detach()
@@ -241,7 +244,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "detaches the scores: no gradient reaches q and k",
       hint=("no gradient reaches q and k: something detaches the scores (.detach(), .item(), .numpy()); keep the "
-            "autograd graph")),
+            "autograd graph"), loses=MOST),
     Entry("sdpa_naive_softmax", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -252,7 +255,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 ''', "hand-written softmax without subtracting the max: huge scores overflow to inf/inf = nan",
       hint=("your softmax overflows for huge scores (inf / inf = nan): use torch.softmax, which subtracts the "
-            "maximum first")),
+            "maximum first"), loses=SLIP),
     Entry("sdpa_uses_library", "scaled_dot_product_attention", '''
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -263,60 +266,61 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return out, w
 ''', "calls the library's F.scaled_dot_product_attention for the output (forbidden in this lab)",
       hint=("your code calls F.scaled_dot_product_attention, which this lab forbids: compute the output from "
-            "your own weights")),
+            "your own weights"), loses=ALL),
 
     # causal_mask
     Entry("causal_diagonal_excluded", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
 ''', "off by one: a token may not attend to itself",
-      hint="your causal mask leaves out the diagonal: a token may attend to itself"),
+      hint="your causal mask leaves out the diagonal: a token may attend to itself", loses=MOST),
     Entry("causal_strict_upper", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 ''', "marks the future (strict upper triangle), i.e. the masked positions, as True",
       hint=("your causal mask marks the future (above the diagonal) as True: True means 'may attend', on and "
-            "below the diagonal")),
+            "below the diagonal"), loses=MOST),
     Entry("causal_upper", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).triu()
 ''', "upper triangle with the diagonal: each query sees the future instead of the past",
       hint=("your causal mask is the upper triangle: query i may attend to keys 0..i, the lower triangle with "
-            "the diagonal")),
+            "the diagonal"), loses=MOST),
     Entry("causal_float", "causal_mask", '''
 def causal_mask(n, device=None):
     return torch.ones(n, n, device=device).tril()
 ''', "a float 0/1 mask instead of a bool mask (~mask then fails, masked_fill rejects it)",
-      hint="your causal mask is a float tensor of 0s and 1s: make it bool (dtype=torch.bool)"),
+      hint="your causal mask is a float tensor of 0s and 1s: make it bool (dtype=torch.bool)", loses=MOST),
     Entry("causal_ignores_device", "causal_mask", '''
 def causal_mask(n):
     return torch.ones(n, n, dtype=torch.bool).tril()
 ''', "no device argument",
       hint=("your causal_mask does not accept a device argument: causal_mask(n, device=None) must create the "
-            "mask on that device")),
+            "mask on that device"), loses=PART),
 
     # padding_mask
     Entry("padding_inverted", "padding_mask", '''
 def padding_mask(lengths, max_len):
     return torch.arange(max_len, device=lengths.device)[None, :] >= lengths[:, None]
 ''', "True at the pads instead of at the real tokens",
-      hint="your padding mask is True at the pads: it should be True at the real tokens (position < length)"),
+      hint="your padding mask is True at the pads: it should be True at the real tokens (position < length)", loses=MOST),
     Entry("padding_off_by_one", "padding_mask", '''
 def padding_mask(lengths, max_len):
     return torch.arange(max_len, device=lengths.device)[None, :] <= lengths[:, None]
 ''', "<= instead of <: one pad too many counted as real",
-      hint="your padding mask counts one position too many as real: position j is real when j < length (not <=)"),
+      hint="your padding mask counts one position too many as real: position j is real when j < length (not <=)",
+      loses=MOST),
     Entry("padding_uses_max_length", "padding_mask", '''
 def padding_mask(lengths, max_len):
     return torch.arange(int(lengths.max()), device=lengths.device)[None, :] < lengths[:, None]
 ''', "ignores max_len and uses the longest length: wrong shape when the batch is padded further",
       hint=("your padding mask's width comes from the longest length instead of max_len: the shape must be (B, "
-            "max_len)")),
+            "max_len)"), loses=PART),
     Entry("padding_float", "padding_mask", '''
 def padding_mask(lengths, max_len):
     return (torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]).float()
 ''', "returns a float mask instead of a bool mask",
-      hint="your padding mask is a float tensor: return a bool tensor"),
+      hint="your padding mask is a float tensor: return a bool tensor", loses=MOST),
 
     # SelfAttention
     Entry("selfattention_scale_by_d_model", "SelfAttention", _self_attention(
@@ -329,62 +333,64 @@ def padding_mask(lengths, max_len):
         return w @ v, w'''),
           "scales by 1/sqrt(d_model) instead of 1/sqrt(d_k): wrong when d_k != d_model",
       hint=("your SelfAttention seems to scale by 1/sqrt(d_model) instead of 1/sqrt(d_k): they differ when d_k "
-            "is given")),
+            "is given"), loses=PART),
     Entry("selfattention_k_proj_for_values", "SelfAttention", _self_attention(
         "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.k_proj(x), mask)"),
           "uses k_proj for the values (copy-paste): v_proj is never used",
-      hint="your values seem to come from k_proj: project the values with v_proj"),
+      hint="your values seem to come from k_proj: project the values with v_proj", loses=MOST),
     Entry("selfattention_q_for_keys", "SelfAttention", _self_attention(
         "q = self.q_proj(x)\n        return scaled_dot_product_attention(q, q, self.v_proj(x), mask)"),
           "uses the queries as keys: the scores become symmetric, k_proj is never used",
-      hint="your keys seem to be the queries (q_proj used twice): project the keys with k_proj"),
+      hint="your keys seem to be the queries (q_proj used twice): project the keys with k_proj", loses=MOST),
     Entry("selfattention_ignores_bias_flag", "SelfAttention", _self_attention(bias=""),
           "ignores bias=False: the projections always have a bias",
-      hint="your projections keep a bias when bias=False: pass bias=bias to each nn.Linear"),
+      hint="your projections keep a bias when bias=False: pass bias=bias to each nn.Linear", loses=SLIP),
     Entry("selfattention_ignores_mask", "SelfAttention", _self_attention(
         "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x))"),
           "accepts a mask but never passes it on",
-      hint="your SelfAttention seems to ignore its mask: pass mask on to scaled_dot_product_attention"),
+      hint="your SelfAttention seems to ignore its mask: pass mask on to scaled_dot_product_attention", loses=SLIP),
     Entry("selfattention_swapped_dk_dv", "SelfAttention", _self_attention(
         signature="d_model, d_v=None, d_k=None, bias=True"),
           "the signature lists d_v before d_k: positional arguments land in the wrong place",
       hint=("your signature seems to take d_v before d_k: keep the order SelfAttention(d_model, d_k=None, "
-            "d_v=None, bias=True)")),
+            "d_v=None, bias=True)"), loses=SLIP),
 
     # AttentionClassifier
     Entry("classifier_mean_includes_pads", "AttentionClassifier", _classifier(
         pool="logits = self.classifier(h.mean(dim=1))"),
           "averages over every position, pads included",
-      hint="your classifier seems to average over every position, pads included: average over the real tokens only"),
+      hint="your classifier seems to average over every position, pads included: average over the real tokens only",
+      loses=(0.4, 1)),
     Entry("classifier_pads_not_masked", "AttentionClassifier", _classifier(
         attend="h, _ = self.attention(self.embedding(ids))",
         pool=("m = (ids != 0).unsqueeze(-1).to(h.dtype)\n"
               "        logits = self.classifier((h * m).sum(1) / m.sum(1))")),
           "real tokens attend to the pads: no key mask",
-      hint="your classifier seems not to mask the pads as keys: no token should attend to a pad (id 0)"),
+      hint="your classifier seems not to mask the pads as keys: no token should attend to a pad (id 0)", loses=MOST),
     Entry("classifier_masks_queries", "AttentionClassifier", _classifier(
         attend="real = ids != 0\n        h, _ = self.attention(self.embedding(ids), mask=real[:, :, None])"),
           "mask of shape (B, L, 1) masks the pad queries instead of the pad keys (pad rows become nan)",
       hint=("your classifier seems to mask the pads as queries instead of as keys (rows of pads then have no "
-            "allowed key): the mask shape is (B, 1, L)")),
+            "allowed key): the mask shape is (B, 1, L)"), loses=MOST),
     Entry("classifier_sum_not_mean", "AttentionClassifier", _classifier(
         pool="logits = self.classifier((h * real.unsqueeze(-1)).sum(1))"),
           "sums over the real tokens instead of averaging",
       hint=("your classifier seems to sum over the real tokens instead of averaging them: divide by the number "
-            "of real tokens")),
+            "of real tokens"), loses=MOST),
     Entry("classifier_squeeze_all", "AttentionClassifier", _classifier(
         pool="m = real.unsqueeze(-1).to(h.dtype)", returns="return self.classifier((h * m).sum(1) / m.sum(1)).squeeze()"),
           "squeeze() instead of squeeze(-1): a batch of one gives a 0-d tensor",
-      hint="a batch of one gives a 0-d tensor: use squeeze(-1), not squeeze(), so the logits keep the shape (1,)"),
+      hint="a batch of one gives a 0-d tensor: use squeeze(-1), not squeeze(), so the logits keep the shape (1,)",
+      loses=SLIP),
     Entry("classifier_no_squeeze", "AttentionClassifier", _classifier(
         pool="m = real.unsqueeze(-1).to(h.dtype)", returns="return self.classifier((h * m).sum(1) / m.sum(1))"),
           "returns (B, 1) logits for num_classes == 1 instead of (B,)",
-      hint="with num_classes=1 your logits keep a last dimension of size 1: return shape (B,) with squeeze(-1)"),
+      hint="with num_classes=1 your logits keep a last dimension of size 1: return shape (B,) with squeeze(-1)", loses=MOST),
     Entry("classifier_first_token", "AttentionClassifier", _classifier(
         attend="h, _ = self.attention(self.embedding(ids), mask=(ids != 0)[:, None, :])",
         pool="logits = self.classifier(h[:, 0])"),
           "classifies from the first position instead of the mean (a [CLS]-style shortcut without a CLS token)",
-      hint="your classifier seems to use the first position's output instead of the mean over the real tokens"),
+      hint="your classifier seems to use the first position's output instead of the mean over the real tokens", loses=MOST),
 ]
 
 # ----------------------------------------------------------------------------------------------- variants

@@ -5,7 +5,7 @@ Each ``source`` is run after the reference code, so a redefined ``FeedForward`` 
 ``TransformerEncoderBlock`` builds, and the given ``MultiHeadAttention`` stays available to every entry.
 """
 
-from attnlab.grading.mutants import Entry
+from attnlab.grading.mutants import ALL, MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math
@@ -96,14 +96,14 @@ MUTANTS = [
     return pe.float()
 '''), "cos on the even columns and sin on the odd ones",
       hint=("your encoding looks like cos on the even columns and sin on the odd ones: sin goes on the even "
-            "columns (0, 2, ...)")),
+            "columns (0, 2, ...)"), loses=MOST),
     Entry("pe_concatenated_halves", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1).float()
 '''), "all the sines first, then all the cosines (the tensor2tensor layout), not interleaved",
       hint=("your encoding puts all the sines first, then all the cosines: interleave them (sin on column 2i, "
-            "cos on column 2i+1)")),
+            "cos on column 2i+1)"), loses=MOST),
     Entry("pe_exponent_pair_index", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     i = torch.arange(d_model // 2, dtype=torch.float64)
@@ -113,7 +113,8 @@ MUTANTS = [
     pe[:, 1::2] = torch.cos(angles)
     return pe.float()
 '''), "the exponent i/d with the pair index i instead of 2i/d: frequencies decay half as fast",
-      hint="your frequencies decay half as fast as they should: the exponent is 2i/d_model with i the pair index"),
+      hint="your frequencies decay half as fast as they should: the exponent is 2i/d_model with i the pair index",
+      loses=MOST),
     Entry("pe_exponent_column_index", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     j = torch.arange(d_model, dtype=torch.float64)
@@ -122,7 +123,7 @@ MUTANTS = [
     return pe.float()
 '''), "uses the column index j in the exponent for both columns: the cos of column 2i+1 gets 10000^((2i+1)/d)",
       hint=("your cos columns seem to use their own column index in the exponent: columns 2i and 2i+1 share the "
-            "frequency 10000^(-2i/d_model)")),
+            "frequency 10000^(-2i/d_model)"), loses=MOST),
     Entry("pe_positions_from_one", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(1, max_len + 1, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
@@ -131,7 +132,7 @@ MUTANTS = [
     pe[:, 1::2] = torch.cos(angles)
     return pe.float()
 '''), "positions 1 .. max_len instead of 0 .. max_len - 1",
-      hint="your positions seem to start at 1: they run from 0 to max_len - 1"),
+      hint="your positions seem to start at 1: they run from 0 to max_len - 1", loses=MOST),
     Entry("pe_float64_returned", "sinusoidal_positional_encoding", _pe('''
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
@@ -140,7 +141,7 @@ MUTANTS = [
     pe[:, 1::2] = torch.cos(angles)
     return pe
 '''), "returns the float64 table instead of float32",
-      hint="your table is float64: return it as float32"),
+      hint="your table is float64: return it as float32", loses=MOST),
     Entry("pe_odd_width_accepted", "sinusoidal_positional_encoding", _IMPORTS + '''
 
 def sinusoidal_positional_encoding(max_len, d_model):
@@ -151,7 +152,7 @@ def sinusoidal_positional_encoding(max_len, d_model):
     pe[:, 1::2] = torch.cos(angles)
     return pe[:, :d_model].float()
 ''', "no check for an odd d_model (silently drops the last cos column)",
-      hint="an odd d_model is accepted silently: raise ValueError naming d_model"),
+      hint="an odd d_model is accepted silently: raise ValueError naming d_model", loses=SLIP),
     # --------------------------------------------------------------------------- LearnedPositionalEmbedding
     Entry("learned_adds_whole_table", "LearnedPositionalEmbedding", _IMPORTS + '''
 
@@ -167,7 +168,7 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.weight[: self.max_len]  # all max_len rows, not the first n
 ''', "adds weight[:max_len] (every position of the table) instead of weight[:n]",
       hint=("your embedding seems to add the whole table: a sequence of n tokens takes only the rows of positions 0 "
-            "to n - 1")),
+            "to n - 1"), loses=MOST),
     Entry("learned_wrong_rows", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -182,7 +183,7 @@ class LearnedPositionalEmbedding(nn.Module):
             raise ValueError("too long")
         return x + self.weight[self.max_len - n:]  # the last n rows
 ''', "uses the last n rows of the table (right-aligned) instead of the first n",
-      hint="your embedding seems to take the last n rows of the table: positions 0..n-1 are the first n rows"),
+      hint="your embedding seems to take the last n rows of the table: positions 0..n-1 are the first n rows", loses=MOST),
     Entry("learned_no_length_check", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -194,7 +195,7 @@ class LearnedPositionalEmbedding(nn.Module):
         n = x.shape[1]
         return x + self.weight[:n]
 ''', "no ValueError for a sequence longer than max_len (PyTorch's broadcast error does not say why)",
-      hint="a sequence longer than max_len gives no clear error: raise ValueError naming n and max_len"),
+      hint="a sequence longer than max_len gives no clear error: raise ValueError naming n and max_len", loses=PART),
     Entry("learned_buffer_not_parameter", "LearnedPositionalEmbedding", _IMPORTS + '''
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -209,7 +210,7 @@ class LearnedPositionalEmbedding(nn.Module):
             raise ValueError("too long")
         return x + self.weight[:n]
 ''', "registers the table as a buffer: it is never trained",
-      hint="your table is a buffer, so it is never trained: make it an nn.Parameter (or an nn.Embedding)"),
+      hint="your table is a buffer, so it is never trained: make it an nn.Parameter (or an nn.Embedding)", loses=MOST),
     # -------------------------------------------------------------------------------------------- layer_norm
     Entry("ln_over_dim0", "layer_norm", _ln('''
     mean = x.mean(dim=0, keepdim=True)
@@ -217,55 +218,56 @@ class LearnedPositionalEmbedding(nn.Module):
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 '''), "normalizes over the first (batch) dimension, like batch norm",
       hint=("your layer_norm seems to normalize over the batch dimension, like batch norm: normalize over the "
-            "last dimension (the features)")),
+            "last dimension (the features)"), loses=MOST),
     Entry("ln_over_dim_minus2", "layer_norm", _ln('''
     dim = -2 if x.dim() > 1 else -1
     mean = x.mean(dim=dim, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=dim, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 '''), "normalizes over the positions (dim -2) instead of the features",
-      hint="your layer_norm seems to normalize over the positions (dim -2) instead of the features (dim -1)"),
+      hint="your layer_norm seems to normalize over the positions (dim -2) instead of the features (dim -1)", loses=MOST),
     Entry("ln_unbiased_variance", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True)  # unbiased: divides by d - 1
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 '''), "the unbiased variance (divide by d - 1), torch.var's default",
-      hint="your variance looks unbiased (divided by d - 1): layer norm uses the biased variance, unbiased=False"),
+      hint="your variance looks unbiased (divided by d - 1): layer norm uses the biased variance, unbiased=False",
+      loses=MOST),
     Entry("ln_eps_outside_sqrt", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / (torch.sqrt(var) + eps) * weight + bias
 '''), "adds eps to the standard deviation instead of the variance",
-      hint="eps seems added to the standard deviation: add it to the variance, inside the square root"),
+      hint="eps seems added to the standard deviation: add it to the variance, inside the square root", loses=PART),
     Entry("ln_naive_variance", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = (x * x).mean(dim=-1, keepdim=True) - mean * mean  # E[x^2] - E[x]^2
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 '''), "E[x^2] - E[x]^2: exact on paper, catastrophic cancellation in float32 far from zero",
       hint=("your variance loses precision for inputs far from zero (E[x^2] - E[x]^2 cancels): compute the mean "
-            "of (x - mean)^2")),
+            "of (x - mean)^2"), loses=PART),
     Entry("ln_no_affine", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps)
 '''), "forgets weight and bias",
-      hint="your layer_norm seems to forget weight and bias: return normalized * weight + bias"),
+      hint="your layer_norm seems to forget weight and bias: return normalized * weight + bias", loses=MOST),
     Entry("ln_bias_before_scale", "layer_norm", _ln('''
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return ((x - mean) / torch.sqrt(var + eps) + bias) * weight
 '''), "adds the bias before scaling",
-      hint="your bias seems added before the scale: (normalized * weight) + bias"),
+      hint="your bias seems added before the scale: (normalized * weight) + bias", loses=MOST),
     Entry("ln_uses_F_layer_norm", "layer_norm", _ln('''
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 '''), "calls the forbidden F.layer_norm",
-      hint="your code calls F.layer_norm, which this lab forbids: compute the mean and variance yourself"),
+      hint="your code calls F.layer_norm, which this lab forbids: compute the mean and variance yourself", loses=ALL),
     Entry("ln_uses_nn_LayerNorm", "layer_norm", _ln('''
     norm = nn.LayerNorm(x.shape[-1], eps=eps, elementwise_affine=False).to(x.device, x.dtype)
     return norm(x) * weight + bias
 '''), "wraps nn.LayerNorm inside layer_norm",
       hint=("your code uses nn.LayerNorm, which this lab forbids inside layer_norm: compute the mean and "
-            "variance yourself")),
+            "variance yourself"), loses=ALL),
     # ------------------------------------------------------------------------------------------- FeedForward
     Entry("ff_gelu_tanh_approximation", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU(approximate="tanh")
@@ -273,35 +275,35 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
 '''), 'uses the tanh approximation of GELU for "gelu"',
-      hint="your GELU seems to be the tanh approximation: use the exact GELU (F.gelu without approximate)"),
+      hint="your GELU seems to be the tanh approximation: use the exact GELU (F.gelu without approximate)", loses=PART),
     Entry("ff_dropout_before_activation", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
 ''', '''
     def forward(self, x):
         return self.linear2(self.act(self.dropout(self.linear1(x))))
 '''), "applies dropout before the activation (the same for ReLU, not for GELU: gelu(z/(1-p)) != gelu(z)/(1-p))",
-      hint="your dropout seems applied before the activation: linear1, activation, dropout, linear2"),
+      hint="your dropout seems applied before the activation: linear1, activation, dropout, linear2", loses=PART),
     Entry("ff_gelu_ignored", "FeedForward", _ff('''
         self.act = nn.ReLU()
 ''', '''
     def forward(self, x):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
 '''), "always ReLU, whatever activation says",
-      hint="your FeedForward seems to use ReLU even when activation='gelu'"),
+      hint="your FeedForward seems to use ReLU even when activation='gelu'", loses=PART),
     Entry("ff_no_dropout", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
 ''', '''
     def forward(self, x):
         return self.linear2(self.act(self.linear1(x)))
 '''), "creates the dropout but never applies it",
-      hint="your dropout seems never applied in training: call self.dropout after the activation"),
+      hint="your dropout seems never applied in training: call self.dropout after the activation", loses=PART),
     Entry("ff_activation_after_linear2", "FeedForward", _ff('''
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
 ''', '''
     def forward(self, x):
         return self.act(self.linear2(self.dropout(self.act(self.linear1(x)))))
 '''), "one activation too many, after linear2",
-      hint="you seem to apply the activation after linear2 too: only the hidden layer has an activation"),
+      hint="you seem to apply the activation after linear2 too: only the hidden layer has an activation", loses=MOST),
     Entry("ff_accepts_any_activation", "FeedForward", _IMPORTS + '''
 
 class FeedForward(nn.Module):
@@ -315,7 +317,7 @@ class FeedForward(nn.Module):
     def forward(self, x):
         return self.linear2(self.dropout(self.act(self.linear1(x))))
 ''', "silently falls back to ReLU for an unknown activation instead of raising ValueError",
-      hint="an unknown activation is accepted silently: raise ValueError naming it and the allowed ones"),
+      hint="an unknown activation is accepted silently: raise ValueError naming it and the allowed ones", loses=PART),
     # ------------------------------------------------------------------------------- TransformerEncoderBlock
     Entry("block_post_norm_before_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
@@ -325,14 +327,14 @@ class FeedForward(nn.Module):
         return x
 '''), "post-norm written as x + norm(SA(x)): the norm on the sub-layer, not on the sum",
       hint=("your post-norm block seems to normalize the sub-layer's output before adding it: post-norm is "
-            "norm(x + sublayer(x))")),
+            "norm(x + sublayer(x))"), loses=MOST),
     Entry("block_norm_first_ignored", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         x = self.norm1(x + self.sa(x, mask))
         x = self.norm2(x + self.ffn(x))
         return x
 '''), "always post-norm: norm_first is ignored",
-      hint="your block seems to ignore norm_first: with norm_first=True it is x + sublayer(norm(x))"),
+      hint="your block seems to ignore norm_first: with norm_first=True it is x + sublayer(norm(x))", loses=MOST),
     Entry("block_pre_norm_normalizes_sum", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
 ''' + _CORRECT_POST + '''
@@ -341,7 +343,7 @@ class FeedForward(nn.Module):
         return x
 '''), "pre-norm adding the sub-layer to the normalized x instead of the raw residual stream",
       hint=("your pre-norm block seems to add the sub-layer to the normalized x: the residual adds to the raw x, "
-            "x + sublayer(norm(x))")),
+            "x + sublayer(norm(x))"), loses=MOST),
     Entry("block_no_ff_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -350,7 +352,7 @@ class FeedForward(nn.Module):
         x = self.norm1(x + self.sa(x, mask))
         return self.norm2(self.ffn(x))
 '''), "forgets the residual connection around the feed-forward sub-layer",
-      hint="your block seems to have no residual connection around the feed-forward sub-layer"),
+      hint="your block seems to have no residual connection around the feed-forward sub-layer", loses=MOST),
     Entry("block_no_attention_residual", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -359,7 +361,7 @@ class FeedForward(nn.Module):
         x = self.norm1(self.sa(x, mask))
         return self.norm2(x + self.ffn(x))
 '''), "forgets the residual connection around self-attention",
-      hint="your block seems to have no residual connection around self-attention"),
+      hint="your block seems to have no residual connection around self-attention", loses=MOST),
     Entry("block_norms_swapped", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -368,7 +370,7 @@ class FeedForward(nn.Module):
         x = self.norm2(x + self.sa(x, mask))
         return self.norm1(x + self.ffn(x))
 '''), "norm2 around self-attention and norm1 around the feed-forward network",
-      hint="your norms seem swapped: norm1 goes with self-attention, norm2 with the feed-forward sub-layer"),
+      hint="your norms seem swapped: norm1 goes with self-attention, norm2 with the feed-forward sub-layer", loses=MOST),
     Entry("block_mask_ignored", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -377,13 +379,14 @@ class FeedForward(nn.Module):
         x = self.norm1(x + self.sa(x, None))
         return self.norm2(x + self.ffn(x))
 '''), "never passes the mask on to self-attention",
-      hint="your block seems to ignore its mask: pass it on to self-attention"),
+      hint="your block seems to ignore its mask: pass it on to self-attention", loses=PART),
     Entry("block_mask_inverted", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if mask is not None:
             mask = ~mask | torch.eye(x.shape[1], dtype=torch.bool, device=x.device)  # torch's convention
 ''' + _CORRECT_PRE + _CORRECT_POST), "passes the mask in PyTorch's True = blocked convention",
-      hint="your mask looks inverted: in these labs True means 'may attend' (PyTorch's layers use the opposite)"),
+      hint="your mask looks inverted: in these labs True means 'may attend' (PyTorch's layers use the opposite)",
+      loses=PART),
     Entry("block_ff_sees_attention_input", "TransformerEncoderBlock", _block('''
     def forward(self, x, mask=None):
         if self.norm_first:
@@ -393,7 +396,7 @@ class FeedForward(nn.Module):
         return self.norm2(a + self.ffn(x))
 '''), "the feed-forward sub-layer reads the block's input instead of the attention sub-layer's output",
       hint=("your feed-forward sub-layer seems to read the block's input instead of the output of the attention "
-            "sub-layer")),
+            "sub-layer"), loses=MOST),
     Entry("block_no_sublayer_dropout", "TransformerEncoderBlock", _IMPORTS + '''
 
 class TransformerEncoderBlock(nn.Module):
@@ -414,7 +417,7 @@ class TransformerEncoderBlock(nn.Module):
         return self.norm2(x + self.ff(x))
 ''', "ignores dropout altogether (no dropout anywhere in training mode)",
       hint=("your block seems to apply no dropout in training: dropout goes on each sub-layer's output before "
-            "the residual")),
+            "the residual"), loses=SLIP),
     Entry("block_uses_torch_layer", "TransformerEncoderBlock", _IMPORTS + '''
 
 class TransformerEncoderBlock(nn.Module):
@@ -437,7 +440,8 @@ class TransformerEncoderBlock(nn.Module):
         x = self.norm1(x + sa(x))
         return self.norm2(x + self.dropout2(self.ff(x)))
 ''', "uses nn.TransformerEncoderLayer in the graded cells (values right, rule broken)",
-      hint="your code uses nn.TransformerEncoderLayer, which this lab forbids: build the block from your own parts"),
+      hint="your code uses nn.TransformerEncoderLayer, which this lab forbids: build the block from your own parts",
+      loses=ALL),
 ]
 
 VARIANTS = [

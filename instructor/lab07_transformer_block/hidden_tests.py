@@ -167,7 +167,8 @@ def ln_float64_leading_dims_grads(student, ref, rng):
         checks.compare_call(student, ref, LN, x, weight, bias, grad=True, rng=rng)
     rules.assert_not_used(student, LN_FORBIDDEN, why=LN_WHY)
     hits = rules.forbidden_uses(student.source(LN), LN_OWN_FORBIDDEN)
-    assert not hits, f"{LN_OWN_WHY}; found {', '.join(hits[:5])}"
+    if hits:  # a forbidden call: the whole question, like assert_not_used (only layer_norm's own code is read here)
+        raise rules.ForbiddenUse(f"{LN_OWN_WHY}; found {', '.join(hits[:5])}", LN_OWN_FORBIDDEN, hits)
 
 
 @suite.test(LN, points=1)

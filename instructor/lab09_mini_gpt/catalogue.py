@@ -6,7 +6,7 @@ reference picks the new definition up (``GPTBlock`` builds whatever ``CausalSelf
 variant must keep full marks on every question.
 """
 
-from attnlab.grading.mutants import Entry
+from attnlab.grading.mutants import MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math
@@ -157,7 +157,7 @@ class CharTokenizer:
         return "".join(self.chars[int(i)] for i in ids)
 ''', "vocabulary in the order of first appearance, not sorted",
           hint="your vocabulary is in the order the characters first appear; the ids should follow "
-               "sorted(set(text))"),
+               "sorted(set(text))", loses=MOST),
     Entry("tok_pad_reserved", "CharTokenizer", '''
 class CharTokenizer:
     def __init__(self, text):
@@ -172,7 +172,7 @@ class CharTokenizer:
         return "".join(self.chars[int(i)] for i in ids)
 ''', "reserves id 0 for <pad> as in the earlier labs: every id is one too high",
           hint="your ids start at 1 (id 0 kept for padding); this tokenizer has no <pad>: the first sorted "
-               "character is id 0"),
+               "character is id 0", loses=MOST),
     # ------------------------------------------------------------------------------------ bpe_pair_counts
     Entry("pairs_non_overlapping", "bpe_pair_counts", '''
 def bpe_pair_counts(ids):
@@ -181,7 +181,8 @@ def bpe_pair_counts(ids):
         counts[pair] = counts.get(pair, 0) + 1
     return counts
 ''', "counts the pairs (0, 1), (2, 3), ... only: misses every pair that starts at an odd position",
-          hint="you count the pairs at positions (0, 1), (2, 3), ... only; count ids[i], ids[i + 1] for every i"),
+          hint="you count the pairs at positions (0, 1), (2, 3), ... only; count ids[i], ids[i + 1] for every i",
+          loses=MOST),
     Entry("pairs_miss_last", "bpe_pair_counts", '''
 def bpe_pair_counts(ids):
     counts = {}
@@ -190,7 +191,7 @@ def bpe_pair_counts(ids):
         counts[pair] = counts.get(pair, 0) + 1
     return counts
 ''', "range(len(ids) - 2): the last pair is never counted",
-          hint="the last pair of the list is missing from your counts: i runs up to len(ids) - 2 included"),
+          hint="the last pair of the list is missing from your counts: i runs up to len(ids) - 2 included", loses=MOST),
     # ------------------------------------------------------------------------------------------ bpe_merge
     Entry("merge_overlapping", "bpe_merge", '''
 def bpe_merge(ids, pair, new_id):
@@ -205,7 +206,7 @@ def bpe_merge(ids, pair, new_id):
     return out
 ''', "merges overlapping occurrences: [a, a, a] becomes [X, X] instead of [X, a]",
           hint="your merge lets occurrences overlap ([5, 5, 5] gives [9, 9]); after a merge, skip both tokens "
-               "and go on from the one after them"),
+               "and go on from the one after them", loses=(0.15, 0.85)),
     Entry("merge_drops_last_token", "bpe_merge", '''
 def bpe_merge(ids, pair, new_id):
     out, i = [], 0
@@ -218,7 +219,8 @@ def bpe_merge(ids, pair, new_id):
             i += 1
     return out
 ''', "the loop stops at len(ids) - 1 and never appends a last unmerged token",
-          hint="your merge loses the last token when it is not part of a merged pair: handle the end of the list"),
+          hint="your merge loses the last token when it is not part of a merged pair: handle the end of the list",
+          loses=MOST),
     Entry("merge_reversed_pair", "bpe_merge", '''
 def bpe_merge(ids, pair, new_id):
     out, i = [], 0
@@ -231,7 +233,7 @@ def bpe_merge(ids, pair, new_id):
             i += 1
     return out
 ''', "compares the pair as a set: (b, a) is merged as well as (a, b)",
-          hint="your merge also merges the pair in the other order; (1, 2) means 1 followed by 2 only"),
+          hint="your merge also merges the pair in the other order; (1, 2) means 1 followed by 2 only", loses=MOST),
     # ------------------------------------------------------------------------------------------ get_batch
     Entry("batch_y_not_shifted", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
@@ -241,7 +243,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     return x, y
 ''', "y is the same window as x: the model learns to copy its input",
           hint=("your targets y are the inputs x themselves; y should be the same window shifted one token to the "
-                "right")),
+                "right"), loses=MOST),
     Entry("batch_last_start_missing", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
     starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
@@ -249,7 +251,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
     return x, y
 ''', "one start too few: the last window of the data is never drawn",
-          hint="your starts never reach N - T - 1, the last window: torch.randint's upper bound is exclusive"),
+          hint="your starts never reach N - T - 1, the last window: torch.randint's upper bound is exclusive", loses=PART),
     Entry("batch_independent_starts", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
     sx = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
@@ -258,7 +260,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     y = torch.stack([data[s + 1:s + block_size + 1] for s in sy])
     return x, y
 ''', "draws the starts of x and y separately: the targets do not belong to the inputs",
-          hint="your x and y come from different random starts; draw the starts once and use them for both"),
+          hint="your x and y come from different random starts; draw the starts once and use them for both", loses=MOST),
     Entry("batch_ignores_generator", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
     starts = torch.randint(len(data) - block_size, (batch_size,))
@@ -266,7 +268,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
     return x, y
 ''', "draws the starts without the generator: a seeded run cannot be repeated",
-          hint="your get_batch ignores its generator argument; pass generator=generator to torch.randint"),
+          hint="your get_batch ignores its generator argument; pass generator=generator to torch.randint", loses=MOST),
     # -------------------------------------------------------------------------------- CausalSelfAttention
     Entry("csa_no_causal_mask", "CausalSelfAttention", _csa('''
     def forward(self, x, use_cache=False):
@@ -276,15 +278,15 @@ def get_batch(data, block_size, batch_size, generator=None):
         out = F.scaled_dot_product_attention(q, k, v)
         return self.resid_dropout(self.proj(out.transpose(1, 2).reshape(B, T, d)))
 '''), "forgets is_causal=True: every position sees the whole window, the future included",
-          hint="your attention has no causal mask: a position sees the tokens after it; pass is_causal=True"),
+          hint="your attention has no causal mask: a position sees the tokens after it; pass is_causal=True", loses=MOST),
     Entry("csa_mask_off_by_one", "CausalSelfAttention", _csa_by_hand(
         'scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(1), float("-inf"))'),
           "tril(1): each position also sees the next token",
           hint=("your mask lets position t see position t + 1; a position may see itself and the positions before it "
-                "only")),
+                "only"), loses=MOST),
     Entry("csa_kqv_order", "CausalSelfAttention", _csa_by_hand(_CAUSAL, order="k, q, v"),
           "splits the qkv output as k, q, v instead of q, k, v",
-          hint="the three parts of qkv(x) are queries, keys, values in this order; yours are in another order"),
+          hint="the three parts of qkv(x) are queries, keys, values in this order; yours are in another order", loses=MOST),
     Entry("csa_heads_without_transpose", "CausalSelfAttention", _csa('''
     def forward(self, x, use_cache=False):
         B, T, d = x.shape
@@ -295,7 +297,7 @@ def get_batch(data, block_size, batch_size, generator=None):
 '''), "reshapes (B, T, d) straight to (B, h, T, d_h): heads mix positions",
           hint=("your heads come from reshaping straight to (B, h, T, d_h), which scrambles positions; cut each "
                 "position's features into heads first, then move the head axis next to the batch (and undo it in "
-                "reverse order)")),
+                "reverse order)"), loses=MOST),
     Entry("csa_no_scale", "CausalSelfAttention", _csa('''
     def forward(self, x, use_cache=False):
         B, T, d = x.shape
@@ -306,7 +308,7 @@ def get_batch(data, block_size, batch_size, generator=None):
         out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, d)
         return self.resid_dropout(self.proj(out))
 '''), "attention by hand without the 1/sqrt(d_h) scale",
-          hint="your scores are not divided by sqrt(d_h), the width of one head"),
+          hint="your scores are not divided by sqrt(d_h), the width of one head", loses=MOST),
     # ------------------------------------------------------------------------------------------- GPTBlock
     Entry("block_post_norm", "GPTBlock", _block('''
     def forward(self, x, use_cache=False):
@@ -314,20 +316,20 @@ def get_batch(data, block_size, batch_size, generator=None):
         return self.ln2(x + self.mlp(x))
 '''), "post-norm (the 2017 Transformer) instead of GPT-2's pre-norm",
           hint="your block normalizes after the residual addition (post-norm); GPT-2 is pre-norm: "
-               "x + attn(ln1(x)), then x + mlp(ln2(x))"),
+               "x + attn(ln1(x)), then x + mlp(ln2(x))", loses=MOST),
     Entry("block_norms_swapped", "GPTBlock", _block('''
     def forward(self, x, use_cache=False):
         x = x + self.attn(self.ln2(x))
         return x + self.mlp(self.ln1(x))
 '''), "ln1 and ln2 swapped",
-          hint="ln1 goes before the attention and ln2 before the mlp; yours are the other way round"),
+          hint="ln1 goes before the attention and ln2 before the mlp; yours are the other way round", loses=MOST),
     Entry("block_cache_not_passed_on", "GPTBlock", _block('''
     def forward(self, x, use_cache=False):
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 '''), "use_cache not passed on to attn: with the cache, each new token sees no earlier token",
           hint="with use_cache=True your block's attention never reads its cache: the block must hand use_cache "
-               "on to attn"),
+               "on to attn", loses=SLIP),
     Entry("block_relu", "GPTBlock", _IMPORTS + '''
 class GPTBlock(nn.Module):
     def __init__(self, d_model, num_heads, block_size, dropout=0.0):
@@ -342,11 +344,11 @@ class GPTBlock(nn.Module):
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 ''', "ReLU instead of GELU in the mlp",
-          hint="the mlp's activation should be nn.GELU() (GPT-2), not ReLU"),
+          hint="the mlp's activation should be nn.GELU() (GPT-2), not ReLU", loses=MOST),
     # -------------------------------------------------------------------------------------------- MiniGPT
     Entry("gpt_not_tied", "MiniGPT", _gpt("", _gpt_forward(_GPT_OK_TAIL)),
           "lm_head has its own weight: no weight tying",
-          hint="lm_head.weight should be the very same parameter as tok_emb.weight (weight tying), not a copy"),
+          hint="lm_head.weight should be the very same parameter as tok_emb.weight (weight tying), not a copy", loses=MOST),
     Entry("gpt_no_positions", "MiniGPT", _gpt(_TIED, _gpt_forward('''
         x = self.drop(self.tok_emb(idx))
         for block in self.blocks:
@@ -355,7 +357,7 @@ class GPTBlock(nn.Module):
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
-''')), "creates pos_emb but never adds it", hint="your model never adds the position embeddings pos_emb"),
+''')), "creates pos_emb but never adds it", hint="your model never adds the position embeddings pos_emb", loses=MOST),
     Entry("gpt_no_final_norm", "MiniGPT", _gpt(_TIED, _gpt_forward('''
         x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
         for block in self.blocks:
@@ -364,7 +366,7 @@ class GPTBlock(nn.Module):
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
-''')), "skips ln_f before lm_head", hint="apply the final norm ln_f before lm_head"),
+''')), "skips ln_f before lm_head", hint="apply the final norm ln_f before lm_head", loses=MOST),
     Entry("gpt_loss_summed", "MiniGPT", _gpt(_TIED, _gpt_forward('''
         x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
         for block in self.blocks:
@@ -374,7 +376,7 @@ class GPTBlock(nn.Module):
             return logits, None
         return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T), reduction="sum")
 ''')), "sums the loss over the positions instead of averaging",
-          hint="your loss is the sum over all B * T positions; it should be the mean"),
+          hint="your loss is the sum over all B * T positions; it should be the mean", loses=MOST),
     # ---------------------------------------------------------------------------------------- sample_next
     Entry("sample_temperature_after_softmax", "sample_next", _sample('''
     if temperature == 0:
@@ -386,7 +388,7 @@ class GPTBlock(nn.Module):
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 '''), "divides the probabilities by T after the softmax: multinomial renormalizes, so T has no effect",
           hint="your temperature has no effect on the samples: divide the logits by T before the softmax, "
-               "not the probabilities after it"),
+               "not the probabilities after it", loses=MOST),
     Entry("sample_temperature_multiplied", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1)
@@ -396,7 +398,7 @@ class GPTBlock(nn.Module):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
 '''), "multiplies by the temperature instead of dividing",
-          hint="a low temperature should sharpen the distribution: divide the logits by T, do not multiply"),
+          hint="a low temperature should sharpen the distribution: divide the logits by T, do not multiply", loses=MOST),
     Entry("sample_topk_keeps_k_plus_1", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1)
@@ -406,7 +408,7 @@ class GPTBlock(nn.Module):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
 '''), "the threshold is the (k+1)-th largest logit: k + 1 tokens stay",
-          hint="your top-k keeps k + 1 tokens; the threshold is the k-th largest logit of each row"),
+          hint="your top-k keeps k + 1 tokens; the threshold is the k-th largest logit of each row", loses=PART),
     Entry("sample_topk_masks_the_top", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1)
@@ -417,7 +419,7 @@ class GPTBlock(nn.Module):
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
 '''), "masks the k largest logits instead of the others",
           hint="your top-k removes the k most likely tokens; it should keep them and remove the rest "
-               "(mask where logits < the k-th largest)"),
+               "(mask where logits < the k-th largest)", loses=PART),
     Entry("sample_no_greedy_case", "sample_next", _sample('''
     logits = logits / max(temperature, 1e-2)
     if top_k is not None and top_k < logits.shape[-1]:
@@ -425,7 +427,7 @@ class GPTBlock(nn.Module):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
 '''), "temperature 0 clamped to 0.01 and sampled: not always the argmax",
-          hint="temperature 0 should return the argmax of each row, without sampling"),
+          hint="temperature 0 should return the argmax of each row, without sampling", loses=SLIP),
     Entry("sample_masks_in_place", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1)
@@ -435,7 +437,7 @@ class GPTBlock(nn.Module):
         logits.masked_fill_(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
 '''), "scales and masks the caller's logits in place",
-          hint="your sample_next changes the logits it was given (/=, masked_fill_); compute on a new tensor"),
+          hint="your sample_next changes the logits it was given (/=, masked_fill_); compute on a new tensor", loses=MOST),
     Entry("sample_keeps_sample_dim", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -445,7 +447,8 @@ class GPTBlock(nn.Module):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
 '''), "returns (B, 1), multinomial's shape, instead of (B,)",
-          hint="return one id per row as a (B,) tensor: squeeze the last dimension of torch.multinomial's (B, 1)"),
+          hint="return one id per row as a (B,) tensor: squeeze the last dimension of torch.multinomial's (B, 1)",
+          loses=MOST),
     Entry("sample_ignores_generator", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(dim=-1)
@@ -455,38 +458,38 @@ class GPTBlock(nn.Module):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1).squeeze(-1)
 '''), "samples without the generator: a seeded run cannot be repeated",
-          hint="your sample_next ignores its generator argument; pass generator=generator to torch.multinomial"),
+          hint="your sample_next ignores its generator argument; pass generator=generator to torch.multinomial", loses=PART),
     # ------------------------------------------------------------------------------------------- generate
     Entry("generate_drops_generator", "generate", _generate('''
         logits, _ = model(idx[:, -model.block_size:])
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "does not pass the generator on to sample_next",
-          hint="pass generator on to sample_next, so that a seeded generation can be repeated"),
+          hint="pass generator on to sample_next, so that a seeded generation can be repeated", loses=MOST),
     Entry("generate_no_crop", "generate", _generate('''
         logits, _ = model(idx)
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "feeds the whole sequence: fails as soon as it is longer than block_size",
-          hint="crop the context to the last block_size tokens before each step"),
+          hint="crop the context to the last block_size tokens before each step", loses=MOST),
     Entry("generate_crops_the_start", "generate", _generate('''
         logits, _ = model(idx[:, :model.block_size])
         next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "keeps the first block_size tokens instead of the last ones",
-          hint="your context keeps the first block_size tokens; the model should see the last ones"),
+          hint="your context keeps the first block_size tokens; the model should see the last ones", loses=(0.35, 0.8)),
     Entry("generate_first_position", "generate", _generate('''
         logits, _ = model(idx[:, -model.block_size:])
         next_id = sample_next(logits[:, 0, :], temperature=temperature, top_k=top_k, generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "samples from the logits of the first position, not the last",
-          hint="the next token comes from the logits of the last position"),
+          hint="the next token comes from the logits of the last position", loses=MOST),
     Entry("generate_drops_temperature", "generate", _generate('''
         logits, _ = model(idx[:, -model.block_size:])
         next_id = sample_next(logits[:, -1, :], generator=generator)
         idx = torch.cat([idx, next_id[:, None]], dim=1)
 '''), "does not pass temperature and top_k on to sample_next",
-          hint="pass temperature and top_k on to sample_next"),
+          hint="pass temperature and top_k on to sample_next", loses=MOST),
     Entry("generate_patches_forward", "generate", _IMPORTS + '''
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
@@ -501,7 +504,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
     return idx
 ''', "replaces model.forward while generating (here: the first position's logits everywhere, in greedy mode), so "
           "a check that asks the model afterwards agrees with whatever generate produced",
-          hint="your generate changes the model it is given (model.forward); generate must only call the model"),
+          hint="your generate changes the model it is given (model.forward); generate must only call the model",
+          loses=(0.35, 0.8)),
 ]
 
 # ----------------------------------------------------------------------------------------------- variants
@@ -792,14 +796,21 @@ _REFILL = '''            model.reset_cache()
             new = idx[:, -model.block_size:]'''
 
 MUTANTS += [
+    Entry("bpe_tok_never_merges", "BPETokenizer", _bpe('''
+        if vocab_size < 256:
+            raise ValueError(f"vocab_size={vocab_size} is below 256")
+'''), "train learns nothing: encode returns the raw UTF-8 bytes (round trips work, nothing is compressed)",
+          hint=("your train learns no merges, so encode returns the text's bytes: count the adjacent pairs inside "
+                "each chunk, merge the most frequent one, repeat until vocab_size"), loses=MOST),
     Entry("bpe_tok_no_presplit", "BPETokenizer", _bpe(_bpe_train('[list(text.encode("utf-8"))]')),
           "learns merges on the bytes of the whole text: merges cross words (no pre-split)",
           hint="split the text with regex.findall(GPT2_SPLIT_PATTERN, text) first and learn merges inside each chunk "
-               "only: your merges cross word boundaries"),
+               "only: your merges cross word boundaries", loses=MOST),
     Entry("bpe_tok_whitespace_split", "BPETokenizer",
           _bpe(_bpe_train('[list(c.encode("utf-8")) for c in re.findall(r"\\S+|\\s+", text)]')),
           "pre-splits on white space (the space is its own chunk), not with GPT-2's pattern",
-          hint="use GPT2_SPLIT_PATTERN for the pre-split: a word keeps the space before it (' hug' is one chunk)"),
+          hint="use GPT2_SPLIT_PATTERN for the pre-split: a word keeps the space before it (' hug' is one chunk)",
+          loses=PART),
     Entry("bpe_tok_code_points", "BPETokenizer", _bpe(
         _bpe_train('[[ord(ch) for ch in c] for c in regex.findall(GPT2_SPLIT_PATTERN, text)]'),
         encode_body='''
@@ -812,32 +823,33 @@ MUTANTS += [
         return ids
 '''), "characters' code points (ord) as the base ids instead of UTF-8 bytes: ids above 255 collide with merges",
           hint="start from the UTF-8 bytes, list(chunk.encode('utf-8')), not from ord(ch): an emoji or an accent "
-               "does not fit in the 256 base ids"),
+               "does not fit in the 256 base ids", loses=MOST),
     Entry("bpe_tok_encode_whole_text", "BPETokenizer", _bpe(_bpe_train(_BPE_OK_CHUNKS), encode_body='''
         ids = list(text.encode("utf-8"))
         for pair, new_id in self.merges.items():
             ids = bpe_merge(ids, pair, new_id)
         return ids
 '''), "trains with the pre-split but encodes the whole text as one chunk (merges applied across chunks)",
-          hint="encode must split the text with GPT2_SPLIT_PATTERN too and merge inside each chunk only"),
+          hint="encode must split the text with GPT2_SPLIT_PATTERN too and merge inside each chunk only", loses=SLIP),
     Entry("bpe_tok_ties_last", "BPETokenizer",
           _bpe(_bpe_train(_BPE_OK_CHUNKS, pick="max(reversed(list(counts)), key=counts.get)")),
           "on ties takes the pair counted last",
-          hint="on ties take the pair counted first (max(counts, key=counts.get) on a dict filled chunk by chunk)"),
+          hint="on ties take the pair counted first (max(counts, key=counts.get) on a dict filled chunk by chunk)",
+          loses=PART),
     Entry("bpe_tok_decode_strict", "BPETokenizer", _bpe(_bpe_train(_BPE_OK_CHUNKS), decode_body='''
         return b"".join(self.vocab[int(i)] for i in ids).decode("utf-8")
 '''), "decodes strictly: a list of ids that ends inside a character raises",
-          hint="decode with .decode('utf-8', errors='replace'): ids can end in the middle of a character"),
+          hint="decode with .decode('utf-8', errors='replace'): ids can end in the middle of a character", loses=PART),
     Entry("csa_cache_is_causal", "CausalSelfAttention", _csa_cached(_CACHE_APPEND, '''
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)'''),
           "is_causal=True with the cache: the mask is aligned top left, so a new token sees only the first keys",
           hint=("with keys in the cache, the new tokens see too few keys: is_causal=True aligns its mask with the first "
-                "key, while new token i must see every cached key and the new ones up to itself")),
+                "key, while new token i must see every cached key and the new ones up to itself"), loses=PART),
     Entry("csa_cache_no_mask_after_first", "CausalSelfAttention", _csa_cached(_CACHE_APPEND, '''
         out = F.scaled_dot_product_attention(q, k, v, is_causal=past == 0)'''),
           "no mask once something is cached: right for one new token, wrong for several",
           hint=("with several new tokens after the cache, each may see only the keys up to its own position: yours "
-                "lets them see later new tokens")),
+                "lets them see later new tokens"), loses=SLIP),
     Entry("csa_cache_keeps_only_new", "CausalSelfAttention", _csa_cached('''        if use_cache:
             new_k, new_v = k, v
             if self.cache is not None:
@@ -845,30 +857,32 @@ MUTANTS += [
                 v = torch.cat([self.cache[1], v], dim=2)
             self.cache = (new_k, new_v)''', _ATTEND_OK),
           "stores only the new keys and values in the cache, not the concatenation",
-          hint="store the keys and values after the append (cached and new together) back in self.cache"),
+          hint="store the keys and values after the append (cached and new together) back in self.cache", loses=PART),
     Entry("gpt_cache_no_offset", "MiniGPT", _gpt_cached('''
         x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
         for block in self.blocks:
             x = block(x, use_cache=use_cache)'''),
           "positions always start at 0, also after the cached tokens",
-          hint="with the cache, the new tokens' positions start at cache_length(): pos_emb(arange(T_past, T_past + T))"),
+          hint="with the cache, the new tokens' positions start at cache_length(): pos_emb(arange(T_past, T_past + T))",
+          loses=SLIP),
     Entry("gpt_cache_not_passed_on", "MiniGPT", _gpt_cached('''
         past = self.cache_length() if use_cache else 0
         x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(past, past + T, device=idx.device)))
         for block in self.blocks:
             x = block(x)'''),
           "does not pass use_cache on to the blocks",
-          hint="pass use_cache on to every block (block(x, use_cache=use_cache))"),
+          hint="pass use_cache on to every block (block(x, use_cache=use_cache))", loses=SLIP),
     Entry("generate_cache_slides_the_cache", "generate", _generate_cached('''
             for block in model.blocks:
                 block.attn.cache = tuple(t[:, :, 1:] for t in block.attn.cache)'''),
           "when the cache is full, drops its oldest position instead of refilling (stale positions)",
           hint=("when the context is full, every position shifts by one, so every cached key was computed at an old "
-                "position: dropping the oldest one is not enough, the cache must be rebuilt from the cropped context")),
+                "position: dropping the oldest one is not enough, the cache must be rebuilt from the cropped context"),
+                loses=(0.01, 0.55)),
     Entry("generate_cache_no_reset_at_start", "generate", _generate_cached(_REFILL, reset_at_start=False),
           "never empties the cache at the start or the end: a second call reuses the first call's cache",
           hint="call model.reset_cache() at the start of generate (and at the end): the model may hold another "
-               "call's cache"),
+               "call's cache", loses=PART),
 ]
 
 VARIANTS += [

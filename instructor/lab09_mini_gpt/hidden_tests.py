@@ -170,7 +170,8 @@ def tokenizer_sorted_vocabulary_and_round_trip(student, ref, rng):
         assert decoded == want_text, (f"CharTokenizer.decode({ids[:8]}...) gave {str(decoded)[:12]!r}..., "
                                       f"expected {want_text[:12]!r}...")
         back = tokenizer_answers(student, text, probe, want)[2]
-        assert back == probe, "decode(encode(s)) should give s back"
+        assert back == probe, (f"CharTokenizer.decode of the expected ids of {probe[:12]!r}... gave {str(back)[:12]!r}..., "
+                               "expected the text itself")
 
 
 @suite.test(TOK, points=1)
@@ -745,6 +746,15 @@ def student_bpe(student, text: str, vocab_size: int):
     return tok, {tuple(k): v for k, v in merges.items()}
 
 
+def assert_learned_the_merges(merges: dict, text: str, vocab_size: int, test: str) -> None:
+    """The student's merges count against the reference's on the same text: a tokenizer that never merges passes a
+    round trip and never crosses a chunk, so those tests earn their points only with the merges learned."""
+    want = len(bpe_train_expected(text, vocab_size))
+    assert len(merges) == want, (f"train(text, {vocab_size}) learned {len(merges)} merges where the reference learns "
+                                 f"{want} (vocab_size - 256 unless no pair is left), so {test} says nothing about "
+                                 "your tokenizer: merge the most frequent pair of each step")
+
+
 def random_words(rng, count: int) -> str:
     picks = torch.randint(len(WORDS), (count,), generator=rng).tolist()
     seps = torch.randint(4, (count,), generator=rng).tolist()
@@ -803,6 +813,7 @@ def bpe_tokenizer_merges_never_cross_chunks(student, ref, rng):
     seps = torch.randint(3, (120,), generator=rng).tolist()
     text = "".join(words[i] + ("   " if s == 0 else " ") for i, s in zip(picks, seps))
     tok, merges = student_bpe(student, text, 256 + 40)
+    assert_learned_the_merges(merges, text, 256 + 40, "a check that merges never cross chunks")
     vocab = token_bytes(merges)
     crossing = [vocab[i] for i in merges.values() if len(split_chunks(vocab[i].decode("utf-8", "replace"))) > 1]
     assert not crossing, (f"these tokens span two chunks of GPT2_SPLIT_PATTERN: {crossing[:5]}: learn merges "
@@ -827,8 +838,9 @@ def bpe_tokenizer_merges_never_cross_chunks(student, ref, rng):
 
 @suite.test("BPETokenizer", points=2)
 def bpe_tokenizer_round_trip_any_unicode(student, ref, rng):
-    text = random_unicode(rng, 600)
-    tok, merges = student_bpe(student, text, 256 + randint(rng, 20, 60))
+    text, vocab_size = random_unicode(rng, 600), 256 + randint(rng, 20, 60)
+    tok, merges = student_bpe(student, text, vocab_size)
+    assert_learned_the_merges(merges, text, vocab_size, "a round trip")
     for length in (0, 1, 7, 80, 300):
         s = random_unicode(rng, length)
         ids = int_list(tok.call(s, method="encode").output, "BPETokenizer.encode")

@@ -222,7 +222,9 @@ def mlm_loss_float32_one_selected_position(student, ref, rng):
 # ------------------------------------------------------------------------------------------- BertEncoder
 def bert_args(rng, num_layers=None):
     h = randint(rng, 1, 4)
-    d = h * randint(rng, 2, 5)
+    # d_model >= 4: with d_model = 2 each LayerNorm outputs +-1 per position, so every position can come out the same
+    # and a classifier that pools the mean (or the last position) matches the [CLS] one
+    d = h * randint(rng, max(2, -(-4 // h)), 5)
     return dict(vocab_size=randint(rng, 10, 30), max_len=randint(rng, 6, 10), d_model=d, num_heads=h,
                 num_layers=num_layers or randint(rng, 1, 2), d_ff=randint(rng, 8, 24))
 
@@ -312,8 +314,13 @@ def bert_float32_dropout_eval_and_train(student, ref, rng):
 
 @suite.test(BERT, points=1)
 def bert_too_long_is_a_value_error(student, ref, rng):
+    # the error earns its point only with a working encoder: a forward that only raises gets none
     args = bert_args(rng)
-    model = student.create(BERT, **args)
+    model, r_mod = checks.build_pair(student, ref, BERT, **args, rng=rng, dtype=F64)
+    ids, _ = bert_ids(rng, 2, args["max_len"], args["vocab_size"])
+    checks.compare_module_call(model, r_mod, ids, depth=bert_depth(args["num_layers"]),
+                               name=f"BertEncoder on {args['max_len']} tokens (max_len) against the reference, before "
+                                    "the check that a longer sequence raises")
     L = args["max_len"] + randint(rng, 1, 3)
     checks.expect_student_error(lambda: model.call(torch.ones(1, L, dtype=torch.long)), "ValueError",
                          what=f"a sequence of {L} tokens with max_len={args['max_len']}",
@@ -493,6 +500,13 @@ def gpt2_prefixed_names_and_mask_buffers(student, ref, rng):
 @suite.test(GPT, points=1)
 def gpt2_wrong_shape_is_a_value_error(student, ref, rng):
     cfg = gpt2_config(rng)
+    # the error earns its point only with a working loader: one that only raises gets none
+    good = hf_checkpoint(rng, cfg)
+    ids = torch.randint(cfg["vocab_size"], (1, cfg["block_size"]), generator=rng)
+    checks.assert_close(loaded_gpt2(student, cfg, good).call(ids).output[0], gpt2_forward(good, ids, cfg["num_heads"]),
+                        depth=1 + 8 * cfg["num_layers"] + 2,
+                        name="GPT2's logits after load_gpt2_weights of a right checkpoint (expected: GPT-2's forward "
+                             "pass on its tensors), before the check that a wrong shape raises")
     sd = hf_checkpoint(rng, {**cfg, "vocab_size": cfg["vocab_size"] + 3})
     model = student.create("GPT2", **cfg)
     model.to(F64)

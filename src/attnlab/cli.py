@@ -64,8 +64,9 @@ def parser() -> argparse.ArgumentParser:
 
     _add_report(sub)
 
-    c = sub.add_parser("catalogue", help="grade a lab's catalogue of buggy and correct alternative implementations")
+    c = sub.add_parser("catalogue", help="grade a lab's catalogue: each mutant's kept share beside its stated loss")
     c.add_argument("lab")
+    c.add_argument("--seed", type=int, default=S, help="the grading seed (default 0)")
     c.set_defaults(func=commands.catalogue)
 
     _release_parser(sub)

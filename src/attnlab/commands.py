@@ -265,9 +265,11 @@ def _say_not_on_roster(names: list[str]) -> None:
               file=sys.stderr)
 
 
-def catalogue(*, lab: str, root: str | None = None) -> int:
-    """Grade the catalogue of mutants and variants of the lab's built bundle through the narrow interface; print a
-    table. A bundle older than the instructor's files is refused: run ``attnlab build`` first."""
+def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
+    """Grade the catalogue of the lab's built bundle through the narrow interface at ``seed``; print each mutant's
+    kept share of its question beside the loss its entry states (``Entry.loses``, the policy in docs/CURRICULUM.md),
+    and each variant's marks. Exit 1 when a mutant's loss is not the stated one or a variant loses points. A bundle
+    older than the instructor's files is refused: run ``attnlab build`` first."""
     from .grading.bundle import CATALOGUE, HIDDEN_TESTS, load_bundle
     from .grading.mutants import CatalogueError
 
@@ -285,28 +287,35 @@ def catalogue(*, lab: str, root: str | None = None) -> int:
         if entries is None:
             raise UsageError(f"{lab_info.id} has no catalogue, so there is nothing to grade: write instructor/"
                              f"{lab_info.id}/{CATALOGUE} with MUTANTS = [Entry(name, question, source, description, "
-                             "hint=...)] and VARIANTS = [...] (docs/ARCHITECTURE.md, Add a lab, step 5), then "
-                             f"`attnlab build {lab_info.id}`")
-        good = {kind: sum(_print_verdict(bundle, kind, e) for e in group)
+                             "hint=..., loses=...)] and VARIANTS = [...] (docs/ARCHITECTURE.md, Add a lab, step 5), "
+                             f"then `attnlab build {lab_info.id}`")
+        good = {kind: sum(_print_verdict(bundle, kind, e, seed) for e in group)
                 for kind, group in (("mutant", entries.mutants), ("variant", entries.variants))}
     except CatalogueError as exc:
         raise UsageError(str(exc)) from None
     mutants, variants = entries.mutants, entries.variants
-    killed = f"{good['mutant']}" if good["mutant"] == len(mutants) else f"{good['mutant']} of {len(mutants)}"
+    agree = f"{good['mutant']}" if good["mutant"] == len(mutants) else f"{good['mutant']} of {len(mutants)}"
     kept = f"{good['variant']}" if good["variant"] == len(variants) else f"{good['variant']} of {len(variants)}"
     no_hint = [m.name for m in mutants if not m.hint]
-    print(f"{killed} mutants killed, {kept} variants at full marks"
+    print(f"seed {seed}: {agree} mutants lose what they state, {kept} variants at full marks"
           + (f"; {len(no_hint)} mutants without a student hint: {', '.join(no_hint)}" if no_hint else ""))
     return 0 if good["mutant"] + good["variant"] == len(mutants) + len(variants) else 1
 
 
-def _print_verdict(bundle, kind: str, entry) -> bool:
-    """Grade one catalogue entry, print its line; whether it is killed (mutant) or at full marks (variant)."""
-    res = bundle.grade_entry(entry)
+def _print_verdict(bundle, kind: str, entry, seed: int) -> bool:
+    """Grade one catalogue entry at ``seed``, print its line; whether it is as its kind demands (``Bundle.verdict``)."""
+    from .grading.mutants import real_loss, stated
+
+    res = bundle.grade_entry(entry, seed=seed)
     ok = bundle.verdict(kind, entry, res)
     q = res[entry.question]
-    verdict = ("killed" if ok else "SURVIVED") if kind == "mutant" else ("full marks" if ok else "LOST POINTS")
-    print(f"{kind:7} {entry.name:40} {entry.question:30} {q['score']:5.1f}/{q['max_score']:<5.1f} {verdict}")
+    line = f"{kind:7} {entry.name:40} {entry.question:30} {q['score']:5.1f}/{q['max_score']:<5.1f}"
+    if kind == "mutant":
+        verdict = "SURVIVED" if q["score"] >= q["max_score"] else "as stated" if ok else "NOT AS STATED"
+        line += f" kept {1 - real_loss(q):4.0%}  stated loss {stated(entry):14} {verdict}"
+    else:
+        line += " full marks" if ok else " LOST POINTS"
+    print(line)
     return ok
 
 

@@ -168,11 +168,14 @@ class Bundle:
 
     @staticmethod
     def verdict(kind: str, entry: Entry, results: dict[str, dict]) -> bool:
-        """Whether an entry's results are what its kind demands: a ``mutant`` is killed when it loses points on its
-        question; a ``variant`` keeps full marks on every question."""
+        """Whether an entry's results are what its kind demands: a ``mutant`` loses points on its question, the share
+        its entry states (``Entry.loses``, ``mutants.loss_agrees``); a ``variant`` keeps full marks on every
+        question."""
         if kind == "mutant":
+            from .mutants import loss_agrees
+
             q = results[entry.question]
-            return q["score"] < q["max_score"]
+            return q["score"] < q["max_score"] and loss_agrees(entry, q)
         if kind == "variant":
             return all(v["score"] == v["max_score"] for v in results.values())
         raise ValueError(f"kind={kind!r}: expected 'mutant' or 'variant'")

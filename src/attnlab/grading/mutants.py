@@ -17,6 +17,14 @@ from textwrap import dedent
 from .api import LocalStudent
 from .hidden import HiddenSuite, import_file, run_suite
 
+# What a mutant should lose of its question: the share of the question's points, (at least, at most). The policy
+# behind each tier is written once, in docs/CURRICULUM.md ("Partial credit"); a catalogue entry names a tier or, where
+# a question's tests cannot hold a tier (a seed-dependent case, a question of few tests), a range of its own.
+ALL = (1.0, 1.0)     # the question is not answered: it never works, or it breaks a course rule (a forbidden call)
+MOST = (0.6, 1.0)    # a conceptual mistake: keeps at most the cases where the mistake cannot show
+PART = (0.25, 0.8)   # one case of the contract wrong (a mask, padding, an option, train vs eval): keeps the rest
+SLIP = (0.01, 0.4)   # a small slip (an edge case, numerical range, an error message): loses a little
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -25,6 +33,30 @@ class Entry:
     source: str      # Python source redefining one or more graded names
     why: str = ""    # the mistake a student makes, in words (for instructors)
     hint: str = ""   # the same, addressed to the student: "your weights are the softmax over the queries (dim=-2)"
+    loses: tuple[float, float] | None = None  # mutants: the share of its question it should lose (ALL, MOST, ...)
+
+
+def real_loss(question: dict) -> float:
+    """The share of a question's points lost, from its result (``score``, ``max_score``)."""
+    return 1.0 - question["score"] / question["max_score"] if question["max_score"] else 0.0
+
+
+def loss_agrees(entry: Entry, question: dict) -> bool:
+    """Whether a mutant's real loss on its question lies in its stated range (a mutant without one never agrees)."""
+    if entry.loses is None:
+        return False
+    low, high = entry.loses
+    return low - 1e-9 <= real_loss(question) <= high + 1e-9
+
+
+def stated(entry: Entry) -> str:
+    """A mutant's stated loss in words: "all", "at least 60%", "25% to 80%", or "not stated"."""
+    if entry.loses is None:
+        return "not stated"
+    low, high = entry.loses
+    if low == high:
+        return "all" if low == 1.0 else f"{low:.0%}"
+    return f"at least {low:.0%}" if high == 1.0 else f"{low:.0%} to {high:.0%}"
 
 
 @dataclass(frozen=True)
@@ -83,6 +115,12 @@ def load_catalogue(path: str | Path) -> tuple[list[Entry], list[Entry]]:
             if not isinstance(entry, Entry):
                 raise CatalogueError(f"{path}: {group}[{i}] is {entry!r}, not an Entry; write it as "
                                      "Entry(name, question, source, why=..., hint=...)")
+    for entry in groups[0]:
+        low, high = entry.loses if isinstance(entry.loses, tuple) and len(entry.loses) == 2 else (None, None)
+        if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low <= high <= 1):
+            raise CatalogueError(f"{path}: mutant {entry.name!r} states loses={entry.loses!r}; state the share of "
+                                 f"{entry.question} it should lose: loses=ALL, MOST, PART or SLIP (mutants.py, the "
+                                 "policy in docs/CURRICULUM.md), or a range (low, high) with 0 < low <= high <= 1")
     return groups
 
 
