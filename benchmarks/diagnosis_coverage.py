@@ -95,9 +95,9 @@ def diagnosed(bundle, entry, seed: int, budget_s: float | None, timings: list, c
     """``(results, question -> hint)`` of one held-out entry graded at ``seed`` the way the grader does it, in this
     process. ``budget_s`` None: the cap ``diagnose.diagnosis_budget`` gives for the time the grading took, in wall
     seconds or (``clock="cpu"``) in this process's CPU seconds, which the machine's load does not change."""
-    from attnlab.grading import diagnose
-    from attnlab.grading.hidden import run_suite
-    from attnlab.grading.mutants import Entry, student_with
+    from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.diagnosis import diagnose
+    from attnlab.grading.diagnosis.mutants import Entry, student_with
 
     catalogue = bundle.catalogue()
     student = student_with(catalogue.reference_code, Entry(entry.name, entry.question, entry.source))
@@ -112,7 +112,7 @@ def diagnosed(bundle, entry, seed: int, budget_s: float | None, timings: list, c
 
 
 def _hints(results: dict) -> dict[str, str]:
-    from attnlab.grading.diagnose import HINT_PREFIX
+    from attnlab.grading.diagnosis.diagnose import HINT_PREFIX
 
     return {q: m[len(HINT_PREFIX):] for q, v in results.items() for m in v["messages"] if m.startswith(HINT_PREFIX)}
 
@@ -126,7 +126,7 @@ def graded(lab, entry, seed: int, timings: list) -> tuple[dict, dict[str, str]]:
     import nbformat
 
     from attnlab.demo import with_entry
-    from attnlab.grading import runner
+    from attnlab.grading.core import runner
 
     budget, name_mistakes, grading = runner.diagnosis_budget, runner.name_mistakes, []
 
@@ -150,8 +150,8 @@ def lab_coverage(lab_id: str, seeds: list[int], budget_s: float | None, only: se
     """Grade every held-out entry of ``lab_id`` (or those named in ``only``) at each seed and count. ``budget_s``
     None: at the real grader's cap (with the wall clock: through ``grade_submission``); ``clock``: ``diagnosed``."""
     from attnlab.course import load_course
-    from attnlab.grading.bundle import load_bundle
-    from attnlab.grading.mutants import load_heldout
+    from attnlab.grading.core.bundle import load_bundle
+    from attnlab.grading.diagnosis.mutants import load_heldout
 
     lab = load_course(ROOT).lab(lab_id)
     bundle = load_bundle(lab.autograder_dir)

@@ -20,9 +20,9 @@ import textwrap
 import time
 import uuid
 
-from attnlab.grading import sandbox
-from attnlab.grading.sandbox import Limits
-from attnlab.grading.sandbox.host import others_cannot_run
+from attnlab.grading.worker import sandbox
+from attnlab.grading.worker.sandbox import Limits
+from attnlab.grading.worker.sandbox.host import others_cannot_run
 
 # The system Python starts fast and any uid can run it; the grader's own may live under /root (mode 700).
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable

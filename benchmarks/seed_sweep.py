@@ -64,7 +64,7 @@ class Outcome:
 @functools.lru_cache(maxsize=None)
 def _lab(lab_id: str):
     from attnlab.course import load_course
-    from attnlab.grading.bundle import load_bundle
+    from attnlab.grading.core.bundle import load_bundle
 
     bundle = load_bundle(load_course(ROOT).lab(lab_id).autograder_dir)
     catalogue = bundle.catalogue()  # the built copy: what the grader grades with
@@ -74,7 +74,7 @@ def _lab(lab_id: str):
 
 @functools.lru_cache(maxsize=None)
 def _student(lab_id: str, kind: str, name: str):
-    from attnlab.grading.mutants import student_with
+    from attnlab.grading.diagnosis.mutants import student_with
 
     bundle, ref_code, mutants, variants = _lab(lab_id)
     if kind == "reference":
@@ -120,7 +120,7 @@ class ReplayReference:
         return self.real.source(name)
 
     def _op(self, op: str, **payload):
-        from attnlab.grading import wire
+        from attnlab.grading.worker import wire
 
         digest = hashlib.sha256(wire.pack({"op": op, "payload": payload})).digest()
         if self.replaying:
@@ -144,7 +144,7 @@ class ReplayReference:
 @functools.lru_cache(maxsize=None)
 def _replay(lab_id: str):
     """The lab's reference behind a ``ReplayReference`` (with ``StudentAPI``'s methods over its ``_op``)."""
-    from attnlab.grading.api import StudentAPI
+    from attnlab.grading.worker.api import StudentAPI
 
     class Replayed(ReplayReference, StudentAPI):
         pass
@@ -156,7 +156,7 @@ def replayed_suite(lab_id: str, student, seed: int) -> dict:
     """run_suite's results for ``student`` at ``seed``, the reference's answers replayed where the recordings
     allow: a test that diverges from its recording is recorded anew and the suite runs again (the tests before
     it replay as they did)."""
-    from attnlab.grading.hidden import run_suite
+    from attnlab.grading.core.hidden import run_suite
 
     ref, record = _replay(lab_id), set()
     while True:
@@ -171,9 +171,9 @@ def mutant_as_stated(lab_id: str, student, entry, seed: int) -> tuple[bool, int,
     """Whether the mutant loses what its entry states of its question at ``seed`` (``Bundle.verdict``: it loses points
     and its loss lies in ``entry.loses``); its question's tests all run, the course rules after them (which may zero
     the question); how many tests ran and the share of the question it lost."""
-    from attnlab.grading.bundle import Bundle
-    from attnlab.grading.hidden import run_suite
-    from attnlab.grading.mutants import real_loss
+    from attnlab.grading.core.bundle import Bundle
+    from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.diagnosis.mutants import real_loss
 
     ran = []
     bundle = _lab(lab_id)[0]
@@ -185,7 +185,7 @@ def mutant_as_stated(lab_id: str, student, entry, seed: int) -> tuple[bool, int,
 def run_task(task: tuple) -> Outcome:
     """One (lab, kind, entry name, seeds) block: the failed tests of a correct entry, or the seeds at which a
     mutant's loss on its question was not the one its entry states."""
-    from attnlab.grading.mutants import stated
+    from attnlab.grading.diagnosis.mutants import stated
 
     lab_id, kind, name, seeds = task
     student, entry = _student(lab_id, kind, name)

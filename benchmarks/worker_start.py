@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from attnlab.grading import runner
-from attnlab.grading.remote import RemoteStudent
-from attnlab.grading.sandbox import forked
+from attnlab.grading.core import runner
+from attnlab.grading.worker.remote import RemoteStudent
+from attnlab.grading.worker.sandbox import forked
 
 CODE = "import torch\nimport matplotlib.pyplot as plt\ndef f(x):\n    return torch.softmax(x, -1)\n"
 

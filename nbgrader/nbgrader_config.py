@@ -9,7 +9,7 @@ Run nbgrader in this folder (README.md, "nbgrader", has the whole flow):
 import sys
 
 try:
-    from attnlab.grading.nbgrader_setup import SKIP_TAG, require_bundles, sanitize_preprocessors, tools_on_path
+    from attnlab.grading.bridges.nbgrader_setup import SKIP_TAG, require_bundles, sanitize_preprocessors, tools_on_path
 except ImportError as missing:  # nbgrader would go on without this file: stop it instead
     raise SystemExit(f"nbgrader_config.py: the Python running nbgrader ({sys.executable}) cannot import the "
                      f"attnlab kit's nbgrader set-up: install or update the kit there (pip install -e "

@@ -71,8 +71,8 @@ SWEEP_LAB = "lab05_self_attention"
 
 
 def test_seed_sweep_runs_reference_and_variants_and_prints_the_table(capsys):
-    from attnlab.grading.mutants import load_catalogue
-    from attnlab.grading.runner import load_bundle
+    from attnlab.grading.core.runner import load_bundle
+    from attnlab.grading.diagnosis.mutants import load_catalogue
 
     sweep = load("seed_sweep")
     assert sweep.main(["--labs", "lab05", "--seeds", "2", "--start", "777", "--no-progress"]) == 0
@@ -85,7 +85,7 @@ def test_seed_sweep_runs_reference_and_variants_and_prints_the_table(capsys):
 
 
 def test_seed_sweep_reports_a_failing_entry_by_name_test_and_seed(monkeypatch):
-    from attnlab.grading.mutants import load_catalogue, student_with
+    from attnlab.grading.diagnosis.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
@@ -103,8 +103,8 @@ def test_seed_sweep_reports_a_failing_entry_by_name_test_and_seed(monkeypatch):
 def test_seed_sweep_replays_the_reference_without_changing_a_verdict(monkeypatch):
     """A mistake posing as a variant, after the reference has run at the same seeds: the replayed reference's
     answers give exactly the failures that run_suite with the real reference gives, and most of them are replayed."""
-    from attnlab.grading.hidden import run_suite
-    from attnlab.grading.mutants import load_catalogue, student_with
+    from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.diagnosis.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
@@ -125,7 +125,7 @@ def test_seed_sweep_replays_the_reference_without_changing_a_verdict(monkeypatch
 def test_seed_sweep_checks_a_mutants_stated_loss_over_its_whole_question(monkeypatch):
     import dataclasses
 
-    from attnlab.grading.mutants import load_catalogue, student_with
+    from attnlab.grading.diagnosis.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
@@ -177,7 +177,7 @@ def test_seed_sweep_resume_skips_the_seeds_in_the_ledger(tmp_path, monkeypatch, 
                        "--no-progress"]) == 0
     entry = sweep.sweep_ledger.entries(ROOT)[0]
     assert entry["seeds"] == [[40, 41]] and entry["kinds"] == ["reference"]
-    assert "src/attnlab/grading/checks.py" in entry["files"] and "autograder/lab11_vision_transformer/reference.py" \
+    assert "src/attnlab/grading/core/checks.py" in entry["files"] and "autograder/lab11_vision_transformer/reference.py" \
         in entry["files"]
     capsys.readouterr()
     assert sweep.main(["--labs", "lab11", "--seeds", "3", "--start", "40", "--reference-only", "--resume",

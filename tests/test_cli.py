@@ -209,7 +209,7 @@ def test_catalogue_fails_when_a_mutant_loses_other_than_stated_or_a_variant_lose
     root = tmp_path / "course"
     shutil.copytree(built_course, root)
     (root / "instructor" / LAB / "catalogue.py").write_text(
-        "from attnlab.grading.mutants import MOST, Entry\n"
+        "from attnlab.grading.diagnosis.mutants import MOST, Entry\n"
         "MUTANTS = [Entry('not_a_bug', 'double', 'def double(x):\\n    return 2 * x\\n', loses=MOST),\n"
         "           Entry('stated_too_small', 'double', 'def double(x):\\n    return 2 * x + 1\\n', hint='h',\n"
         "                 loses=(0.1, 0.5))]\n"
@@ -240,7 +240,7 @@ def test_parser_shape():
 
 
 def test_gradebook_accepts_the_global_root_option(built_course, tmp_path, capsys):
-    from attnlab.grading.gradebook import open_gradebook
+    from attnlab.grading.outputs.gradebook import open_gradebook
 
     db = tmp_path / "gradebook.db"
     with open_gradebook(db):
@@ -250,7 +250,7 @@ def test_gradebook_accepts_the_global_root_option(built_course, tmp_path, capsys
 
 
 def test_gradebook_csv_dash_writes_standard_output_not_a_file(built_course, tmp_path, monkeypatch, capsys):
-    from attnlab.grading.gradebook import open_gradebook
+    from attnlab.grading.outputs.gradebook import open_gradebook
 
     db = tmp_path / "gradebook.db"
     with open_gradebook(db) as book:
@@ -277,7 +277,7 @@ def test_the_table_tells_apart_two_submissions_with_the_same_name(built_course, 
 
 
 def test_distinct_names_grow_only_as_far_as_needed():
-    from attnlab.grading.score_table import distinct_names
+    from attnlab.grading.outputs.score_table import distinct_names
 
     assert distinct_names(["x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]) == [
         "x/a/s.ipynb", "y/a/s.ipynb", "t.ipynb", "t.ipynb"]

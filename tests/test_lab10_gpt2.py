@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from attnlab.course import load_course
-from attnlab.grading.bundle import load_bundle
-from attnlab.grading.hidden import import_file
+from attnlab.grading.core.bundle import load_bundle
+from attnlab.grading.core.hidden import import_file
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install -e '.[dev]')")
 

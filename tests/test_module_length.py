@@ -1,7 +1,7 @@
 """No module in src/attnlab is over 400 lines (issue 18), the generated public checks aside.
 
 A module that grows past the limit holds more than one concept: split it by concept into a package or a sibling
-module (``attnlab.training`` and ``grading/remote.py`` are the models), keeping the old import surface by
+module (``attnlab.training`` and ``grading/worker/remote.py`` are the models), keeping the old import surface by
 re-exporting.
 """
 

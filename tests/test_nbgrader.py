@@ -25,8 +25,8 @@ from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_l
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.buildchain.transforms.written_answers import PLACEHOLDER
 from attnlab.course import load_course
-from attnlab.grading.bundle import manifest_questions, written_questions
-from attnlab.grading.mutants import load_catalogue
+from attnlab.grading.core.bundle import manifest_questions, written_questions
+from attnlab.grading.diagnosis.mutants import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 NBGRADER = Path(sys.executable).parent / "nbgrader"

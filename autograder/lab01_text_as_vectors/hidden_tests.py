@@ -24,9 +24,9 @@ from collections import Counter
 
 import torch
 
-from attnlab.grading import checks
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import padded_ids, randint, random_lengths
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import padded_ids, randint, random_lengths
 
 suite = HiddenSuite("lab01_text_as_vectors")
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnlab.grading import checks, rules
-from attnlab.grading.executor import StudentError
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths
+from attnlab.grading.policy import rules
+from attnlab.grading.worker.executor import StudentError
 
 suite = HiddenSuite("lab03_convolutions")
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab.grading import checks, rules
-from attnlab.grading.executor import StudentError
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn, random_mask
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import randint, randn, random_mask
+from attnlab.grading.policy import rules
+from attnlab.grading.worker.executor import StudentError
 
-# The course rules (grading/rules.py: an allowlist over the graded cells) cost every question of this lab when
+# The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
 suite = HiddenSuite("lab06_multi_head_attention", policy_questions=None)
 

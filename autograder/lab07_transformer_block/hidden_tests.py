@@ -35,11 +35,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks, rules
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import randint, randn
+from attnlab.grading.policy import rules
 
-# The course rules (grading/rules.py: an allowlist over the graded cells) cost every question of this lab when
+# The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
 suite = HiddenSuite("lab07_transformer_block", policy_questions=None)
 

@@ -47,9 +47,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import randint, randn
 
 # regex: GPT-2's pre-split pattern needs \p{L} (BPETokenizer); a dependency of the kit
 suite = HiddenSuite("lab09_mini_gpt", allowed_imports=("regex",))

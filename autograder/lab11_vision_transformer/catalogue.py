@@ -6,7 +6,7 @@ Each ``source`` is run after the reference code, so a redefined ``patchify`` is 
 ``PatchEmbedding`` calls, and the given ``TransformerEncoderBlock`` stays available to every entry.
 """
 
-from attnlab.grading.mutants import MOST, Entry
+from attnlab.grading.diagnosis.mutants import MOST, Entry
 
 _IMPORTS = '''
 import torch

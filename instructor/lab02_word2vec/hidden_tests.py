@@ -26,9 +26,10 @@ import math
 
 import torch
 
-from attnlab.grading import checks, rules
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths
+from attnlab.grading.policy import rules
 
 suite = HiddenSuite("lab02_word2vec")
 

@@ -28,9 +28,10 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from attnlab.grading import checks, rules
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import padded_ids, randint, randn, random_lengths, random_mask
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths, random_mask
+from attnlab.grading.policy import rules
 
 suite = HiddenSuite("lab04_recurrent_networks")
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.grading import checks, rules
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import padded_ids, randn, random_lengths, random_mask
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import padded_ids, randn, random_lengths, random_mask
+from attnlab.grading.policy import rules
 
-# The course rules (grading/rules.py: an allowlist over the graded cells) cost every question of this lab when
+# The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
 suite = HiddenSuite("lab05_self_attention", policy_questions=None)
 

@@ -31,9 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks, rules
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn, random_lengths, random_mask
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import randint, randn, random_lengths, random_mask
+from attnlab.grading.policy import rules
 
 suite = HiddenSuite("lab08_translation")
 

@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import randint, randn
 
 suite = HiddenSuite("lab10_pretrained_transformers")
 

@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.grading import checks
-from attnlab.grading.executor import StudentError
-from attnlab.grading.hidden import HiddenSuite
-from attnlab.grading.inputs import randint, randn
+from attnlab.grading.core import checks
+from attnlab.grading.core.hidden import HiddenSuite
+from attnlab.grading.core.inputs import randint, randn
+from attnlab.grading.worker.executor import StudentError
 
 suite = HiddenSuite("lab11_vision_transformer", policy_questions=None)
 

@@ -14,8 +14,9 @@ import json
 import sys
 from pathlib import Path
 
+from attnlab.grading.outputs.score_table import abbreviated, json_rows, score_table  # noqa: F401 - re-exported
+
 from .course import CourseError, load_course
-from .grading.score_table import abbreviated, json_rows, score_table  # noqa: F401 - re-exported
 
 EXIT_OK = 0  # done: every submission graded and its gradebook row written
 EXIT_FOUND = 1  # ran and found a problem (build --check, catalogue, gradebook --check)
@@ -72,7 +73,7 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
           shard: str | None = None, gradebook: str | None = None, regrade: bool = False,
           root: str | None = None, student_from: str | None = None) -> int:
     """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook."""
-    from .grading.runner import grade_submission
+    from attnlab.grading.core.runner import grade_submission
 
     course = _course(root)
     lab_info = _lab(course, lab)
@@ -85,7 +86,7 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
         if results is None:
             return code
     else:
-        from .grading.batch import collect_submissions
+        from attnlab.grading.scale.batch import collect_submissions
 
         try:  # in the order given; a folder: each entry in it, never followed or opened here
             files = [f for p in paths for f in collect_submissions([p]).values()]
@@ -107,9 +108,9 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
                  student_from: str | None):
     """``attnlab grade --out/--gradebook/--shard/--student-from``: (exit status, results or None when interrupted
     or stopped, the line that says what to rerun or None)."""
-    from .grading.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
-    from .grading.gradebook_check import rerun_line
-    from .grading.submissions import student_rule
+    from attnlab.grading.outputs.gradebook_check import rerun_line
+    from attnlab.grading.scale.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
+    from attnlab.grading.scale.submissions import student_rule
 
     try:
         rule = student_rule(student_from)  # a pattern that does not compile or has no group: ValueError
@@ -173,9 +174,9 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     roster (``roster:`` in course.yml) when it has one (``csv`` ``-``: to standard output, the count to standard
     error), and/or ``check`` it against a folder of submissions: one line per missing, stale or errored row, then
     a summary; ``EXIT_FOUND`` when anything is listed."""
-    from .grading.batch import export_gradebook
-    from .grading.gradebook import GradebookError
-    from .grading.gradebook_check import print_check
+    from attnlab.grading.outputs.gradebook import GradebookError
+    from attnlab.grading.outputs.gradebook_check import print_check
+    from attnlab.grading.scale.batch import export_gradebook
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
@@ -218,8 +219,9 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
-    from .grading.gradebook import GradebookError
-    from .grading.mutants import load_catalogue
+    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.outputs.gradebook import GradebookError
+
     from .report import build_report
     from .report.exports import not_on_roster
     from .report.load import ReportInputError
@@ -270,8 +272,8 @@ def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
     kept share of its question beside the loss its entry states (``Entry.loses``, the policy in docs/CURRICULUM.md),
     and each variant's marks. Exit 1 when a mutant's loss is not the stated one or a variant loses points. A bundle
     older than the instructor's files is refused: run ``attnlab build`` first."""
-    from .grading.bundle import CATALOGUE, HIDDEN_TESTS, load_bundle
-    from .grading.mutants import CatalogueError
+    from attnlab.grading.core.bundle import CATALOGUE, HIDDEN_TESTS, load_bundle
+    from attnlab.grading.diagnosis.mutants import CatalogueError
 
     lab_info = _lab(_course(root), lab)
     try:
@@ -304,7 +306,7 @@ def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
 
 def _print_verdict(bundle, kind: str, entry, seed: int) -> bool:
     """Grade one catalogue entry at ``seed``, print its line; whether it is as its kind demands (``Bundle.verdict``)."""
-    from .grading.mutants import real_loss, stated
+    from attnlab.grading.diagnosis.mutants import real_loss, stated
 
     res = bundle.grade_entry(entry, seed=seed)
     ok = bundle.verdict(kind, entry, res)

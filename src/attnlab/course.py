@@ -13,9 +13,10 @@ from pathlib import Path
 
 import yaml
 
+from attnlab.grading.core.bundle import CATALOGUE, HIDDEN_TESTS
+from attnlab.grading.outputs.gradescope import VISIBILITIES, Visibility
+
 from . import settings
-from .grading.bundle import CATALOGUE, HIDDEN_TESTS
-from .grading.gradescope import VISIBILITIES, Visibility
 from .roster import Roster, RosterError, roster_from
 
 COURSE_FILE = Path("instructor") / "course.yml"

@@ -9,9 +9,10 @@ from textwrap import dedent
 
 import nbformat
 
+from attnlab.grading.core.notebook_code import OTTER_IGNORE
+from attnlab.grading.diagnosis.mutants import load_catalogue
+
 from .course import Lab
-from .grading.mutants import load_catalogue
-from .grading.notebook_code import OTTER_IGNORE
 
 
 def with_entry(solution_path: Path, entry) -> nbformat.NotebookNode:

@@ -202,7 +202,7 @@ class Grader:
 
     While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: it raises when a public check
     fails (``require_checks``) and, while nbgrader autogrades, runs the hidden tests of ``lab_id``
-    (``grading/nbgrader_bridge.py``, which imports nothing from here: no cycle).
+    (``grading/bridges/nbgrader_bridge.py``, which imports nothing from here: no cycle).
     """
 
     def __init__(self, notebook, lab_id: str | None = None):
@@ -229,7 +229,7 @@ class Grader:
         tests. Returns None: nbgrader reads a test cell's result value as partial credit."""
         require_checks(self._notebook, question, env)
         if os.environ.get(NBGRADER_EXECUTION) == "autograde":
-            from .grading import nbgrader_bridge  # torch and the bundle: only while nbgrader autogrades
+            from attnlab.grading.bridges import nbgrader_bridge  # torch and the bundle: only while nbgrader autogrades
 
             nbgrader_bridge.run_hidden_tests(env, self._lab_id, question)
 

@@ -73,7 +73,7 @@ def test_setup_takes_the_cpu_torch_before_the_kit():
 def test_run_autograder_grades_the_lab_from_the_bundle():
     run = entries(gradescope_zip(SUPPORT, lab_id="lab99_demo", install_spec=SPEC))["run_autograder"][1].decode()
     words = shlex.split(run.split("exec ", 1)[1].replace("\\\n", " "), comments=True)
-    assert words[1:4] == ["-m", "attnlab.grading.gradescope_run", "--lab"] and words[4] == "lab99_demo"
+    assert words[1:4] == ["-m", "attnlab.grading.bridges.gradescope_run", "--lab"] and words[4] == "lab99_demo"
     assert '"$root/source/bundle"' in run and '"$root/results/results.json"' in run
 
 

@@ -212,7 +212,7 @@ def test_hidden_cases_hold_no_test_source_only_the_name():
 
 
 def test_a_hidden_case_calls_the_bridge_by_name(monkeypatch):
-    import attnlab.grading.otter_bridge as bridge
+    import attnlab.grading.bridges.otter_bridge as bridge
 
     calls = []
     monkeypatch.setattr(bridge, "run_hidden_test", lambda env, name: calls.append((env["marker"], name)))

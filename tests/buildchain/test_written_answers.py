@@ -22,7 +22,7 @@ from attnlab.buildchain.transforms.written_answers import (
     written_answers,
 )
 from attnlab.course import load_course
-from attnlab.grading.bundle import RubricItem, WrittenQuestion, load_bundle, written_questions
+from attnlab.grading.core.bundle import RubricItem, WrittenQuestion, load_bundle, written_questions
 
 from .written_master import CRITERIA, FIXTURE, LAB, NAME, PROMPT, REFERENCE, with_written
 

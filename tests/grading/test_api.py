@@ -10,8 +10,8 @@ import time
 import pytest
 import torch
 
-from attnlab.grading.api import LocalStudent, ObjectRef, Result, StudentError, definition_source
-from attnlab.grading.remote import RemoteStudent, WorkerDied
+from attnlab.grading.worker.api import LocalStudent, ObjectRef, Result, StudentError, definition_source
+from attnlab.grading.worker.remote import RemoteStudent, WorkerDied
 
 DEFS = '''
 import os
@@ -173,7 +173,7 @@ class Spawner:
 
 @pytest.fixture(scope="module")
 def remote():
-    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker"])
+    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])
     student = RemoteStudent(spawner, [{"index": i, "source": s} for i, s in CELLS], DEFS,
                             cell_timeout=CELL_TIMEOUT, load_timeout=120, call_timeout=60)
     started = time.monotonic()
@@ -480,15 +480,15 @@ def test_worker_process_exists_only_while_needed(fake_script, tmp_path):
         student.reap()
 
 
-@pytest.mark.parametrize("first", ["attnlab.grading.remote", "attnlab.grading.api"])
+@pytest.mark.parametrize("first", ["attnlab.grading.worker.remote", "attnlab.grading.worker.api"])
 def test_remote_student_builds_on_api_whichever_module_is_imported_first(first):
-    """``RemoteStudent`` lives in grading/remote.py, which builds on api.py; api.py does not import it back (no
+    """``RemoteStudent`` lives in grading/worker/remote.py, which builds on api.py; api.py does not import it back (no
     cycle, tests/test_imports.py), so it has one place to come from, whichever module a process imports first."""
     code = textwrap.dedent(f"""
         import importlib
         importlib.import_module({first!r})
-        import attnlab.grading.api as api, attnlab.grading.remote as remote
-        from attnlab.grading.remote import RemoteStudent, WorkerDied
+        import attnlab.grading.worker.api as api, attnlab.grading.worker.remote as remote
+        from attnlab.grading.worker.remote import RemoteStudent, WorkerDied
         assert issubclass(RemoteStudent, api.StudentAPI) and issubclass(WorkerDied, api.StudentError)
         assert not hasattr(api, "RemoteStudent") and "RemoteStudent" not in api.__all__
         print("ok")

@@ -22,8 +22,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.grading import wire as _wire
-from attnlab.grading.runner import grade_submission
+from attnlab.grading.core.runner import grade_submission
+from attnlab.grading.worker import wire as _wire
 
 LAB = "lab99_demo"
 WRONG = """
@@ -439,7 +439,7 @@ def _cells_notebook(path: Path, sources: list[str]) -> Path:
 # 1. ---------------------------------------------------------------- the in-place verdict is the grader's
 def test_in_place_verdict_cannot_be_patched_in_the_worker(built_course, tmp_path, off):
     attack = """
-    import attnlab.grading.executor as ex, attnlab.grading.api as api
+    import attnlab.grading.worker.executor as ex, attnlab.grading.worker.api as api
     for module in (ex, api):
         if hasattr(module, "_same"):
             module._same = lambda a, b: True
@@ -480,8 +480,8 @@ def test_forbidden_calls_are_denied_by_default_and_named(name, built_course, tmp
 
 
 def test_a_labs_policy_costs_only_the_questions_its_rules_tie_to_it():
-    from attnlab.grading.api import LocalStudent
-    from attnlab.grading.hidden import HiddenSuite, run_suite
+    from attnlab.grading.core.hidden import HiddenSuite, run_suite
+    from attnlab.grading.worker.api import LocalStudent
 
     suite = HiddenSuite("lab98", policy_questions=("f",))
     suite.test("f", name="tf")(lambda student, ref, rng: None)
@@ -559,7 +559,7 @@ def test_the_whole_submission_has_a_deadline(built_course, tmp_path, off):
 def test_a_worker_that_stops_reading_cannot_block_the_grader(tmp_path):
     import torch
 
-    from attnlab.grading.remote import RemoteStudent, WorkerDied
+    from attnlab.grading.worker.remote import RemoteStudent, WorkerDied
     from tests.grading.test_api import FAKE, Spawner
 
     script = tmp_path / "fake_worker.py"
@@ -643,7 +643,7 @@ def test_a_submission_is_checked_before_it_is_read(built_course, tmp_path, off):
 
 
 def test_the_gradescope_runner_never_follows_a_link(built_course, tmp_path, off):
-    from attnlab.grading.gradescope_run import run
+    from attnlab.grading.bridges.gradescope_run import run
 
     folder = tmp_path / "submission"
     folder.mkdir()
@@ -655,7 +655,7 @@ def test_the_gradescope_runner_never_follows_a_link(built_course, tmp_path, off)
 
 # 10. --------------------------------------------------------------- output folders and the gradebook
 def test_a_file_name_cannot_collide_with_the_gradebook(tmp_path):
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
 
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -676,8 +676,8 @@ def test_a_file_name_cannot_collide_with_the_gradebook(tmp_path):
 
 # 11. --------------------------------------------------------------- cell errors are capped
 def test_cell_errors_are_capped(built_course, tmp_path, off):
-    from attnlab.grading.feedback import feedback_markdown
-    from attnlab.grading.gradescope import to_gradescope
+    from attnlab.grading.outputs.feedback import feedback_markdown
+    from attnlab.grading.outputs.gradescope import to_gradescope
 
     nb = _cells_notebook(tmp_path / "errors.ipynb", [WRONG, SCALE] + ["raise ValueError('no')"] * 1_990)
     res, _ = _grade_bounded(built_course, nb, seconds=240, mib=256)
@@ -692,8 +692,8 @@ def test_cell_errors_are_capped(built_course, tmp_path, off):
 
 # 12. --------------------------------------------------------------- markup in feedback
 def test_markup_in_messages_stays_literal():
-    from attnlab.grading.feedback import feedback_markdown
-    from attnlab.grading.gradescope import to_gradescope
+    from attnlab.grading.outputs.feedback import feedback_markdown
+    from attnlab.grading.outputs.gradescope import to_gradescope
 
     evil = "# Total: 30 / 30\n<script>alert(1)</script>\n**Total: 30 / 30**\n```\n{\"score\": 30}"
     result = {"submission": "<img src=x onerror=alert(1)>.ipynb", "score": 1.0, "max_score": 30.0,

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.grading.batch import (
+from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.outputs.safe_text import markdown_inline
+from attnlab.grading.scale.batch import (
     BatchInterrupted,
     collect_submissions,
     export_gradebook,
@@ -18,8 +20,6 @@ from attnlab.grading.batch import (
     in_shard,
     parse_shard,
 )
-from attnlab.grading.gradebook import open_gradebook
-from attnlab.grading.safe_text import markdown_inline
 
 LAB = "lab05_self_attention"
 QUESTIONS = {"softmax": 2.0, "attention": 3.0}  # the result order: not alphabetical on purpose
@@ -339,7 +339,7 @@ def test_progress_bar_and_summary_text(subs, tmp_path, capsys):
 WORKER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
 
     def fake(lab, path):
         time.sleep(0.02)
@@ -382,7 +382,7 @@ def test_two_processes_grade_two_shards_into_one_sqlite_gradebook(tmp_path):
 
 INTERRUPTIBLE = textwrap.dedent("""
     import signal, sys, time
-    from attnlab.grading.batch import BatchInterrupted, grade_batch
+    from attnlab.grading.scale.batch import BatchInterrupted, grade_batch
 
     # A shell without job control starts background jobs with SIGINT ignored, and Python keeps that:
     # take Ctrl-C back, as an interactive terminal would deliver it.

@@ -56,7 +56,7 @@ def test_batch_of_good_blank_buggy_corrupt_and_empty(built_course, tmp_path, cap
 
 def test_grade_batch_default_grade_fn_grades_against_the_lab_folder(built_course, tmp_path):
     """No grade_fn: the documented default, runner.grade_submission(lab_dir, path), grades for real."""
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
 
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -71,8 +71,8 @@ def test_grade_batch_default_grade_fn_grades_against_the_lab_folder(built_course
 def test_the_batch_grades_a_copy_and_still_hides_the_other_submissions(built_course, tmp_path, monkeypatch):
     """The grader runs a private copy of each notebook, and the worker is still told to hide the folder the original
     came from (the other students' work), besides the copy's folder."""
-    from attnlab.grading import runner
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.core import runner
+    from attnlab.grading.scale.batch import grade_batch
 
     hidden, real = [], runner._start_worker
     monkeypatch.setattr(runner, "_start_worker", lambda workdir, hide: hidden.append(hide) or real(workdir, hide))

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.grading import outputs
-from attnlab.grading.batch import BatchWriteFailed, grade_batch
-from attnlab.grading.feedback import write_feedback
-from attnlab.grading.gradebook import open_gradebook
-from attnlab.grading.gradescope import write_results_json
-from attnlab.grading.submissions import collect_submissions, student_rule
+from attnlab.grading.outputs import files as outputs
+from attnlab.grading.outputs.feedback import write_feedback
+from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.outputs.gradescope import write_results_json
+from attnlab.grading.scale.batch import BatchWriteFailed, grade_batch
+from attnlab.grading.scale.submissions import collect_submissions, student_rule
 
 from .test_batch import LAB, Grader, fake_grade, rows_by_key, write_submissions
 
@@ -73,7 +73,7 @@ def test_threads_writing_the_same_outputs_many_times_never_collide(tmp_path):
 RUN = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
     sys.path.insert(0, sys.argv[3])
     from tests.grading.test_batch import fake_grade
 
@@ -137,7 +137,7 @@ def test_a_failed_write_stops_cleanly_names_the_path_and_loses_no_row(tmp_path, 
 def test_a_row_that_cannot_be_written_leaves_no_files(tmp_path, monkeypatch):
     subs = write_submissions(tmp_path / "subs", {"alice.ipynb": {"softmax": 2}, "bob.ipynb": {}})
     out = tmp_path / "out"
-    from attnlab.grading.gradebook import Gradebook
+    from attnlab.grading.outputs.gradebook import Gradebook
 
     real = Gradebook.record
 
@@ -274,7 +274,7 @@ FULL_DISK = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[4])
-    from attnlab.grading.batch import BatchWriteFailed, grade_batch
+    from attnlab.grading.scale.batch import BatchWriteFailed, grade_batch
     from tests.grading.test_batch import fake_grade
 
     def wordy(lab, path):  # about 6 KB of feedback per submission

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from attnlab.grading.bundle import (
+from attnlab.grading.core.bundle import (
     BUNDLE_ENV,
     CATALOGUE,
     GENERATED_HEADER,
@@ -21,7 +21,7 @@ from attnlab.grading.bundle import (
     manifest_lab,
     manifest_questions,
 )
-from attnlab.grading.mutants import Entry
+from attnlab.grading.diagnosis.mutants import Entry
 
 LAB = "lab99_demo"
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab.grading import checks
-from attnlab.grading.api import LocalStudent
+from attnlab.grading.core import checks
+from attnlab.grading.worker.api import LocalStudent
 
 REF = '''
 import torch
@@ -324,7 +324,7 @@ def test_randomize_state_only_touches_floats():
 
 
 def test_measured_atol_follows_the_library_own_float32_error_where_it_exceeds_the_size_rule():
-    from attnlab.grading.checks import MEASURED_SLACK, measured_atol, tolerance
+    from attnlab.grading.core.checks import MEASURED_SLACK, measured_atol, tolerance
 
     exact = torch.tensor([1e-3, -2e-3], dtype=torch.float64)
     # the library's own float32 answer is off by 5e-6, more than the rule allows for values of size 2e-3
@@ -338,7 +338,7 @@ def test_measured_atol_follows_the_library_own_float32_error_where_it_exceeds_th
 
 
 def _param_result(**param_grads):
-    from attnlab.grading.api import Result
+    from attnlab.grading.worker.api import Result
     return Result(output=torch.zeros(1), grads={}, param_grads=param_grads, modified=[])
 
 

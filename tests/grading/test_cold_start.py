@@ -27,7 +27,7 @@ def _imported(argv: list[str], cwd: Path) -> tuple[set[str], subprocess.Complete
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = {line.split("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "attnlab.grading.runner" in names  # the listing is there
+    assert "attnlab.grading.core.runner" in names  # the listing is there
     return names, proc
 
 
@@ -71,7 +71,7 @@ def test_the_gradescope_runner_imports_no_plotting(tmp_path):
     (tmp_path / "submission").mkdir()
     shutil.copy(SOLUTION, tmp_path / "submission" / "mine.ipynb")
     results = tmp_path / "results" / "results.json"
-    names, _ = _imported(["-m", "attnlab.grading.gradescope_run", "--lab", LAB, "--bundle", str(bundle),
+    names, _ = _imported(["-m", "attnlab.grading.bridges.gradescope_run", "--lab", LAB, "--bundle", str(bundle),
                           "--submission", str(tmp_path / "submission"), "--results", str(results)], tmp_path)
     assert _unused(names) == []
     assert json.loads(results.read_text())["score"] == 30.0
@@ -79,7 +79,7 @@ def test_the_gradescope_runner_imports_no_plotting(tmp_path):
 
 def test_deferred_pyplot_is_the_real_module_on_first_use():
     """The stand-in a trusted namespace binds answers from the real module once used (here, in a fresh process)."""
-    code = ("from attnlab.grading.api import LocalStudent\n"
+    code = ("from attnlab.grading.worker.api import LocalStudent\n"
             "import sys\n"
             "ref = LocalStudent.from_code('import matplotlib.pyplot as plt\\nimport math\\n'\n"
             "                             'def size():\\n    return plt.rcParams[\"figure.figsize\"][0]\\n')\n"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from attnlab.grading.connection import Bounds, GradebookError, GradebookUnavailable, Link
+from attnlab.grading.outputs.connection import Bounds, GradebookError, GradebookUnavailable, Link
 
 
 class Down(Exception):

@@ -6,9 +6,9 @@ import time
 import pytest
 import torch
 
-from attnlab.grading.api import LocalStudent
-from attnlab.grading.bundle import load_bundle
-from attnlab.grading.diagnose import (
+from attnlab.grading.core.bundle import load_bundle
+from attnlab.grading.core.hidden import run_suite
+from attnlab.grading.diagnosis.diagnose import (
     HINT_PREFIX,
     Deadline,
     Exchange,
@@ -19,8 +19,8 @@ from attnlab.grading.diagnose import (
     diagnosis_budget,
     name_mistakes,
 )
-from attnlab.grading.hidden import run_suite
-from attnlab.grading.mutants import Catalogue, CatalogueError, Entry, student_with
+from attnlab.grading.diagnosis.mutants import Catalogue, CatalogueError, Entry, student_with
+from attnlab.grading.worker.api import LocalStudent
 
 LAB = "lab99_demo"
 
@@ -149,8 +149,8 @@ class Flooding:
 
 @pytest.mark.parametrize("elements, tests_kept", [(2**23 - 1024, 0), (2**19, 3)])  # 32 MiB, 2 MiB replies
 def test_what_the_recorder_keeps_never_passes_its_byte_budget(elements, tests_kept):
-    from attnlab.grading.diagnose import MAX_RECORDED_BYTES, recorded_bytes
-    from attnlab.grading.hidden import HiddenSuite
+    from attnlab.grading.core.hidden import HiddenSuite
+    from attnlab.grading.diagnosis.diagnose import MAX_RECORDED_BYTES, recorded_bytes
 
     suite = HiddenSuite("lab99_flood")
     for i in range(12):
@@ -175,7 +175,7 @@ def test_what_the_recorder_keeps_never_passes_its_byte_budget(elements, tests_ke
 
 
 def test_recorded_bytes_counts_tensors_text_and_containers():
-    from attnlab.grading.diagnose import recorded_bytes
+    from attnlab.grading.diagnosis.diagnose import recorded_bytes
 
     assert recorded_bytes(torch.zeros(10, dtype=torch.float64)) == 80 + 64
     assert recorded_bytes({"a": [torch.zeros(4, dtype=torch.int32), "xyz"]}) == 16 + 3 + 1 + 5 * 64
@@ -188,12 +188,12 @@ def test_a_broken_catalogue_entry_is_logged_by_name_and_the_score_stands(lab, tm
     copy = tmp_path / "broken"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").write_text(
-        "from attnlab.grading.mutants import Entry\n"
+        "from attnlab.grading.diagnosis.mutants import Entry\n"
         "MUTANTS = [Entry('typo_entry', 'double', 'def double(x)\\n    return 2 * x + 1\\n', hint='h')]\n")
     broken = load_bundle(copy)
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
     scores = {q: v["score"] for q, v in results.items()}
-    with caplog.at_level("WARNING", logger="attnlab.grading.diagnose"):
+    with caplog.at_level("WARNING", logger="attnlab.grading.diagnosis.diagnose"):
         name_mistakes(broken, recorder, results)
     assert "catalogue entry 'typo_entry' (double) does not run after the reference: SyntaxError" in caplog.text
     assert {q: v["score"] for q, v in results.items()} == scores
@@ -212,7 +212,7 @@ def test_a_catalogue_file_that_does_not_import_is_named(lab, tmp_path, caplog):
     with pytest.raises(CatalogueError, match=r"MUTANTS\[0\] is 1, not an Entry"):
         load_bundle(copy).catalogue()
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
-    with caplog.at_level("WARNING", logger="attnlab.grading.diagnose"):
+    with caplog.at_level("WARNING", logger="attnlab.grading.diagnosis.diagnose"):
         name_mistakes(load_bundle(copy), recorder, results)
     assert "MUTANTS[0] is 1, not an Entry" in caplog.text
 
@@ -225,7 +225,7 @@ def test_warnings_a_mutant_raises_during_the_replay_stay_out_of_the_grade_output
     copy = tmp_path / "noisy"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").write_text(
-        "from attnlab.grading.mutants import Entry\n"
+        "from attnlab.grading.diagnosis.mutants import Entry\n"
         "SOURCE = 'import warnings\\nwarnings.warn(\"noisy import\")\\n"
         "def double(x):\\n    warnings.warn(\"noisy call\")\\n    return 2 * x + 1\\n'\n"
         "MUTANTS = [Entry('noisy', 'double', SOURCE, hint='noisy hint')]\n")
@@ -242,7 +242,7 @@ def test_warnings_a_mutant_raises_during_the_replay_stay_out_of_the_grade_output
 def test_overlapping_quiet_blocks_restore_the_filters_once_the_last_one_leaves():
     import warnings
 
-    from attnlab.grading.diagnose import quiet_warnings
+    from attnlab.grading.diagnosis.diagnose import quiet_warnings
 
     before = list(warnings.filters)
     outer = quiet_warnings()
@@ -256,7 +256,7 @@ def test_overlapping_quiet_blocks_restore_the_filters_once_the_last_one_leaves()
 
 def test_a_failure_another_questions_mistake_reproduces_is_left_to_that_root_cause():
 
-    from attnlab.grading.diagnose import _explained_elsewhere
+    from attnlab.grading.diagnosis.diagnose import _explained_elsewhere
 
     cause, effect = Entry("last_state_bug", "last_valid_state", ""), Entry("classifier_bug", "RNNClassifier", "")
     cause_x, effect_x = [Exchange("call", {}, True, 1)], [Exchange("module_call", {}, True, 2)]
@@ -301,7 +301,7 @@ def test_the_cap_is_counted_in_the_diagnosing_threads_cpu_time():
 def test_a_diagnosis_stops_at_its_wall_backstop_however_little_cpu_it_used(monkeypatch):
     """On a machine so loaded that the diagnosing thread hardly runs, the wall clock still ends it: WALL_BACKSTOP
     times the budget."""
-    from attnlab.grading import diagnose as d
+    from attnlab.grading.diagnosis import diagnose as d
 
     deadline = d.Deadline.after(0.02)
     assert not deadline.passed() and deadline.wall - deadline.cpu > 0  # both clocks set
@@ -315,7 +315,7 @@ def test_a_compiled_candidate_is_the_catalogue_entry_run_afresh(lab):
     """The diagnosis compiles each catalogue entry once per process (``candidates.Compiled``): a later candidate has
     ``student_with``'s source, replies as it does, and runs in a fresh namespace (a global set by one replay is gone
     in the next)."""
-    from attnlab.grading.candidates import Compiled
+    from attnlab.grading.diagnosis.candidates import Compiled
 
     _, _, ref_code = lab
     catalogue = Catalogue(ref_code, (), ())

@@ -5,8 +5,8 @@ import linecache
 import pytest
 import torch
 
-from attnlab.grading.executor import Executor, StudentError, tensor_leaves
-from attnlab.grading.wire import ObjectHandle
+from attnlab.grading.worker.executor import Executor, StudentError, tensor_leaves
+from attnlab.grading.worker.wire import ObjectHandle
 
 STUDENT = '''
 import torch
@@ -186,7 +186,7 @@ def test_wrong_number_of_outputs_or_shape_is_a_student_error(ex):
 
 def modified(ex, args, kwargs=None, **options):
     """What the grader concludes from the executor's echo of the arguments (api._result decides, not the executor)."""
-    from attnlab.grading.api import _result
+    from attnlab.grading.worker.api import _result
 
     name = options.pop("name")
     sent_args = [a.clone() for a in args]
@@ -330,7 +330,7 @@ def test_public_methods_of_plain_objects(ex):
 
 
 def test_dicts_with_tuple_keys_come_back(ex):
-    from attnlab.grading.wire import roundtrip
+    from attnlab.grading.worker.wire import roundtrip
 
     out = roundtrip(ex.call("pair_counts", [[97, 97, 97, 98]])["output"])
     assert out == {(97, 97): 2, (97, 98): 1}

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 
-from attnlab.grading.gradebook import (
+from attnlab.grading.outputs.gradebook import (
     InvalidResult,
     format_score,
     open_gradebook,
     validate_result,
 )
-from attnlab.grading.gradebook_csv import export_csv
+from attnlab.grading.outputs.gradebook_csv import export_csv
 
 
 def result(questions, *, errors=(), isolation="fake", elapsed_s=0.5):

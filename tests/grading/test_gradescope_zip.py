@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.grading import sandbox
-from attnlab.grading.sandbox.host import others_cannot_run
+from attnlab.grading.worker import sandbox
+from attnlab.grading.worker.sandbox.host import others_cannot_run
 
 LAB = "lab99_demo"
 

@@ -3,16 +3,16 @@
 import pytest
 import torch
 
-from attnlab.grading.api import LocalStudent
-from attnlab.grading.hidden import HiddenSuite, load_suite, run_suite
-from attnlab.grading.hidden import test_seed as seed_of
+from attnlab.grading.core.hidden import HiddenSuite, load_suite, run_suite
+from attnlab.grading.core.hidden import test_seed as seed_of
+from attnlab.grading.worker.api import LocalStudent
 
 # Hidden tests are written as source and exec'd: pytest rewrites the asserts of test modules, and the
 # messages a student reads come from plain Python asserts.
 SUITE = '''
 import torch
-from attnlab.grading.executor import StudentError
-from attnlab.grading.hidden import HiddenSuite
+from attnlab.grading.worker.executor import StudentError
+from attnlab.grading.core.hidden import HiddenSuite
 
 suite = HiddenSuite("lab99_demo")
 
@@ -166,7 +166,7 @@ def test_each_test_gets_its_own_generator_seeded_from_its_name():
 
 def test_load_suite_imports_once_and_checks_the_file(tmp_path):
     path = tmp_path / "hidden_tests.py"
-    path.write_text("from attnlab.grading.hidden import HiddenSuite\nsuite = HiddenSuite('lab01_x')\n"
+    path.write_text("from attnlab.grading.core.hidden import HiddenSuite\nsuite = HiddenSuite('lab01_x')\n"
                     "@suite.test('q')\ndef t(student, ref, rng):\n    pass\n")
     suite = load_suite(path)
     assert suite.lab == "lab01_x" and [t.name for t in suite.tests] == ["t"]
@@ -181,7 +181,7 @@ def test_load_suite_imports_once_and_checks_the_file(tmp_path):
 def test_run_suite_gives_each_test_a_deadline_and_lifts_it():
     import time as _time
 
-    from attnlab.grading.hidden import HiddenSuite, run_suite
+    from attnlab.grading.core.hidden import HiddenSuite, run_suite
 
     suite = HiddenSuite("labX")
     seen = []
@@ -204,10 +204,10 @@ def test_load_suite_from_many_threads_at_once(tmp_path):
     """Batch jobs are threads: none may see the hidden tests half-imported."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from attnlab.grading.hidden import HiddenSuite, load_suite
+    from attnlab.grading.core.hidden import HiddenSuite, load_suite
 
     path = tmp_path / "hidden_tests.py"
-    path.write_text("import time\nfrom attnlab.grading.hidden import HiddenSuite\ntime.sleep(0.3)\n"
+    path.write_text("import time\nfrom attnlab.grading.core.hidden import HiddenSuite\ntime.sleep(0.3)\n"
                     "suite = HiddenSuite('labT')\n")
     with ThreadPoolExecutor(8) as pool:
         suites = list(pool.map(lambda _: load_suite(path), range(8)))

@@ -22,13 +22,13 @@ import pytest
 
 import attnlab
 from attnlab.commands import score_table
-from attnlab.grading.batch import export_gradebook, grade_batch
-from attnlab.grading.diagnose import MAX_RECORDED_BYTES
-from attnlab.grading.feedback import REVIEW_HEADING, feedback_markdown
-from attnlab.grading.gradebook import open_gradebook
-from attnlab.grading.gradebook_csv import export_csv
-from attnlab.grading.gradescope import Visibility, to_gradescope
-from attnlab.grading.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
+from attnlab.grading.diagnosis.diagnose import MAX_RECORDED_BYTES
+from attnlab.grading.outputs.feedback import REVIEW_HEADING, feedback_markdown
+from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook_csv import export_csv
+from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
+from attnlab.grading.outputs.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
+from attnlab.grading.scale.batch import export_gradebook, grade_batch
 
 from .test_attacks import SCALE, WRONG
 from .test_batch import fake_grade
@@ -74,9 +74,9 @@ MEASURE = textwrap.dedent("""
 REMOTE = MEASURE + textwrap.dedent("""
     import json, subprocess, sys
     import torch
-    from attnlab.grading.remote import RemoteStudent
-    from attnlab.grading.diagnose import Recorder
-    from attnlab.grading.hidden import HiddenSuite, run_suite
+    from attnlab.grading.worker.remote import RemoteStudent
+    from attnlab.grading.diagnosis.diagnose import Recorder
+    from attnlab.grading.core.hidden import HiddenSuite, run_suite
 
     worker, mode = sys.argv[1], sys.argv[2]
     suite = HiddenSuite("lab98_hostile")
@@ -154,8 +154,8 @@ def double(x):
 
 BATCH = MEASURE + textwrap.dedent("""
     import functools, json, sys
-    from attnlab.grading.batch import grade_batch
-    from attnlab.grading.runner import grade_submission, load_bundle
+    from attnlab.grading.scale.batch import grade_batch
+    from attnlab.grading.core.runner import grade_submission, load_bundle
 
     lab, subs, out = sys.argv[1:4]
     load_bundle(lab)

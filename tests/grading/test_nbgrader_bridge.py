@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from attnlab.grading.nbgrader_bridge import NotebookUnclear, read_student_notebook
+from attnlab.grading.bridges.nbgrader_bridge import NotebookUnclear, read_student_notebook
 
 LAB = "lab05_self_attention"
 

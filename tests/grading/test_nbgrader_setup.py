@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("nbgrader")
 
-from attnlab.grading.nbgrader_setup import (  # noqa: E402
+from attnlab.grading.bridges.nbgrader_setup import (  # noqa: E402
     SKIP_TAG,
     NoTestCells,
     RequireTestCells,
@@ -75,7 +75,7 @@ def course(tmp_path, monkeypatch):
     """The course's nbgrader folder copied out of the repository (a JupyterHub course directory), one submission."""
     import shutil
 
-    from attnlab.grading.bundle import BUNDLE_ENV
+    from attnlab.grading.core.bundle import BUNDLE_ENV
 
     monkeypatch.delenv(BUNDLE_ENV, raising=False)
     shutil.copytree(ROOT / "nbgrader", tmp_path / "course")
@@ -84,7 +84,7 @@ def course(tmp_path, monkeypatch):
 
 
 def test_autograde_outside_the_repository_stops_before_anyone_is_scored(course, capsys):
-    from attnlab.grading.nbgrader_setup import require_bundles
+    from attnlab.grading.bridges.nbgrader_setup import require_bundles
 
     for argv in (["nbgrader", "autograde", LAB, "--create"], ["nbgrader", "autograde", f"--assignment={LAB}"],
                  ["nbgrader", "autograde"]):
@@ -99,8 +99,8 @@ def test_autograde_outside_the_repository_stops_before_anyone_is_scored(course, 
 def test_autograde_finds_the_bundle_copied_into_the_course_folder_or_named_by_the_setting(course, monkeypatch):
     import shutil
 
-    from attnlab.grading.bundle import BUNDLE_ENV
-    from attnlab.grading.nbgrader_setup import bundle_problem, require_bundles
+    from attnlab.grading.bridges.nbgrader_setup import bundle_problem, require_bundles
+    from attnlab.grading.core.bundle import BUNDLE_ENV
 
     argv = ["nbgrader", "autograde", LAB, "--create"]
     monkeypatch.setenv(BUNDLE_ENV, str(ROOT / "autograder" / "lab06_multi_head_attention"))
@@ -114,7 +114,7 @@ def test_autograde_finds_the_bundle_copied_into_the_course_folder_or_named_by_th
 
 
 def test_a_notebook_whose_bundle_is_missing_is_refused_not_scored(course, monkeypatch):
-    from attnlab.grading.nbgrader_setup import NoBundle
+    from attnlab.grading.bridges.nbgrader_setup import NoBundle
 
     monkeypatch.chdir(course)
     test = _code('grader.check("f")', {"grade": True, "grade_id": "test_f", "points": 1.0})

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from attnlab.grading import pool
-from attnlab.grading.batch import grade_batch
+from attnlab.grading.scale import pool
+from attnlab.grading.scale.batch import grade_batch
 
 pytestmark = pytest.mark.skipif(pool.start_method() != "processes", reason="forked grader processes need Linux")
 
@@ -94,7 +94,7 @@ def test_the_real_grader_in_processes_gives_the_rows_of_one_job(built_course, tm
 
 
 def _zygote_pid(item):
-    from attnlab.grading.sandbox import forked
+    from attnlab.grading.worker.sandbox import forked
 
     inherited = sum(k[1] == (("ATTNLAB_POOL_TEST", "1"),) for k in forked._ZYGOTES)  # the parent's, as seen here
     return inherited, forked.zygote_for({"ATTNLAB_POOL_TEST": "1"}).proc.pid
@@ -102,7 +102,7 @@ def _zygote_pid(item):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the zygote serves a root grader")
 def test_the_grader_processes_share_their_parents_zygote_and_leave_it_serving():
-    from attnlab.grading.sandbox import forked
+    from attnlab.grading.worker.sandbox import forked
 
     try:
         ours = forked.zygote_for({"ATTNLAB_POOL_TEST": "1"})
@@ -119,7 +119,7 @@ def test_the_grader_processes_share_their_parents_zygote_and_leave_it_serving():
 
 
 def test_a_fork_forgets_a_zygote_whose_lock_holds_in_one_process_only(monkeypatch):
-    from attnlab.grading.sandbox import forked
+    from attnlab.grading.worker.sandbox import forked
 
     monkeypatch.setattr(forked, "_shared_lock", lambda: None)
     try:
@@ -143,7 +143,7 @@ def test_a_fork_forgets_a_zygote_whose_lock_holds_in_one_process_only(monkeypatc
 
 CTRL_C = """
 import signal, sys
-from attnlab.grading.batch import BatchInterrupted, grade_batch
+from attnlab.grading.scale.batch import BatchInterrupted, grade_batch
 
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell without job control ignores it: take it back
 try:
@@ -160,7 +160,7 @@ def test_ctrl_c_on_grader_processes_keeps_the_rows_and_leaves_no_process(built_c
     import sys
     import uuid
 
-    from attnlab.grading.gradebook import open_gradebook
+    from attnlab.grading.outputs.gradebook import open_gradebook
 
     marker = f"attnlab-pool-test-{uuid.uuid4().hex}"
     subs = tmp_path / "subs"

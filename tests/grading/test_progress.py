@@ -16,15 +16,15 @@ import time
 from pathlib import Path
 
 from attnlab.commands import abbreviated, score_table
-from attnlab.grading.batch import grade_batch
-from attnlab.grading.progress import BatchProgress
+from attnlab.grading.scale.batch import grade_batch
+from attnlab.grading.scale.progress import BatchProgress
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_DIR = ROOT / "autograder" / "lab05_self_attention"
 
 SLOW_BATCH = textwrap.dedent("""
     import sys, time
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
 
     def slow(lab_dir, path):  # a first submission that takes 4 s
         if not hasattr(slow, "started"):

@@ -20,9 +20,9 @@ import time
 import pytest
 
 from attnlab.cli import main
-from attnlab.grading import batch, pool
-from attnlab.grading.batch import grade_batch
-from attnlab.grading.gradebook import GradebookUnavailable, open_gradebook
+from attnlab.grading.outputs.gradebook import GradebookUnavailable, open_gradebook
+from attnlab.grading.scale import batch, pool
+from attnlab.grading.scale.batch import grade_batch
 
 from .test_batch import write_submissions
 from .test_postgres import fresh_database, throwaway_server
@@ -81,7 +81,7 @@ def test_a_restart_mid_batch_ends_with_every_row_written(server, db_url, tmp_pat
 
 SHARD = textwrap.dedent("""
     import json, sys, time
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
 
     def slow(lab, path):
         time.sleep(0.1)
@@ -247,7 +247,7 @@ def test_a_sqlite_lock_held_past_the_busy_timeout_is_retried_then_reported(tmp_p
     is written once the lock goes; a lock that never goes leaves the row reported, the batch going on."""
     import sqlite3
 
-    from attnlab.grading import connection
+    from attnlab.grading.outputs import connection
 
     monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.2)
     monkeypatch.setenv("ATTNLAB_DB_RETRIES", "2")

@@ -1,4 +1,4 @@
-"""The course rules (grading/rules.py): every route to a forbidden call the red team found, and the classes
+"""The course rules (grading/policy/rules.py): every route to a forbidden call the red team found, and the classes
 around them, is refused and named; no honest code of any lab (solutions, blank notebooks, catalogue mutants
 and variants) is."""
 
@@ -12,12 +12,12 @@ import pytest
 import torch  # noqa: F401 - the grader process has torch loaded, as rules' module lookups expect
 
 from attnlab.course import load_course
-from attnlab.grading import rules
-from attnlab.grading.api import LocalStudent
-from attnlab.grading.bundle import load_bundle
-from attnlab.grading.hidden import HiddenSuite, run_suite
-from attnlab.grading.mutants import load_catalogue
-from attnlab.grading.notebook_code import python_source, read_cells
+from attnlab.grading.core.bundle import load_bundle
+from attnlab.grading.core.hidden import HiddenSuite, run_suite
+from attnlab.grading.core.notebook_code import python_source, read_cells
+from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.policy import rules
+from attnlab.grading.worker.api import LocalStudent
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
@@ -59,7 +59,7 @@ ROUTES = {
     "ctypes": ("import ctypes", "`import ctypes`"),
     "os_system": ("import os\nos.system('ls')", "`import os`"),
     "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "`import subprocess`"),
-    "sys_modules": ("import sys\nm = sys.modules['attnlab.grading.executor']", "`import sys`"),
+    "sys_modules": ("import sys\nm = sys.modules['attnlab.grading.worker.executor']", "`import sys`"),
     "torch_reexports_sys": ("m = torch.sys.modules", "`torch.sys`"),
     "attnlab_reexports_os": ("import attnlab.device\nattnlab.device.os.system('ls')", "`attnlab.device.os`"),
     "importlib": ("import importlib\nt = importlib.import_module('torch')", "`import importlib`"),
@@ -72,9 +72,9 @@ ROUTES = {
     "from_private": ("from torch import _C", "`from torch import _C`"),
     "star_import": ("from torch.nn.functional import *", "`from torch.nn.functional import *`"),
     "relative_import": ("from . import x", "`from . import x`"),
-    "grading_import": ("import attnlab.grading.executor as ex", "`import attnlab.grading.executor as ex`"),
+    "grading_import": ("import attnlab.grading.worker.executor as ex", "`import attnlab.grading.worker.executor as ex`"),
     "grading_from": ("from attnlab import grading", "`from attnlab import grading`"),
-    "grading_tamper": ("import attnlab.expect\nattnlab.grading.executor.x = 1", "`attnlab.grading`"),
+    "grading_tamper": ("import attnlab.expect\nattnlab.grading.worker.executor.x = 1", "`attnlab.grading`"),
     "patch_library": ("torch.allclose = lambda *a, **k: True", "`torch.allclose`"),
     "delete_from_library": ("del F.softmax", "`F.softmax`"),
     "self_default": ("def f(self=torch):\n    return self._C", "`torch`"),
@@ -390,7 +390,7 @@ def test_a_breach_costs_the_question_it_appears_in_and_those_that_use_it():
 
 # ---------------------------------------------------------------- end to end through grade_submission
 def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
-    from attnlab.grading.runner import grade_submission
+    from attnlab.grading.core.runner import grade_submission
 
     lab = load_course(ROOT).lab("lab05")
     nb = json.loads(lab.solution_notebook.read_text())
@@ -416,7 +416,7 @@ def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
 def test_a_correct_encoder_registering_parameters_by_built_names_keeps_its_marks(tmp_path):
     """Lab04's bidirectional GRU with ``setattr``/``register_parameter`` under names built at run time: correct,
     only suspicious (rule 6), so it keeps every point and goes to a person, the review naming the rule."""
-    from attnlab.grading.runner import grade_submission
+    from attnlab.grading.core.runner import grade_submission
 
     lab = load_course(ROOT).lab("lab04")
     nb = json.loads(lab.solution_notebook.read_text())

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from attnlab.grading.bundle import grading_seed, load_bundle
-from attnlab.grading.runner import grade_submission
+from attnlab.grading.core.bundle import grading_seed, load_bundle
+from attnlab.grading.core.runner import grade_submission
 
 LAB = "lab99_demo"
 KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors", "review",
@@ -138,7 +138,7 @@ def test_hostile_message_text_makes_no_category(lab_dir, built_course, tmp_path)
     it, in the result or in the report read back from the gradebook."""
     import nbformat
 
-    from attnlab.grading.gradebook import open_gradebook
+    from attnlab.grading.outputs.gradebook import open_gradebook
     from attnlab.report import stats
     from attnlab.report.load import Names, load_submissions
 

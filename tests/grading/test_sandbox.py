@@ -1,4 +1,4 @@
-"""attnlab.grading.sandbox: each test runs a short probe program in a sandbox, under a timeout and small limits.
+"""attnlab.grading.worker.sandbox: each test runs a short probe program in a sandbox, under a timeout and small limits.
 
 Mechanisms that do not work on this machine are skipped with the reason ``sandbox.available`` gives. Probe programs
 run with the system Python when there is one (fast to start, runnable by any uid); the torch test uses this
@@ -22,10 +22,10 @@ import uuid
 
 import pytest
 
-from attnlab.grading import sandbox
-from attnlab.grading.sandbox import Limits, probe, run_once, spawn
-from attnlab.grading.sandbox.host import others_cannot_run
-from attnlab.grading.sandbox.isolation import _availability, _kind
+from attnlab.grading.worker import sandbox
+from attnlab.grading.worker.sandbox import Limits, probe, run_once, spawn
+from attnlab.grading.worker.sandbox.host import others_cannot_run
+from attnlab.grading.worker.sandbox.isolation import _availability, _kind
 
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 ROOT = os.geteuid() == 0
@@ -307,7 +307,7 @@ def test_python_and_torch_import_inside(workdir):
     report = probe()
     if report.mechanism == sandbox.SETPRIV and others_cannot_run(sys.executable):
         pytest.skip(others_cannot_run(sys.executable))
-    code = "import torch, attnlab.grading.worker; print(torch.ones(2).sum().item())"
+    code = "import torch, attnlab.grading.worker.process; print(torch.ones(2).sum().item())"
     rc, out, err, timed_out = run_once([sys.executable, "-c", code], workdir=workdir, timeout=120)
     assert (rc, out.strip(), timed_out) == (0, b"2.0", False), err.decode()
 
@@ -316,7 +316,7 @@ def test_python_and_torch_import_inside(workdir):
 def test_other_namespace_mechanism_runs_this_python(other, workdir):
     if sandbox.available(other) or other == probe().mechanism:
         pytest.skip(f"{other} is unavailable or already covered by the torch test")
-    code = "import numpy, attnlab.grading.worker; print('ok')"
+    code = "import numpy, attnlab.grading.worker.process; print('ok')"
     rc, out, err, _ = run_once([sys.executable, "-c", code], workdir=workdir, timeout=60, mechanism=other)
     assert (rc, out.strip()) == (0, b"ok"), err.decode()
 
@@ -508,7 +508,7 @@ def test_as_a_normal_user_the_best_mechanism_still_hides_and_reports_honestly():
     os.chmod(os.path.join(secret_dir, "answer.txt"), 0o644)
     code = textwrap.dedent("""
         import os, sys, tempfile
-        from attnlab.grading import sandbox
+        from attnlab.grading.worker import sandbox
         wd = tempfile.mkdtemp()
         rc, out, err, _ = sandbox.run_once([sys.executable, "-c", "print(open(sys.argv[1]).read())", sys.argv[1]],
                                            workdir=wd, timeout=60, hide=[os.path.dirname(sys.argv[1])])

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnlab.grading.batch import export_gradebook, in_shard, parse_shard
-from attnlab.grading.scheduler import shard_from_environment
+from attnlab.grading.scale.batch import export_gradebook, in_shard, parse_shard
+from attnlab.grading.scale.scheduler import shard_from_environment
 
 from .test_batch import write_submissions
 from .test_postgres import pg_server, pg_url  # noqa: F401 - fixtures: a real server on loopback
@@ -63,7 +63,7 @@ def test_parse_shard_reads_auto_from_the_environment(monkeypatch):
 SHARD = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
 
     def fake(lab, path):
         score = float(len(Path(path).read_bytes()) % 5)

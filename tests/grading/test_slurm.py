@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.grading.batch import in_shard
-from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.scale.batch import in_shard
 
 from .test_batch import LAB, write_submissions
 
@@ -31,7 +31,7 @@ FAKE_ATTNLAB = textwrap.dedent("""
     import sys
     from pathlib import Path
     sys.path.insert(0, {root!r})
-    from attnlab.grading.batch import grade_batch
+    from attnlab.grading.scale.batch import grade_batch
     from tests.grading.test_batch import fake_grade
 
     import time

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.grading import wire
-from attnlab.grading.wire import ObjectHandle, WireError, pack, read_frame, roundtrip, unpack_body
+from attnlab.grading.worker import wire
+from attnlab.grading.worker.wire import ObjectHandle, WireError, pack, read_frame, roundtrip, unpack_body
 
 
 def same(a, b):
@@ -358,7 +358,7 @@ def test_decoded_tensors_own_their_memory_and_are_writable():
 def test_npy_headers_are_read_as_numpy_reads_them():
     """The direct reader of np.save's header gives numpy's own (shape, order, dtype, offset) for every dtype that
     travels and every layout, for the kit's bytes and for np.save's; other headers still go to numpy's reader."""
-    from attnlab.grading.wire import _NUMPY_DTYPES, _load_npy, _npy_bytes, _npy_header
+    from attnlab.grading.worker.wire import _NUMPY_DTYPES, _load_npy, _npy_bytes, _npy_header
 
     rng = np.random.default_rng(0)
     for dtype in _NUMPY_DTYPES.values():

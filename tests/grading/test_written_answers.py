@@ -10,12 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from attnlab.commands import json_rows, score_table
-from attnlab.grading.feedback import feedback_markdown
-from attnlab.grading.gradebook import InvalidResult, open_gradebook, row_notes, validate_result
-from attnlab.grading.gradebook_csv import export_csv
-from attnlab.grading.gradescope import Visibility, to_gradescope
-from attnlab.grading.marks_applied import apply_marks
-from attnlab.grading.written_answers import (
+from attnlab.grading.core.written_answers import (
     AWAITING,
     MAX_ANSWER_CHARS,
     PLACEHOLDER,
@@ -24,6 +19,11 @@ from attnlab.grading.written_answers import (
     find_answer,
     total_text,
 )
+from attnlab.grading.outputs.feedback import feedback_markdown
+from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, row_notes, validate_result
+from attnlab.grading.outputs.gradebook_csv import export_csv
+from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
+from attnlab.grading.outputs.marks_applied import apply_marks
 
 PROMPT = "**Written question (2 points).** Why does the model without positions score 0.5 on mirror pairs?"
 MANIFEST = {"lab": "lab99_demo", "written": [
@@ -237,8 +237,8 @@ def written_lab(built_course, tmp_path, monkeypatch):
 
 
 def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab, tmp_path):
-    from attnlab.grading.batch import grade_batch
-    from attnlab.grading.runner import grade_submission
+    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.scale.batch import grade_batch
     from attnlab.report import build_report
 
     lab_dir, alice = written_lab
@@ -267,7 +267,7 @@ def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab
 def test_marks_from_the_marking_store_reach_the_csv_the_report_and_the_feedback_files(written_lab, tmp_path):
     """A marker marks alice's written answer (two rubric items and a comment) and changes a code score with a reason
     (marking.store): `attnlab gradebook --csv`, the report's CSVs and alice's refreshed feedback.md follow."""
-    from attnlab.grading.batch import export_gradebook, grade_batch
+    from attnlab.grading.scale.batch import export_gradebook, grade_batch
     from attnlab.marking.store import MarkStore
     from attnlab.report import build_report
 
@@ -301,7 +301,7 @@ def test_marks_from_the_marking_store_reach_the_csv_the_report_and_the_feedback_
 
 def test_the_gradescope_runner_keeps_written_questions_awaiting_when_nothing_could_be_graded(written_lab, tmp_path,
                                                                                             capsys):
-    from attnlab.grading.gradescope_run import run
+    from attnlab.grading.bridges.gradescope_run import run
 
     lab_dir, _ = written_lab
     (tmp_path / "empty").mkdir()

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402 - after the skip: the marking extra
 
-from attnlab.grading.gradebook import open_gradebook  # noqa: E402
+from attnlab.grading.outputs.gradebook import open_gradebook  # noqa: E402
 from attnlab.marking.app import create_app  # noqa: E402
 from attnlab.marking.render import answer_html  # noqa: E402
 from attnlab.marking.security import CSRF_COOKIE  # noqa: E402
@@ -99,7 +99,7 @@ def test_names_are_aliases_until_asked_for(client):
 def test_rubrics_and_guides_come_from_the_labs_bundle_and_edited_points_stay(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from attnlab.grading import bundle as bundles
+    from attnlab.grading.core import bundle as bundles
     from attnlab.marking.serve import seed_rubrics
 
     folder = tmp_path / "course" / "autograder" / "lab05"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.groups import PLACEHOLDER, answer_groups, mark_empty, mark_group, tfidf
 from attnlab.marking.store import AWAITING, MARKED, MarkStore, effective_scores
 

@@ -19,7 +19,7 @@ import pytest
 from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
 from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 
-from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.store import CHANGED, MARKED, MarkStore, effective_scores
 
 from .classroom import record_student

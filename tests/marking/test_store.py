@@ -10,7 +10,7 @@ import threading
 import pytest
 from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 
-from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.audit import audit_csv, audit_log
 from attnlab.marking.store import (
     AWAITING,

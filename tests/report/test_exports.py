@@ -97,7 +97,7 @@ def test_a_roster_listed_in_course_yml_and_its_errors(tmp_path):
 
 def test_attnlab_gradebook_exports_with_the_course_roster(tmp_path, capsys):
     from attnlab.cli import main
-    from attnlab.grading.gradebook import open_gradebook
+    from attnlab.grading.outputs.gradebook import open_gradebook
 
     course = _course_with_roster(tmp_path, "roster: roster.csv")
     with open_gradebook(tmp_path / "gradebook.db") as book:

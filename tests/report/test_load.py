@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.grading.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.report.load import Names, ReportInputError, load_submissions
 
 from .rows import sub

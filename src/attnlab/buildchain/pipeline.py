@@ -17,7 +17,7 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> autograder: reference_code (from the normalized solution) -> public_tests (+ hidden cases)
                      -> otter_zip -> gradescope_zip (hidden tests, reference, manifest, catalogue; only with an
                      install address: its setup.sh installs the kit from it)
-      The autograder folder's files and names are grading/bundle.py's (``bundle_files``): the one owner. Its
+      The autograder folder's files and names are grading/core/bundle.py's (``bundle_files``): the one owner. Its
       manifest lists the written questions (prompt, reference, rubric: ``bundle.written_questions`` reads them);
       they have no tests, so no test file, no public check and no hidden test.
 
@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnlab.grading.core.bundle import WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
+from attnlab.grading.core.hidden import load_suite
+from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.outputs.gradescope import MANIFEST_KEY
+
 from ..course import Course, Lab, check_install_spec
-from ..grading.bundle import WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
-from ..grading.gradescope import MANIFEST_KEY
-from ..grading.hidden import load_suite
-from ..grading.mutants import load_catalogue
 from .lab_parts import missing_parts
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
@@ -78,7 +79,7 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     ref = reference_code(solution, lab_id=lab.id).encode()
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in code}
-    # attnlab's grader names likely mistakes with the catalogue (grading/diagnose.py); plain Otter runs beside the
+    # attnlab's grader names likely mistakes with the catalogue (grading/diagnosis/diagnose.py); plain Otter runs beside the
     # student's code and names no mistakes: no catalogue there, and no written question's reference or rubric
     manifest = _manifest(lab, suite, [q for q in questions if q.manual])
     support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref, manifest=manifest,
@@ -112,7 +113,7 @@ def _manifest(lab: Lab, suite, written: list) -> dict:
         "max_score": sum(suite.questions().values()),
         "questions": suite.questions(),
         "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
-        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/gradescope.py)
+        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/outputs/gradescope.py)
     }
     if written:  # an old lab's manifest stays byte for byte as it was
         manifest[WRITTEN] = [WrittenQuestion.from_master(q.name, q.points, q.prompt, q.reference, q.rubric).as_dict()

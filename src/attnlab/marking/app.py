@@ -9,7 +9,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from attnlab.grading.gradebook import format_score
+from attnlab.grading.outputs.gradebook import format_score
 from attnlab.marking import pages, security, views
 from attnlab.marking.store import MarkStore
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 
-from attnlab.grading.safe_text import for_csv
+from attnlab.grading.outputs.safe_text import for_csv
 from attnlab.marking.store import MarkStore
 
 COLUMNS = ("id", "at", "who", "lab", "key", "question", "action", "before", "after", "reason")

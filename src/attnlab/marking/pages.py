@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from attnlab.grading.gradebook import format_score
-from attnlab.grading.safe_text import clip
+from attnlab.grading.outputs.gradebook import format_score
+from attnlab.grading.outputs.safe_text import clip
 from attnlab.marking import security
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group
 from attnlab.marking.render import answer_html

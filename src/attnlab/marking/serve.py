@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
-from attnlab.grading import bundle as bundles
+from attnlab.grading.core import bundle as bundles
 from attnlab.marking.store import MarkStore
 
 LOCAL_HOST = "127.0.0.1"
@@ -47,7 +47,7 @@ class MarkingUsageError(ValueError):
 
 def run_marking(target, *, host: str, port: int, start=None) -> int:
     """Open the gradebook at ``target`` (it must exist) and ``serve`` it with a new token; 0 after Ctrl-C."""
-    from attnlab.grading.gradebook import GradebookError, open_gradebook
+    from attnlab.grading.outputs.gradebook import GradebookError, open_gradebook
 
     if not 0 <= port <= 65535:
         raise MarkingUsageError(f"--port {port} is not a port: pass 1 to 65535, or 0 for a free one")

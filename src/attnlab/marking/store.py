@@ -23,7 +23,7 @@ import json
 import math
 from datetime import datetime, timezone
 
-from attnlab.grading.safe_text import clip
+from attnlab.grading.outputs.safe_text import clip
 from attnlab.marking.records import (  # noqa: F401 - re-exported: the names callers import from the store
     AWAITING,
     CHANGED,

@@ -21,6 +21,8 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
+from attnlab.grading.core.bundle import FILES
+
 from ..buildchain.transforms.check_no_leak import (
     instructor_lines,
     shown_elsewhere,
@@ -33,10 +35,9 @@ from ..buildchain.transforms.include_given import solution_code
 from ..buildchain.transforms.markers import GIVEN_PREFIX
 from ..buildchain.transforms.read_master import read_master
 from ..course import Course, Lab, current_time
-from ..grading.bundle import FILES
 
 FORBIDDEN_DIRS = {"solutions", "autograder", "instructor"}
-FORBIDDEN_NAMES = set(FILES)  # the autograder bundle's files (grading/bundle.py)
+FORBIDDEN_NAMES = set(FILES)  # the autograder bundle's files (grading/core/bundle.py)
 
 
 class ReleaseLeak(ValueError):

@@ -15,7 +15,7 @@ columns. A submission the roster does not list keeps its row, flagged: its name 
 for the login and ID number: name the files by login, or map the column on import.
 
 With ``--anonymise`` the identifiers are the aliases (``student-007``) in every layout, and the roster is not read.
-A lab with written questions (``grading/written_answers.py``) gets the marks (``grading/marks_applied.py``): a
+A lab with written questions (``grading/core/written_answers.py``) gets the marks (``grading/outputs/marks_applied.py``): a
 written question's cell is empty while it awaits marking (never 0), the total counts the marked points, and a last
 column ``<lab>: points awaiting marking`` holds the points still waiting (in Canvas's layout marked ``(read only)``
 in the ``Points Possible`` row, as Canvas marks the columns its import skips; the plain layout's notes say it).
@@ -27,9 +27,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from attnlab.grading.gradebook import MAX_NOTES_CHARS, format_score, row_notes
-from attnlab.grading.safe_text import clip, for_csv
-from attnlab.grading.written_answers import KIND, WRITTEN
+from attnlab.grading.core.written_answers import KIND, WRITTEN
+from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, format_score, row_notes
+from attnlab.grading.outputs.safe_text import clip, for_csv
 
 from ..roster import CSV_COLUMNS, NOT_ON_ROSTER, Roster, Student
 from .model import ClassReport

@@ -1,7 +1,7 @@
 """What a report is made from: the gradebook's rows of one lab, and the names a person reads.
 
 A grading output folder (``attnlab grade LAB DIR --out OUT``) holds its gradebook as ``OUT/gradebook.db``; a
-gradebook may also be a SQLite file or a ``postgresql://`` URL (``grading/gradebook.py``). Each row becomes a
+gradebook may also be a SQLite file or a ``postgresql://`` URL (``grading/outputs/gradebook.py``). Each row becomes a
 ``Submission``. Student names are shown only as the gradebook has them (the key: the submitted file's name);
 ``Names(anonymise=True)`` replaces each by ``student-NNN``, numbered in an order that does not follow the names
 (their SHA-256), and ``Names.scrub`` takes them out of any text a submission produced.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 @dataclass
 class Submission:
-    """One gradebook row, the marks applied (``grading/marks_applied.py``). ``questions``: name -> ``{"score",
-    "max_score", "messages", "kind"}`` and the question's structured fields (``grading/result_fields.py``), in the
+    """One gradebook row, the marks applied (``grading/outputs/marks_applied.py``). ``questions``: name -> ``{"score",
+    "max_score", "messages", "kind"}`` and the question's structured fields (``grading/core/result_fields.py``), in the
     result's order; a written answer awaiting marking has the score None. ``score``: the marked points only."""
 
     key: str
@@ -41,8 +41,8 @@ class ReportInputError(ValueError):
 def load_submissions(target, lab: str | None = None) -> tuple[str, list[Submission]]:
     """``(lab, submissions)`` from the gradebook at ``target`` (an output folder, a ``.db`` file or a
     ``postgresql://`` URL), ordered by key. ``lab``: required when the gradebook holds several labs."""
-    from attnlab.grading.gradebook import open_gradebook
-    from attnlab.grading.marks_applied import marked_rows
+    from attnlab.grading.outputs.gradebook import open_gradebook
+    from attnlab.grading.outputs.marks_applied import marked_rows
 
     with open_gradebook(target, create=False) as book:
         labs = book.labs()

@@ -5,7 +5,7 @@ fixed; an index by name links to each row): the total, the points lost per quest
 marked, the diagnosed mistakes by catalogue name, the problems of the grading (``categories.problems``) and a
 link to the feedback file the student got (written again with the marks where a submission has any:
 ``refresh_feedback``). The feedback files are found where ``attnlab grade --out`` wrote
-them (``OUT/<stem>/feedback.md``, ``grading/batch.py: output_folders``); an anonymised page links none (the
+them (``OUT/<stem>/feedback.md``, ``grading/scale/batch.py: output_folders``); an anonymised page links none (the
 path names the student).
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from attnlab.grading.gradebook import format_score, row_notes
-from attnlab.grading.safe_text import cap_messages, clip
-from attnlab.grading.written_answers import KIND, STATUS, WRITTEN, awaiting_note, total_text
+from attnlab.grading.core.written_answers import KIND, STATUS, WRITTEN, awaiting_note, total_text
+from attnlab.grading.outputs.gradebook import format_score, row_notes
+from attnlab.grading.outputs.safe_text import cap_messages, clip
 
 from .categories import SHORT, diagnosed, problems, unwritten
 from .load import Submission
@@ -35,8 +35,8 @@ def feedback_files(target, subs: list[Submission]) -> dict[str, Path]:
     or the folder of a ``.db`` target); none for a ``postgresql://`` gradebook."""
     if "://" in str(target):
         return {}
-    from attnlab.grading.outputs import output_folders
-    from attnlab.grading.submissions import output_stem
+    from attnlab.grading.outputs.files import output_folders
+    from attnlab.grading.scale.submissions import output_stem
 
     out = Path(target) if Path(target).is_dir() else Path(target).parent
     stems = {s.key: output_stem(s.key, Path(s.path or s.key)) for s in subs}
@@ -56,10 +56,10 @@ def feedback_files(target, subs: list[Submission]) -> dict[str, Path]:
 
 def refresh_feedback(target, subs: list[Submission]) -> int:
     """Write again, from the marked gradebook row (``load.py``), the feedback file of each submission that has a
-    written question or a mark (``grading/marks_applied.py``): the student then reads the marks, the rubric items
+    written question or a mark (``grading/outputs/marks_applied.py``): the student then reads the marks, the rubric items
     applied, the marker's comment and a changed score's reason. Other files stay as the grade wrote them. Returns
     how many were written."""
-    from attnlab.grading.feedback import write_feedback
+    from attnlab.grading.outputs.feedback import write_feedback
 
     marked = {s.key: s for s in subs if any(q.get(STATUS) in ("marked", "changed") or q.get(KIND) == WRITTEN
                                             for q in s.questions.values())}

@@ -37,7 +37,7 @@ RUN_AUTOGRADER = """\
 # Gradescope calls this once per submission. AUTOGRADER_ROOT and ATTNLAB_PYTHON exist for local runs.
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 python="${{{python_variable}:-{python_default}}}"
-exec "$python" -m attnlab.grading.gradescope_run --lab {lab!r} \\
+exec "$python" -m attnlab.grading.bridges.gradescope_run --lab {lab!r} \\
   --bundle "$root/source/bundle" --submission "$root/submission" --results "$root/results/results.json"
 """
 

@@ -17,8 +17,9 @@ import copy
 import re
 from typing import Callable
 
-from ...grading.api import definition_source
-from ...grading.notebook_code import cells_from_notebook, joined_source
+from attnlab.grading.core.notebook_code import cells_from_notebook, joined_source
+from attnlab.grading.worker.api import definition_source
+
 from .drop_marker_cells import drop_marker_cells
 from .markers import GIVEN_PREFIX, first_line
 from .parse_questions import MasterError, parse_questions

@@ -6,7 +6,7 @@ same cells: prose locked, each cell holding a solution block a solution cell, ea
 autograded test cell (``test_<name>``) worth the question's points, each written question's answer cell
 (``written_answers``) a manually graded answer cell (``grade_id``: the question's name) worth its points.
 nbgrader's autograde matches a submitted cell to its gradebook by ``grade_id``; a notebook without them scores 0
-(``grading/nbgrader_setup.py`` refuses such a notebook instead). The set-up cell is left to Jupyter's lock
+(``grading/bridges/nbgrader_setup.py`` refuses such a notebook instead). The set-up cell is left to Jupyter's lock
 (``lock_cells``): its install address differs between the notebooks ``attnlab release --url`` writes and the
 course's own, and a locked cell that differs from the gradebook's is "changed" for nbgrader (a warning, and its
 source replaced).

@@ -5,8 +5,8 @@ solution blocks of its solution cells become nbgrader's ``### BEGIN SOLUTION`` r
 so the notebook nbgrader releases from it and the student notebook in ``labs/`` have the same cells, metadata and
 (but for the stubs) sources. The test cells are the ``grader.check("name")`` cells themselves: under nbgrader,
 ``grader.check`` raises when a public check fails and, while nbgrader autogrades, runs the question's hidden tests
-(``grading/nbgrader_bridge.py``). Experiments (tagged ``otter_ignore``) are skipped by the config's
-``c.Execute.skip_cells_with_tag``, so grading never re-runs training (``grading/nbgrader_setup.py``).
+(``grading/bridges/nbgrader_bridge.py``). Experiments (tagged ``otter_ignore``) are skipped by the config's
+``c.Execute.skip_cells_with_tag``, so grading never re-runs training (``grading/bridges/nbgrader_setup.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ Run nbgrader in this folder (README.md, "nbgrader", has the whole flow):
 import sys
 
 try:
-    from attnlab.grading.nbgrader_setup import SKIP_TAG, require_bundles, sanitize_preprocessors, tools_on_path
+    from attnlab.grading.bridges.nbgrader_setup import SKIP_TAG, require_bundles, sanitize_preprocessors, tools_on_path
 except ImportError as missing:  # nbgrader would go on without this file: stop it instead
     raise SystemExit(f"nbgrader_config.py: the Python running nbgrader ({{sys.executable}}) cannot import the "
                      f"attnlab kit's nbgrader set-up: install or update the kit there (pip install -e "

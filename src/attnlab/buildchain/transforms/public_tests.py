@@ -5,7 +5,7 @@ Public checks run in the student's kernel (``grader.check``); each test cell of 
 and executed on a copy of the notebook's globals. The cell's code is copied verbatim into the test file (a raw
 string), at the line numbers its compiled code reports, so that even plain Otter shows the check's own failing
 line. With ``hidden`` (the autograder's copy), the hidden tests are added as cases that call
-``attnlab.grading.otter_bridge`` by test name: their source never enters the test file.
+``attnlab.grading.bridges.otter_bridge`` by test name: their source never enters the test file.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ HIDDEN_CASE = '''
 
 @test_case(name={test!r}, points={points!r}, hidden=True)
 def hidden_{n}(env):
-    from attnlab.grading.otter_bridge import run_hidden_test
+    from attnlab.grading.bridges.otter_bridge import run_hidden_test
 
     run_hidden_test(env, {test!r})
 '''

@@ -1,0 +1,219 @@
+"""Hidden tests: a registry per lab and the loop that runs them.
+
+A lab's ``hidden_tests.py`` builds one ``HiddenSuite`` and registers test functions on it::
+
+    suite = HiddenSuite("lab05_self_attention")
+
+    @suite.test("scaled_dot_product_attention", points=1)
+    def sdpa_matches_reference(student, ref, rng): ...
+
+A test gets ``student`` and ``ref`` (``StudentAPI``) and ``rng`` (a ``torch.Generator`` seeded from the
+grader's secret seed and the test's name). It passes by returning, fails by raising ``AssertionError``
+(or ``StudentError``) with a message a student can act on. A question's score is the sum of the points
+of its passing tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from attnlab.grading.core import result_fields as fields
+from attnlab.grading.policy import rule_costs, rules
+from attnlab.grading.worker.executor import StudentError
+
+
+@dataclass(frozen=True)
+class HiddenTest:
+    question: str
+    name: str
+    points: float
+    func: Callable
+
+
+class HiddenSuite:
+    """The hidden tests of one lab, in registration order.
+
+    ``policy_questions``: the questions a breach of the course rules may cost (``grading/policy/rules.py`` describes the
+    rules, once): each breach costs those of them it appears in or whose code uses it; None: every question;
+    ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
+    ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words.
+    """
+
+    def __init__(self, lab: str, policy_questions=None, allowed_imports=()):
+        self.lab = lab
+        self.allowed_imports = tuple(allowed_imports)
+        self.tests: list[HiddenTest] = []
+        self.policy_questions = None if policy_questions is None else tuple(policy_questions)
+
+    def test(self, question: str, points: float = 1.0, name: str | None = None):
+        if points <= 0:
+            raise ValueError(f"points={points} must be positive")
+
+        def register(func):
+            test_name = name or func.__name__
+            if any(t.name == test_name for t in self.tests):
+                raise ValueError(f"hidden test {test_name!r} is registered twice in {self.lab}")
+            self.tests.append(HiddenTest(question, test_name, float(points), func))
+            return func
+
+        return register
+
+    def questions(self) -> dict[str, float]:
+        """Question name -> max score, in the order the tests were registered."""
+        out: dict[str, float] = {}
+        for t in self.tests:
+            out[t.question] = out.get(t.question, 0.0) + t.points
+        return out
+
+
+def test_seed(seed: int, test_name: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{test_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
+              on_result: Callable | None = None, test_timeout: float | None = None,
+              review: list | None = None) -> dict[str, dict]:
+    """Run the hidden tests; returns ``{question: {"score", "max_score", "messages", "failed"}}`` (``failed``: the
+    names of the failed tests, ``result_fields.FAILED``).
+
+    ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
+    after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
+    to students that enforce it (``RemoteStudent.set_deadline``). ``review``: a list that gets one line per
+    construct of the graded cells that the course rules refuse (what a person must review).
+    """
+    set_deadline = getattr(student, "set_deadline", None)
+    results: dict[str, dict] = {}
+    forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
+    for q, max_score in suite.questions().items():
+        if questions is None or q in questions:
+            results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
+    for test in suite.tests:
+        if test.question not in results:
+            continue
+        rng = torch.Generator().manual_seed(test_seed(seed, test.name))
+        start = time.monotonic()
+        if set_deadline is not None:
+            set_deadline(None if test_timeout is None else start + test_timeout)
+        passed, message, forbidden = False, "", None
+        try:
+            test.func(student, ref, rng)
+            passed = True
+        except AssertionError as exc:
+            message = str(exc) or "assertion failed"
+            forbidden = exc if isinstance(exc, rules.ForbiddenUse) else None
+        except StudentError as exc:
+            message = str(exc)
+        except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
+            message = f"could not test your code: {type(exc).__name__}: {exc}"
+        if set_deadline is not None:
+            set_deadline(None)
+        entry = results[test.question]
+        if passed:
+            entry["score"] += test.points
+            entry["messages"].append(f"passed: {test.name}")
+        else:
+            entry["messages"].append(f"failed: {test.name}: {message}"[:2000])
+            entry[fields.FAILED].append(test.name)
+            if forbidden is not None:
+                entry.setdefault(fields.FORBIDDEN, []).append(test.name)
+                forbidden_met.setdefault(test.question, []).append(forbidden)
+        if on_result is not None:
+            on_result(test, passed, message, time.monotonic() - start)
+    forbidden_costs_question(results, forbidden_met, student)
+    found = apply_policy(suite, results, rules.student_cells(student))
+    if review is not None:
+        review.extend(found)
+    return results
+
+
+def forbidden_costs_question(results: dict[str, dict], met: dict[str, list], student) -> None:
+    """A lab's forbidden library call costs the whole question it is written in, as the notebook says, whichever of
+    the question's hidden tests met it: a question whose test raised ``rules.ForbiddenUse`` (``met``) and whose own
+    definition (``student.source(question)``) holds one of its forbidden functions (or whose test named none) gets
+    0, its first message naming the call from the exception's ``hits``. A question that fails such a test only
+    because another question's code holds the call keeps what its tests gave (each question graded on its own)."""
+    for q, raised in met.items():
+        entry = results[q]
+        names = {name for exc in raised for name in exc.names}
+        try:
+            own = rules.forbidden_uses(student.source(q), names) if names else True
+        except Exception:  # noqa: BLE001 - a student without that definition: the tests' verdict stands
+            own = False
+        if not own or entry["score"] == 0.0:
+            continue
+        hits = list(dict.fromkeys(hit for exc in raised for hit in exc.hits))
+        found = ", ".join(hits[:5]) if hits else "a forbidden library function"
+        entry["messages"].insert(0, (
+            f"failed: the lab forbids this library call, so it costs the whole question "
+            f"({entry['score']:g} of {entry['max_score']:g} points set to 0): found {found}; "
+            "write the computation yourself"))
+        entry["score"] = 0.0
+
+
+def apply_policy(suite: HiddenSuite, results: dict[str, dict], cells: list[tuple[str, str]]) -> list[str]:
+    """Zero, for each construct of the graded ``cells`` (``rule_costs.student_cells``) that the course rules
+    (``grading/policy/rules.py``) refuse, the questions it costs (``rule_costs``: the question it appears in or whose code
+    uses it, among those the lab ties to the rules), naming the construct and the rule; a construct that is only
+    suspicious costs nothing. Returns one review line per construct."""
+    hits = rules.breaches(cells, suite.allowed_imports)
+    if not hits:
+        return []
+    tied = [q for q in results if suite.policy_questions is None or q in suite.policy_questions]
+    uses = rule_costs.uses_by_name(cells)
+    lines, costs = [], {}
+    for hit in hits:
+        lost = [] if hit.review_only else rule_costs.costed_questions(hit.scope, tied, uses)
+        for q in lost:
+            costs.setdefault(q, []).append(hit)
+        what = f"{', '.join(lost)} set to 0" if lost else "no points lost"
+        lines.append(f"the lab's rules ({what}): {hit}")
+    for q, found in costs.items():
+        shown = "; ".join(map(str, found[:5])) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        results[q]["score"] = 0.0
+        results[q]["messages"].insert(0, (
+            f"failed: the lab's rules: this question's code uses {shown}. The graded cells may use only the "
+            "imports and public functions the lab names, with no reflection and no names computed at run "
+            "time (the course rules in the notebook's opening); rewrite that code (a person will review it)"))
+    return lines
+
+
+_IMPORT_LOCK = threading.Lock()  # batch jobs are threads: one import at a time, never half-imported
+
+
+def load_suite(path: str | Path) -> HiddenSuite:
+    """Import a ``hidden_tests.py`` file (trusted) and return its ``suite``; safe from several threads."""
+    with _IMPORT_LOCK:
+        return _load_suite(Path(path))
+
+
+def import_file(path: Path, module_name: str, *, what: str):
+    """Import the Python file ``path`` as ``module_name`` (registered in ``sys.modules``) and return it;
+    ``what`` names the file in the error when it cannot be imported."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"cannot import {what}{path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_suite(path: Path) -> HiddenSuite:
+    mod_name = f"_attnlab_hidden_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name].suite
+    module = import_file(path, mod_name, what="hidden tests from ")
+    suite = getattr(module, "suite", None)
+    if not isinstance(suite, HiddenSuite):
+        raise TypeError(f"{path} must define `suite = HiddenSuite(...)`")
+    return suite

@@ -1,0 +1,189 @@
+"""Written questions in a grade: each student's answer read from the notebook, recorded as awaiting marking.
+
+A written question (``manual: true`` in the master, listed in the bundle's manifest: ``bundle.written_questions``)
+is marked by a person (``attnlab mark``), never by the grader. ``add_written`` gives a grading result one entry per
+written question: ``{"kind": "written", "status": "awaiting marking", "score": None, "max_score": points,
+"messages": [], "answer": text}`` (never 0, never full marks). A code question's entry has no ``kind`` (absent:
+``"code"``), so a result, a gradebook row and a test of a lab without written questions stay as they were; the
+gradebook's ``questions.kind`` column says ``code`` or ``written``. The result's ``score`` counts only what is
+marked; its ``max_score`` includes the written points, and ``awaiting_points`` (present where the lab has written
+questions) says how many of them wait for a person.
+
+The answer is the text of the Markdown cell whose metadata says ``attnlab.written == NAME``; where no cell has it
+(metadata lost), the first Markdown cell after the prompt cell. It is read here, in the grader, from the notebook's
+JSON (plain text: no student code runs for it); it is untrusted: kept as text, never rendered as HTML, and cut to
+``MAX_ANSWER_CHARS`` with a note. An unchanged placeholder or whitespace is an empty answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from attnlab.grading.core import result_fields as fields
+from attnlab.grading.core.bundle import written_questions
+from attnlab.grading.outputs.score_text import format_score
+
+AWAITING = "awaiting marking"  # a written question's status until a person marks it
+KIND, STATUS, ANSWER = "kind", "status", "answer"
+CODE, WRITTEN = "code", "written"
+RUBRIC, COMMENT, REASON = "rubric", "comment", "reason"  # a marked question's (``marks_applied``)
+STATUSES = ("graded", "marked", "changed", AWAITING)  # marking.store.Effective.status
+AWAITING_POINTS = "awaiting_points"  # a result's (and a gradebook row's) points awaiting marking
+PLACEHOLDER = "_Type your answer here, replacing this text._"  # the build's answer cell (written_spec.md section 2)
+MAX_ANSWER_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class Question:
+    """What grading needs of a written question: its name, points and prompt (to find an answer cell whose
+    metadata was lost)."""
+
+    name: str
+    points: float
+    prompt: str = ""
+
+
+def written_of(bundle) -> list[Question]:
+    """The written questions of a ``Bundle`` or a manifest dict (``bundle.written_questions``); ``[]`` for a bundle
+    built before written questions existed or a broken list (a grade must still be written: the build's own check
+    names a broken list)."""
+    manifest = bundle if isinstance(bundle, dict) else getattr(bundle, "manifest", {})
+    try:
+        return [Question(w.name, float(w.points), w.prompt) for w in written_questions(manifest)]
+    except (ValueError, AttributeError):
+        return []
+
+
+def _text(cell: dict) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(s for s in source if isinstance(s, str))
+    return source if isinstance(source, str) else ""
+
+
+def _marked_as(cell: dict) -> object:
+    meta = cell.get("metadata")
+    inner = meta.get("attnlab") if isinstance(meta, dict) else None
+    return inner.get("written") if isinstance(inner, dict) else None
+
+
+def notebook_cells(data: bytes | None) -> list[dict]:
+    """The cells of a notebook's bytes (already within ``notebook_code``'s size limits); ``[]`` when unreadable."""
+    try:
+        cells = json.loads(data).get("cells", []) if data else []
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return []
+    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def find_answer(cells: list[dict], question: Question) -> str:
+    """The student's answer to ``question`` in ``cells`` (see the module docstring): bounded, ``""`` when empty."""
+    marked = [c for c in cells if c.get("cell_type") == "markdown" and _marked_as(c) == question.name]
+    # a copied answer cell carries the metadata too: the first one the student wrote in
+    cell = next((c for c in marked if _normal(_text(c)) not in ("", _normal(PLACEHOLDER))), None)
+    if not marked and _normal(question.prompt):
+        prompt = next((i for i, c in enumerate(cells) if c.get("cell_type") == "markdown"
+                       and _normal(question.prompt) in _normal(_text(c))), None)
+        if prompt is not None:
+            cell = next((c for c in cells[prompt + 1:] if c.get("cell_type") == "markdown"
+                         and _marked_as(c) is None), None)
+    text = _text(cell) if cell is not None else ""
+    if _normal(text) in ("", _normal(PLACEHOLDER)):
+        return ""
+    if len(text) > MAX_ANSWER_CHARS:
+        text = (f"{text[:MAX_ANSWER_CHARS]}\n\n[... {len(text) - MAX_ANSWER_CHARS:,} more characters cut by the "
+                f"grader: an answer keeps its first {MAX_ANSWER_CHARS:,}]")
+    return text
+
+
+def awaiting_entry(points: float, answer: str) -> dict:
+    """A written question's entry in a result, before a person marks it."""
+    return {"score": None, "max_score": float(points), "messages": [], KIND: WRITTEN, STATUS: AWAITING,
+            ANSWER: answer}
+
+
+def add_written(result: dict, bundle, data: bytes | None) -> dict:
+    """``result`` with an awaiting entry per written question of ``bundle`` (a ``Bundle`` or its manifest), each
+    answer read from the notebook's bytes ``data`` (None: unreadable, every answer empty), ``max_score`` including
+    the written points and ``awaiting_points`` set. A name the result has already (a code question's: the build
+    refuses the clash; or a second call) is left as it is."""
+    questions = result.setdefault("questions", {})
+    cells = notebook_cells(data)
+    for w in written_of(bundle):
+        if w.name not in questions:
+            questions[w.name] = awaiting_entry(w.points, find_answer(cells, w))
+            result["max_score"] = float(result.get("max_score", 0.0)) + w.points
+    return set_awaiting(result)
+
+
+def has_written(questions: dict) -> bool:
+    return any(q.get(KIND) == WRITTEN for q in questions.values())
+
+
+def set_awaiting(holder: dict) -> dict:
+    """A result or gradebook row with ``awaiting_points`` set from its questions where it has a written one."""
+    if has_written(holder.get("questions") or {}):
+        holder[AWAITING_POINTS] = awaiting_points(holder["questions"])
+    return holder
+
+
+def points_awaiting(holder) -> float:
+    """The ``awaiting_points`` of a result or row (0 where the lab has no written question)."""
+    return float(holder.get(AWAITING_POINTS) or 0.0)
+
+
+def is_awaiting(q: dict) -> bool:
+    return q.get(STATUS) == AWAITING or q.get("score") is None
+
+
+def awaiting_points(questions: dict) -> float:
+    """The points of the questions of a result or gradebook row that wait for a person."""
+    return float(sum(q["max_score"] for q in questions.values() if is_awaiting(q)))
+
+
+def awaiting_note(points: float) -> str:
+    """``"3 points awaiting marking"`` (``""`` for none): the words every total that has some shows."""
+    if points <= 0:
+        return ""
+    return f"{format_score(points)} point{'' if points == 1 else 's'} {AWAITING}"
+
+
+def total_text(score: float, max_score: float, awaiting: float) -> str:
+    """``"6 / 10 (2 points awaiting marking)"``, or ``"6 / 10"`` when nothing waits."""
+    note = awaiting_note(awaiting)
+    return f"{format_score(score)} / {format_score(max_score)}" + (f" ({note})" if note else "")
+
+
+def clean_marks(q: dict, *, awaiting: bool) -> dict:
+    """The marking fields of a question's entry, well-formed only: ``status`` (``AWAITING`` when ``awaiting``),
+    ``rubric`` (``[[criterion, points], ...]``: the items a marker applied), ``comment`` and ``reason`` (text)."""
+    out: dict = {}
+    status = AWAITING if awaiting else q.get(STATUS)
+    if status in STATUSES and (status == AWAITING) == awaiting:
+        out[STATUS] = status
+    rubric = q.get(RUBRIC)
+    if isinstance(rubric, (list, tuple)):
+        out[RUBRIC] = [[str(c), float(p)] for c, p in (i for i in rubric if isinstance(i, (list, tuple))
+                                                      and len(i) == 2)
+                       if isinstance(p, (int, float)) and not isinstance(p, bool)]
+    for key in (COMMENT, REASON):
+        if isinstance(q.get(key), str) and q[key]:
+            out[key] = q[key][:MAX_ANSWER_CHARS]
+    return out
+
+
+def from_row(score, max_score, messages: str, details: str | None, kind: str | None, answer: str | None) -> dict:
+    """A gradebook ``questions`` row as a result's entry: a NULL kind (a row from before written questions) is a
+    code question; a written one carries its answer, and its status while its score is NULL."""
+    q = {"score": score, "max_score": max_score, "messages": json.loads(messages),
+         **fields.clean_question_fields(json.loads(details or "{}"))}
+    if kind == WRITTEN:
+        q[KIND], q[ANSWER] = WRITTEN, answer or ""
+        if score is None:
+            q[STATUS] = AWAITING
+    return q

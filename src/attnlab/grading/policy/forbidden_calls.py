@@ -1,0 +1,100 @@
+"""Rule 5 of the course rules (``grading/policy/rules.py``): a lab's forbidden library functions, and what reaches them.
+
+``forbidden_uses`` finds a forbidden name used as an attribute of anything (``F.x``, ``_g.x``), an imported name,
+a match-pattern attribute or a string, inside strings that Python can run as code too (a type hint, a timer's
+statement), and the ready-made classes that build a forbidden one inside (``REACHES``: ``nn.TransformerEncoderLayer``
+holds an ``nn.MultiheadAttention`` that a student reads as ``layer.self_attn`` without writing its name). A bare
+call of the student's own function of the same name (``scaled_dot_product_attention(q, k, v)``) is allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable
+
+from attnlab.grading.policy.rule_costs import student_cells
+
+_TRANSFORMERS = ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                 "TransformerDecoderLayer")
+# library name -> the library names that reach it when called (their instances hold it, or their code calls it)
+REACHES = {
+    "scaled_dot_product_attention": ("multi_head_attention_forward", "MultiheadAttention") + _TRANSFORMERS,
+    "multi_head_attention_forward": ("MultiheadAttention",) + _TRANSFORMERS,
+    "MultiheadAttention": _TRANSFORMERS,
+}
+
+
+def code_in_string(value) -> ast.AST | None:
+    """The tree of a string that parses as Python code and does more than name one thing, else None."""
+    if not isinstance(value, str) or len(value) > 10_000 or not value.strip():
+        return None
+    try:
+        tree = ast.parse(value.strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body = tree.body
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, (ast.Name, ast.Constant)):
+        return None
+    return tree
+
+
+def reaching(names: Iterable[str]) -> set[str]:
+    """``names`` and every library name that reaches one of them (``REACHES``)."""
+    out = set(names)
+    for name in list(out):
+        out.update(REACHES.get(name, ()))
+    return out
+
+
+def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
+    """``(line, what)`` of each use of ``names`` in ``tree`` (``line_of(node)`` gives the line)."""
+    hits = []
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings: nothing runs them
+    for node in ast.walk(tree):
+        line = line_of(node)
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            hits.append((line, f".{node.attr}"))
+        elif isinstance(node, ast.ImportFrom):
+            hits += [(line, f"from {node.module} import {a.name}") for a in node.names if a.name in names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            hits.append((line, repr(node.value)))
+        elif isinstance(node, ast.Constant) and id(node) not in bare and (code := code_in_string(node.value)):
+            inner = _uses(code, names, lambda _n, line=line: line)
+            hits += [(line, f"{text} in a string that Python can run as code") for _, text in inner]
+        elif type(node).__name__ == "MatchClass":
+            hits += [(line, f"{a}=") for a in getattr(node, "kwd_attrs", []) if a in names]
+    return hits
+
+
+def forbidden_uses(code: str | None, names: Iterable[str], where: str = "") -> list[str]:
+    """Where ``code`` uses any of ``names`` or what reaches them: ``"line 5: .x"``, or with ``where`` (the cell as
+    the student sees it) ```"in the cell defining `attention`, line 5: .x"``."""
+    if not code:
+        return []
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, RecursionError, MemoryError):
+        return []
+    prefix = f"in {where}, " if where else ""
+    hits = _uses(tree, reaching(names), lambda node: getattr(node, "lineno", 0))
+    return [f"{prefix}line {line}: {text}" for line, text in hits]
+
+
+class ForbiddenUse(AssertionError):
+    """A hidden test failed because the code uses a lab's forbidden function (``assert_not_used``): the suite
+    records it as a course-rule breach by this type, never by its text. ``names``: the forbidden functions;
+    ``hits``: where the code uses them (``forbidden_uses``), for the feedback."""
+
+    def __init__(self, message: str, names: Iterable[str] = (), hits: Iterable[str] = ()):
+        super().__init__(message)
+        self.names, self.hits = tuple(names), tuple(hits)
+
+
+def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
+    """Fail (``ForbiddenUse``) when the submission's graded cells use any of the library functions in ``names``,
+    naming each use by cell and line as the student sees them (a submission without cells: by line of its source)."""
+
+    names = list(names)
+    hits = [hit for where, code in student_cells(student) for hit in forbidden_uses(code, names, where)]
+    if hits:
+        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}", names, hits)

@@ -1,0 +1,148 @@
+"""The worker: runs a submission's code and answers narrow-interface calls.
+
+Started by the grader as ``python -m attnlab.grading.worker.process`` (inside the sandbox). Protocol: frames of
+``attnlab.grading.worker.wire`` on the inherited stdin/stdout; the student's own stdin, stdout and stderr are
+``/dev/null``, so printing (or reading ``input()``) cannot corrupt or forge the protocol stream.
+
+Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first (answered by
+``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``, each error
+``{"index", "line", "error"}``), then
+``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
+``{"ok": False, "error": str}``. Nothing the worker sends is trusted beyond being data.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+
+from attnlab import settings
+
+
+class CellTimeout(BaseException):
+    """Raised inside a cell that ran past its time limit."""
+
+
+def _on_alarm(signum, frame):  # pragma: no cover - timing dependent
+    raise CellTimeout()
+
+
+class _Stub:
+    """Stands in for the notebook's Otter ``grader`` and IPython's shell while grading."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def _prepare_namespace() -> dict:
+    import torch
+
+    return {
+        "__name__": "__main__",
+        "get_ipython": lambda: _Stub(),
+        "display": lambda *a, **k: None,
+        "grader": _Stub(),
+        "device": torch.device("cpu"),
+    }
+
+
+def _line_in(exc: BaseException, filename: str) -> int | None:
+    """The line of cell ``filename`` where ``exc`` happened: a syntax error's line, else the deepest frame there."""
+    if isinstance(exc, SyntaxError) and exc.filename == filename:
+        return exc.lineno
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == filename:
+            line = lineno
+    return line
+
+
+def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=lambda index: None) -> list[dict]:
+    """Execute each cell; an error in one cell is recorded and the next cell still runs.
+
+    ``started(index)`` is called before each cell, so the grader knows which cell killed the process. An error is
+    ``{"index", "line", "error"}``: the line inside the cell, and the error without the cell (the grader names
+    the cell from its own copy of the notebook: ``notebook_code.cell_error_text``).
+    """
+    import linecache
+
+    from attnlab.grading.core.notebook_code import python_source
+
+    report = []
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for cell in cells:
+        index, source = int(cell["index"]), str(cell["source"])
+        filename = f"<cell {index}>"
+        code = python_source(source)
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        entry = {"index": index, "ok": True, "error": None, "line": None}
+        started(index)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+            exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - this process is the sandbox
+        except CellTimeout:
+            entry.update(ok=False, error=f"did not finish within {cell_timeout:g} s")
+        except SystemExit as exc:
+            entry.update(ok=False, error=f"called exit({exc.code!r}); the call was ignored")
+        except BaseException as exc:  # noqa: BLE001 - student code may raise anything
+            text = exc.msg if isinstance(exc, SyntaxError) and exc.filename == filename else exc  # no "<cell 3>"
+            entry.update(ok=False, error=f"{type(exc).__name__}: {text}"[:500], line=_line_in(exc, filename))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        report.append(entry)
+    return report
+
+
+def main() -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ.setdefault(settings.FAST, "1")
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+    from attnlab.grading.outputs.safe_text import MAX_MESSAGES
+    from attnlab.grading.worker.executor import Executor, StudentError
+    from attnlab.grading.worker.wire import WireError, pack, read_frame
+
+    namespace = _prepare_namespace()
+    executor = Executor(namespace)
+
+    def reply(message):
+        try:
+            data = pack(message, budget=True)
+        except WireError as exc:
+            data = pack({"ok": False, "error": f"returned a value that cannot be graded: {exc}"})
+        proto_out.write(data)
+
+    while True:
+        try:
+            request = read_frame(proto_in, budget=False)  # the grader's own requests
+        except EOFError:
+            return 0
+        op = request.get("op")
+        if op == "load":
+            cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)),
+                              started=lambda index: proto_out.write(pack({"progress": index})))
+            errors = [{k: c[k] for k in ("index", "line", "error")} for c in cells if not c["ok"]]
+            reply({"ok": True, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
+            continue
+        try:
+            value = executor.dispatch(op, request.get("payload", {}))
+            reply({"ok": True, "value": value})
+        except StudentError as exc:
+            reply({"ok": False, "error": str(exc)})
+        except SystemExit as exc:
+            reply({"ok": False, "error": f"your code called exit({exc.code!r})"})
+        except BaseException as exc:  # noqa: BLE001
+            reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
