@@ -63,6 +63,8 @@ def _one_and_otter(lab, tmp: Path, runs: int, otter_runs: int) -> tuple[list[flo
     sol.parent.mkdir()
     shutil.copy(lab.solution_notebook, sol)
     ours, otter = [], []
+    if otter_runs and not (lab.autograder_dir / f"{lab.id}-otter.zip").exists():  # git does not keep the zips
+        subprocess.run([*_attnlab(), "build", lab.id], check=True, capture_output=True)
     for i in range(max(runs, otter_runs)):
         if i < runs:
             ours.append(_timed([*_attnlab(), "grade", lab.id, str(lab.solution_notebook), "--json"]))

@@ -101,12 +101,27 @@ def _write(path: Path, nb: dict) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Path:
+    """nbgrader/ and autograder/ as `attnlab build` writes them in the repository (git keeps neither nbgrader's
+    source notebooks nor the zips: the build makes them on demand), built once per session."""
+    repo = tmp_path_factory.mktemp("built") / "repo"
+    kit = load_course(ROOT)
+    for lab in kit.labs:
+        for path, data in build_lab(kit, lab).items():
+            rel = path.relative_to(ROOT)
+            if rel.parts[0] in ("nbgrader", "autograder"):
+                (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+                (repo / rel).write_bytes(data)
+    return repo
+
+
 @pytest.fixture
-def course(tmp_path):
+def course(built, tmp_path):
     """A course folder laid out as in the repository: nbgrader/ beside autograder/ (the hidden tests' bundle)."""
     repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "nbgrader", repo / "nbgrader")
-    shutil.copytree(ROOT / "autograder", repo / "autograder")
+    shutil.copytree(built / "nbgrader", repo / "nbgrader")
+    shutil.copytree(built / "autograder", repo / "autograder")
     return repo / "nbgrader"
 
 
@@ -139,12 +154,12 @@ def test_nbgrader_round_trip(course, lab, tmp_path):
     assert "VALIDATION FAILED" in said and f"check(s) of {_mutant(lab).question}" in said, said[-2000:]
 
 
-def test_autograde_in_a_course_folder_outside_the_repository_refuses_then_grades_with_the_bundle(tmp_path):
+def test_autograde_in_a_course_folder_outside_the_repository_refuses_then_grades_with_the_bundle(built, tmp_path):
     """A copy of nbgrader/ alone (a JupyterHub course directory): autograde stops before scoring anyone, non-zero,
     saying what to copy; with autograder/<lab>/ copied into the course folder, it grades right."""
     lab = LABS[0]
     course = tmp_path / "course"
-    shutil.copytree(ROOT / "nbgrader", course)
+    shutil.copytree(built / "nbgrader", course)
     _nbgrader(course, "generate_assignment", lab.id, "--force")
     release = course / "release" / lab.id / f"{lab.id}.ipynb"
     name = f"{lab.id}.ipynb"
@@ -158,7 +173,7 @@ def test_autograde_in_a_course_folder_outside_the_repository_refuses_then_grades
     assert refused.returncode != 0 and "autograde stopped before grading anyone" in said, said[-3000:]
     assert f"no autograder/{lab.id}/ in {course}" in said and "Copy the course repository's autograder/" in said
     assert not (course / "autograded").exists()  # nobody was scored
-    shutil.copytree(ROOT / "autograder" / lab.id, course / "autograder" / lab.id)
+    shutil.copytree(built / "autograder" / lab.id, course / "autograder" / lab.id)
     _nbgrader(course, "autograde", lab.id, "--create", "--force")
     scores = _scores(course, tmp_path / "grades.csv")
     code, full = _points(lab)

@@ -3,16 +3,18 @@
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from attnlab.buildchain.pipeline import build, build_lab
+from attnlab.buildchain.pipeline import build, build_lab, on_demand
 from attnlab.buildchain.transforms.parse_questions import MasterError
 from attnlab.course import load_course
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "course"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "course"
 LAB = "lab99_demo"
 OUTPUTS = sorted([
     f"autograder/{LAB}/hidden_tests.py", f"autograder/{LAB}/{LAB}-otter.zip", f"autograder/{LAB}/manifest.json",
@@ -28,6 +30,10 @@ HIDDEN_TEXT = ("double_values", "scale_values", "compare_call", "build_pair", "g
 def outputs(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and not str(p.relative_to(root)).startswith(("instructor", "docs"))}
+
+
+def outputs_paths(root: Path) -> list[Path]:
+    return [root / rel for rel in outputs(root)]
 
 
 @pytest.fixture
@@ -227,3 +233,30 @@ def test_without_an_install_address_no_gradescope_zip_is_written(copy):
     assert "writes no Gradescope zip" in warning and "attnlab release OUT --url URL" in warning
     assert "KIT = ''" in (copy / "labs" / LAB / f"{LAB}.ipynb").read_text()
     assert check(copy) == []
+
+
+def test_on_demand_outputs_may_be_absent_and_build_makes_them_again(copy):
+    """The zips and nbgrader's source are not kept in git: a fresh clone's check is clean without them, a
+    local build that left a different copy is still reported, and `attnlab build` makes them byte for byte."""
+    course = load_course(copy)
+    made = {p: p.read_bytes() for p in outputs_paths(copy) if on_demand(course, p)}
+    assert {p.name for p in made} == {f"{LAB}-otter.zip", f"{LAB}-gradescope.zip", f"{LAB}.ipynb"}
+    for p in made:
+        p.unlink()
+    assert check(copy) == []
+    zip_path = next(p for p in made if p.name.endswith("-otter.zip"))
+    zip_path.write_bytes(b"an older build")
+    assert check(copy) == [f"differs from a fresh build: {zip_path.relative_to(copy)}"]
+    build(course, list(course.labs))
+    assert {p: p.read_bytes() for p in made} == made
+
+
+def test_gitignore_keeps_the_on_demand_outputs_out_of_git():
+    """.gitignore and `on_demand` say the same of the real course's outputs."""
+    course = load_course(ROOT)
+    lab = course.labs[0]
+    paths = [lab.autograder_dir / f"{lab.id}-otter.zip", lab.autograder_dir / f"{lab.id}-gradescope.zip",
+             lab.nbgrader_source, lab.autograder_dir / "reference.py", lab.student_notebook]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *map(str, paths)], cwd=ROOT,
+                             capture_output=True, text=True).stdout.split()
+    assert sorted(ignored) == sorted(str(p) for p in paths if on_demand(course, p))
