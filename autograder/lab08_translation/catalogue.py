@@ -580,6 +580,9 @@ MUTANTS += [
           "adds raw logits instead of log-probabilities: the scores of different hypotheses do not compare",
           hint="score the extensions with log_softmax of the logits: raw logits of different rows are not on one scale",
           loses=PART),
+    Entry("beam_pads_with_zero", "beam_search", _beam().replace("[model.pad_id] * (longest", "[0] * (longest"),
+          "right-pads the shorter rows with 0 instead of model.pad_id",
+          hint="pad the rows that end early with model.pad_id, not a hard-coded 0", loses=SLIP),
 ]
 
 VARIANTS += [

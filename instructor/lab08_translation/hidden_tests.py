@@ -623,6 +623,15 @@ def beam_random_models_against_reference(student, ref, rng):
         got = beam_of(student, state, src, beam_size, 12, length_penalty=alpha)
         expect_rows(got, expected, f"beam_search(beam_size={beam_size}, max_len=12, length_penalty={alpha}) on a "
                                    "random ToyTranslator")
+    pad_id = randint(rng, 3, 5)  # a model whose pad id is not 0: finished rows are padded with model.pad_id
+    for _ in range(30):  # a case whose rows end at different steps, so that the output holds pads
+        state, src = pick_case(ref, rng, batch=4, max_len=12, early_stop=True)
+        expected = beam_of(ref, state, src, 3, 12, pad_id=pad_id)
+        if len({row.index(2) if 2 in row else len(row) for row in expected.tolist()}) > 1:
+            break
+    got = beam_of(student, state, src, 3, 12, pad_id=pad_id)
+    expect_rows(got, expected, f"beam_search(beam_size=3, max_len=12) on a random ToyTranslator with "
+                               f"model.pad_id={pad_id}: rows that end early are right-padded with model.pad_id")
 
 
 @suite.test(BEAM, points=0.5)
