@@ -632,14 +632,6 @@ class MiniGPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
 ''', "blocks as nn.Sequential, tied the other way (nanoGPT: tok_emb.weight = lm_head.weight), view(-1, V)"),
-    Entry("sample_topk_gather", "sample_next", _sample('''
-    if temperature == 0:
-        return torch.argmax(logits, dim=-1)
-    k = logits.shape[-1] if top_k is None else min(top_k, logits.shape[-1])
-    values, indices = torch.topk(logits / temperature, k, dim=-1)
-    choice = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=generator)
-    return indices.gather(-1, choice).squeeze(-1)
-'''), "top-k values and indices, sample among them, gather the id"),
     Entry("sample_inverse_cdf", "sample_next", _sample('''
     if temperature == 0:
         return logits.argmax(-1)
@@ -797,6 +789,17 @@ _REFILL = '''            model.reset_cache()
             new = idx[:, -model.block_size:]'''
 
 MUTANTS += [
+    Entry("sample_topk_gather", "sample_next", _sample('''
+    if temperature == 0:
+        return torch.argmax(logits, dim=-1)
+    k = logits.shape[-1] if top_k is None else min(top_k, logits.shape[-1])
+    values, indices = torch.topk(logits / temperature, k, dim=-1)
+    choice = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=generator)
+    return indices.gather(-1, choice).squeeze(-1)
+'''), "top-k values and indices, sample among them, gather the id: a tie at the k-th largest logit is broken, "
+          "so tokens the notebook's rule keeps are never drawn",
+          hint="keep every logit equal to the k-th largest (mask where logits < the k-th value): torch.topk "
+               "returns exactly k and drops the other tied tokens", loses=SLIP),
     Entry("bpe_tok_never_merges", "BPETokenizer", _bpe('''
         if vocab_size < 256:
             raise ValueError(f"vocab_size={vocab_size} is below 256")

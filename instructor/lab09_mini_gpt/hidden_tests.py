@@ -578,6 +578,14 @@ def sample_top_k(student, ref, rng):
     check_distribution(student, rng, 6, 0.7, 2)
     ids = call_sample(student, randn(rng, 40, 9), top_k=1)
     assert ids.shape == (40,), "top_k=1 should return one id per row"
+    # The notebook's tie rule: every logit equal to the k-th largest is kept. top_k=2 of [2, 1, 1, 1, 0, -1]
+    # keeps four tokens (probabilities 0.475 and 3 x 0.175); breaking the tie draws one of the three 1s 0.269 and
+    # the other two never, off by at least 0.09 against a bound of 0.02 at n = 20,000.
+    tied = torch.tensor([2.0, 1.0, 1.0, 1.0, 0.0, -1.0], dtype=F64)[torch.randperm(6, generator=rng)]
+    ids = call_sample(student, tied.repeat(20000, 1), top_k=2, generator=seeded(rng))
+    frequencies_match(ids, expected_probs(tied, 1.0, 2),
+                      what=f"sample_next(logits, top_k=2) with logits {[round(x) for x in tied.tolist()]}, tied at "
+                           "the 2nd largest (keep every logit equal to the k-th largest, so here 4 tokens)")
 
 
 @suite.test(SAMPLE, points=1)
