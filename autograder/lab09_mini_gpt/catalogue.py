@@ -828,6 +828,24 @@ MUTANTS += [
 '''), "characters' code points (ord) as the base ids instead of UTF-8 bytes: ids above 255 collide with merges",
           hint="start from the UTF-8 bytes, list(chunk.encode('utf-8')), not from ord(ch): an emoji or an accent "
                "does not fit in the 256 base ids", loses=MOST),
+    Entry("bpe_tok_encode_most_frequent_first", "BPETokenizer", _bpe(_bpe_train(_BPE_OK_CHUNKS), encode_body='''
+        ids = []
+        for chunk in regex.findall(GPT2_SPLIT_PATTERN, text):
+            chunk_ids = list(chunk.encode("utf-8"))
+            while True:  # the learned pair most frequent in this chunk, merged first
+                counts = {}
+                for pair in zip(chunk_ids, chunk_ids[1:]):
+                    if pair in self.merges:
+                        counts[pair] = counts.get(pair, 0) + 1
+                if not counts:
+                    break
+                pair = max(counts, key=counts.get)
+                chunk_ids = bpe_merge(chunk_ids, pair, self.merges[pair])
+            ids.extend(chunk_ids)
+        return ids
+'''), "encode merges the learned pair most frequent in the text first, not the merges in the order learned",
+          hint="apply the merges in the order train learned them (the lowest new id first), whatever the counts "
+               "in the text you encode", loses=SLIP),
     Entry("bpe_tok_encode_whole_text", "BPETokenizer", _bpe(_bpe_train(_BPE_OK_CHUNKS), encode_body='''
         ids = list(text.encode("utf-8"))
         for pair, new_id in self.merges.items():

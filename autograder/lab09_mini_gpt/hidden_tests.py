@@ -810,6 +810,15 @@ def bpe_tokenizer_merges_and_ids_match_reference(student, ref, rng):
         expected = bpe_encode_expected(probe, want)
         assert got == expected, (f"encode({probe[:30]!r}...) gave {got[:12]}..., expected {expected[:12]}...: split "
                                  "with GPT2_SPLIT_PATTERN, then apply the merges to each chunk in the order learned")
+    # Order matters: trained on 'ab' x4 and 'bc' x3 (one word a line), the merges are ab -> 256, then bc -> 257.
+    # In 'abcbcbc', bc is the most frequent pair, but the merges apply in the order learned: [256, 99, 257, 257];
+    # merging the most frequent learned pair first gives [97, 257, 257, 257].
+    tok, merges = student_bpe(student, "ab\nab\nab\nab\nbc\nbc\nbc", 258)
+    if merges == {(97, 98): 256, (98, 99): 257}:
+        got = int_list(tok.call("abcbcbc", method="encode").output, "BPETokenizer.encode")
+        assert got == [256, 99, 257, 257], (
+            f"encode('abcbcbc') after learning ab -> 256 then bc -> 257 gave {got}, expected [256, 99, 257, 257]: "
+            "apply the merges in the order they were learned (ab first), not the pair most frequent in the text")
 
 
 @suite.test("BPETokenizer", points=1)
