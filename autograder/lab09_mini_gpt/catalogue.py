@@ -234,7 +234,8 @@ def bpe_merge(ids, pair, new_id):
             i += 1
     return out
 ''', "compares the pair as a set: (b, a) is merged as well as (a, b)",
-          hint="your merge also merges the pair in the other order; (1, 2) means 1 followed by 2 only", loses=MOST),
+          hint="your merge also merges the pair in the other order; (1, 2) means 1 followed by 2 only",
+          loses=(0.3, 1.0)),  # what shows it depends on how often the drawn ids hold (b, a): 33% at seed 730
     # ------------------------------------------------------------------------------------------ get_batch
     Entry("batch_y_not_shifted", "get_batch", '''
 def get_batch(data, block_size, batch_size, generator=None):
