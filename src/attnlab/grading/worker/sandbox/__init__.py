@@ -44,16 +44,16 @@ from attnlab.grading.worker.sandbox.isolation import ENV_MECHANISM, IsolationRep
 from attnlab.grading.worker.sandbox.launch import run_once, spawn
 from attnlab.grading.worker.sandbox.limits import Limits
 from attnlab.grading.worker.sandbox.mechanisms import (
-           BWRAP,
-           MECHANISMS,
-           NONE,
-           SETPRIV,
-           UNSHARE,
-           Bubblewrap,
-           Mechanism,
-           NoIsolation,
-           SetprivOnly,
-           Unshare,
+    BWRAP,
+    MECHANISMS,
+    NONE,
+    SETPRIV,
+    UNSHARE,
+    Bubblewrap,
+    Mechanism,
+    NoIsolation,
+    SetprivOnly,
+    Unshare,
 )
 from attnlab.grading.worker.sandbox.mounts import private_paths, python_paths
 from attnlab.grading.worker.sandbox.sandboxed import Sandboxed
