@@ -20,6 +20,8 @@ from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
 from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 
 from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.scale.batch import export_gradebook
+from attnlab.report import build_report
 from attnlab.marking.store import CHANGED, MARKED, MarkStore, effective_scores
 
 from .classroom import record_student
@@ -202,7 +204,7 @@ def test_a_rubric_items_points_changed_once_every_affected_score_follows(served,
     context.close()
 
 
-def test_a_code_score_changed_with_a_reason_reaches_the_audit_csv(served, browser):
+def test_a_code_score_changed_with_a_reason_reaches_the_audit_csv(served, browser, tmp_path):
     db, url, base = served
     context, page = _marker(browser, url, "eve")
     page.goto(f"{base}/l/{LAB}/students")
@@ -230,6 +232,15 @@ def test_a_code_score_changed_with_a_reason_reaches_the_audit_csv(served, browse
     assert [(r["who"], r["key"], r["question"], r["after"], r["reason"]) for r in change] == [
         ("eve", changed[0], "simple_self_attention", '{"score": 4.0}', "appeal: the mask test was wrong")]
     context.close()
+    # what the marker did reaches the exports: `attnlab gradebook --csv` and the report's per-question scores
+    tmp = tmp_path
+    export_gradebook(db, tmp / "gradebook.csv", lab=LAB)
+    book = {r["submission"]: r for r in csv.DictReader(io.StringIO((tmp / "gradebook.csv").read_text()))}
+    assert book[changed[0]]["simple_self_attention"] == "4"
+    assert book["grace.ipynb"][Q] == "0" and book["heidi.ipynb"][Q] == "0"  # the empty answers marked 0
+    build_report(db, html=tmp / "report.html", lab=LAB)
+    scores = list(csv.DictReader(io.StringIO((tmp / "report-scores.csv").read_text())))
+    assert [r for r in scores if "4" in r.values()], "the changed score is in the report's scores CSV"
 
 
 def test_a_script_answer_shows_as_text_and_names_only_on_request(served, browser):
