@@ -22,8 +22,8 @@ import pytest
 
 from attnlab.buildchain.pipeline import build_lab
 from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
+from attnlab.buildchain.transforms.markers import PLACEHOLDER
 from attnlab.buildchain.transforms.read_master import read_master
-from attnlab.buildchain.transforms.written_answers import PLACEHOLDER
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import manifest_questions, written_questions
 from attnlab.grading.diagnosis.mutants import load_catalogue

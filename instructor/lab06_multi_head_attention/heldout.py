@@ -34,7 +34,9 @@ HELDOUT = [
 def split_heads(t, num_heads):
     b, length, width = t.shape
     return t.reshape(b, num_heads, length, width // num_heads)
-''', "split_heads_view_without_transpose"),
+''', None),  # since split_heads is checked against the reference's merge (issue 30), the catalogue's replay no
+    # longer tells this reshape apart at every seed: no name is the honest answer (a name on MultiHeadAttention, which
+    # calls it, is left out by diagnose._own_mistakes_only)
     HeldOut("split_unflatten_strided", "split_heads", '''
 def split_heads(t, num_heads):
     return t.unflatten(2, (t.shape[2] // num_heads, num_heads)).movedim(3, 1)

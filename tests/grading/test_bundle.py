@@ -93,12 +93,14 @@ def test_find_bundle_beside_the_submission_in_a_course_or_from_the_environment(l
 
 
 def test_the_verdict_of_mutants_and_variants():
-    entry = Entry("m", "double", "")
+    entry = Entry("m", "double", "", loses=(0.25, 0.8))
     lost = {"double": {"score": 1.0, "max_score": 2.0}, "Scale": {"score": 1.0, "max_score": 1.0}}
     full = {"double": {"score": 2.0, "max_score": 2.0}, "Scale": {"score": 1.0, "max_score": 1.0}}
     elsewhere = {"double": {"score": 2.0, "max_score": 2.0}, "Scale": {"score": 0.0, "max_score": 1.0}}
     assert Bundle.verdict("mutant", entry, lost) and not Bundle.verdict("mutant", entry, full)
     assert not Bundle.verdict("mutant", entry, elsewhere)  # a mutant must lose points on its own question
+    zero = {"double": {"score": 0.0, "max_score": 2.0}, "Scale": {"score": 1.0, "max_score": 1.0}}
+    assert not Bundle.verdict("mutant", entry, zero)  # it lost the whole question: more than the 25-80% stated
     assert Bundle.verdict("variant", entry, full) and not Bundle.verdict("variant", entry, elsewhere)
     with pytest.raises(ValueError, match="expected 'mutant' or 'variant'"):
         Bundle.verdict("mutnat", entry, full)

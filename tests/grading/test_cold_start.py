@@ -49,7 +49,7 @@ def test_one_grade_imports_no_plotting(tmp_path, as_json):
     if as_json:
         assert json.loads(proc.stdout)[0]["score"] == 30.0
     else:
-        assert "30.0 / 30" in proc.stdout
+        assert "30.0 / 37" in proc.stdout and "7 points awaiting marking" in proc.stdout
 
 
 def test_a_batch_imports_no_plotting(tmp_path):

@@ -188,8 +188,8 @@ def test_a_broken_catalogue_entry_is_logged_by_name_and_the_score_stands(lab, tm
     copy = tmp_path / "broken"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").write_text(
-        "from attnlab.grading.diagnosis.mutants import Entry\n"
-        "MUTANTS = [Entry('typo_entry', 'double', 'def double(x)\\n    return 2 * x + 1\\n', hint='h')]\n")
+        "from attnlab.grading.diagnosis.mutants import MOST, Entry\n"
+        "MUTANTS = [Entry('typo_entry', 'double', 'def double(x)\\n    return 2 * x + 1\\n', hint='h', loses=MOST)]\n")
     broken = load_bundle(copy)
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
     scores = {q: v["score"] for q, v in results.items()}
@@ -225,10 +225,10 @@ def test_warnings_a_mutant_raises_during_the_replay_stay_out_of_the_grade_output
     copy = tmp_path / "noisy"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").write_text(
-        "from attnlab.grading.diagnosis.mutants import Entry\n"
+        "from attnlab.grading.diagnosis.mutants import MOST, Entry\n"
         "SOURCE = 'import warnings\\nwarnings.warn(\"noisy import\")\\n"
         "def double(x):\\n    warnings.warn(\"noisy call\")\\n    return 2 * x + 1\\n'\n"
-        "MUTANTS = [Entry('noisy', 'double', SOURCE, hint='noisy hint')]\n")
+        "MUTANTS = [Entry('noisy', 'double', SOURCE, hint='noisy hint', loses=MOST)]\n")
     noisy = load_bundle(copy)
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
     with warnings.catch_warnings(record=True) as caught:

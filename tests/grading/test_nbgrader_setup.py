@@ -73,12 +73,18 @@ LAB = "lab05_self_attention"
 @pytest.fixture
 def course(tmp_path, monkeypatch):
     """The course's nbgrader folder copied out of the repository (a JupyterHub course directory), one submission."""
-    import shutil
 
+    from attnlab.buildchain.pipeline import build_lab
+    from attnlab.course import load_course
     from attnlab.grading.core.bundle import BUNDLE_ENV
 
     monkeypatch.delenv(BUNDLE_ENV, raising=False)
-    shutil.copytree(ROOT / "nbgrader", tmp_path / "course")
+    kit = load_course(ROOT)
+    for path, data in build_lab(kit, kit.lab(LAB)).items():  # git keeps nbgrader's config, not its source notebooks
+        rel = path.relative_to(ROOT / "nbgrader") if path.is_relative_to(ROOT / "nbgrader") else None
+        if rel is not None:
+            (tmp_path / "course" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "course" / rel).write_bytes(data)
     (tmp_path / "course" / "submitted" / "alice" / LAB).mkdir(parents=True)
     return tmp_path / "course"
 

@@ -101,7 +101,8 @@ def test_outside_a_terminal_each_submission_is_one_plain_line_with_the_failures_
     err = capsys.readouterr().err
     assert summary.failed == 1 and "\r" not in err
     lines = [line for line in err.splitlines() if line.startswith("[")]
-    assert [line.split(";")[0] for line in lines] == ["[1/3] a.ipynb 2/2", "[2/3] b.ipynb 0/30", "[3/3] c.ipynb 2/2"]
+    assert [line.split(";")[0] for line in lines] == [
+        "[1/3] a.ipynb 2/2", "[2/3] b.ipynb 0/37 (7 points awaiting marking)", "[3/3] c.ipynb 2/2"]
     assert lines[0].endswith("failures so far: 0") and lines[2].endswith("failures so far: 1")
     assert "s per submission, about" in lines[1] and "grader error on b.ipynb" in err
 

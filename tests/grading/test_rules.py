@@ -434,7 +434,8 @@ def test_a_correct_encoder_registering_parameters_by_built_names_keeps_its_marks
     path = tmp_path / "setattr.ipynb"
     path.write_text(json.dumps(nb))
     res = grade_submission(lab.autograder_dir, path)
-    assert res["score"] == res["max_score"] > 0, {q: r["score"] for q, r in res["questions"].items()}
+    awaiting = res.get("awaiting_points", 0)  # the lab's written questions wait for a person: not this test's
+    assert res["score"] == res["max_score"] - awaiting > 0, {q: r["score"] for q, r in res["questions"].items()}
     assert len(res["review"]) == 2, res["review"]
     assert all("no points lost" in r and "the rule 'no names computed at run time'" in r
                and "the cell defining `BiGRUEncoder`, line " in r for r in res["review"]), res["review"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnlab.buildchain.transforms.markers import PLACEHOLDER
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.marking.groups import PLACEHOLDER, answer_groups, mark_empty, mark_group, tfidf
+from attnlab.marking.groups import answer_groups, mark_empty, mark_group, tfidf
 from attnlab.marking.store import AWAITING, MARKED, MarkStore, effective_scores
 
 from .classroom import record_student

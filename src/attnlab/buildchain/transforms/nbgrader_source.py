@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import copy
 
-from .markers import BEGIN_SOLUTION, END_SOLUTION, SOLUTION_SUFFIX
+from .markers import BEGIN_SOLUTION, END_SOLUTION, PLACEHOLDER, SOLUTION_SUFFIX
 from .strip_solutions import NOT_WRITTEN
-from .written_answers import PLACEHOLDER
 
 CONFIG = '''\
 """nbgrader's configuration for this course (written by `attnlab build`; edit instructor/course.yml instead).

@@ -15,8 +15,7 @@ import ast
 import copy
 import re
 
-from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
-from .written_answers import PLACEHOLDER
+from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, PLACEHOLDER, SOLUTION_SUFFIX
 
 NOT_WRITTEN = "not written yet"  # defined here only: the public checks, the grader and nbgrader's stub use it
 _SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")

@@ -22,7 +22,6 @@ import nbformat
 
 from .markers import META
 
-PLACEHOLDER = "_Type your answer here, replacing this text._"  # one owner: the build, nbgrader's stub, the grader
 ANSWER_META = "attnlab"  # cell.metadata["attnlab"] == {"written": name, "points": points}
 EXPORT_BEGIN = "<!-- BEGIN QUESTION -->"  # Otter Export's filtering comments (otter/export/exporters/utils.py)
 EXPORT_END = "<!-- END QUESTION -->"

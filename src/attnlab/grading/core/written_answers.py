@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from attnlab.buildchain.transforms.markers import PLACEHOLDER  # the build's answer cell: one owner
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.bundle import written_questions
 from attnlab.grading.outputs.score_text import format_score
@@ -30,7 +31,6 @@ CODE, WRITTEN = "code", "written"
 RUBRIC, COMMENT, REASON = "rubric", "comment", "reason"  # a marked question's (``marks_applied``)
 STATUSES = ("graded", "marked", "changed", AWAITING)  # marking.store.Effective.status
 AWAITING_POINTS = "awaiting_points"  # a result's (and a gradebook row's) points awaiting marking
-PLACEHOLDER = "_Type your answer here, replacing this text._"  # the build's answer cell (written_spec.md section 2)
 MAX_ANSWER_CHARS = 20_000
 
 

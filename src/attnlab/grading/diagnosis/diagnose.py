@@ -23,6 +23,7 @@ Use (``runner.grade_submission``)::
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import warnings
@@ -363,6 +364,7 @@ def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: floa
             return questions
         with quiet_warnings():  # a mutant's UserWarnings are the replay's noise, not grade output
             hints = diagnose(bundle.suite, catalogue, recorder, questions, budget_s=budget_s)
+        hints = _own_mistakes_only(hints, questions, recorder.inner)
         for question, hint in hints.items():
             questions[question]["messages"].append(HINT_PREFIX + hint)
             entries = [m.name for m in catalogue.mutants if m.question == question and m.hint == hint]
@@ -370,6 +372,19 @@ def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: floa
     except CatalogueError as exc:
         log.warning("%s: no likely mistake named: %s", bundle.lab, exc)
     return questions
+
+
+def _own_mistakes_only(hints: dict, questions: dict, student) -> dict:
+    """The hints of questions whose own code is the likely cause: a question whose definition calls another graded
+    name that also lost points fails the way the helper's mistake makes it fail, so naming a mistake there would
+    blame code that may be right; its hint is left out (the helper's question names the mistake)."""
+    failed = {q for q, r in questions.items() if r["score"] < r["max_score"]}
+    kept = {}
+    for question, hint in hints.items():
+        source = student.source(question) or ""
+        if not any(other != question and re.search(rf"\b{re.escape(other)}\b", source) for other in failed):
+            kept[question] = hint
+    return kept
 
 
 def _not_written_lines(messages: list[str]) -> list[str]:
