@@ -12,13 +12,12 @@ import nbformat
 import pytest
 
 from attnlab.buildchain.pipeline import build, build_lab
-from attnlab.buildchain.transforms.markers import META
+from attnlab.buildchain.transforms.markers import META, PLACEHOLDER
 from attnlab.buildchain.transforms.nbgrader_cells import checksum
 from attnlab.buildchain.transforms.written_answers import (
     ANSWER_META,
     EXPORT_BEGIN,
     EXPORT_END,
-    PLACEHOLDER,
     written_answers,
 )
 from attnlab.course import load_course
