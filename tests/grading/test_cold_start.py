@@ -90,3 +90,20 @@ def test_deferred_pyplot_is_the_real_module_on_first_use():
                           env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "True", "True"]
+
+
+def test_a_students_pyplot_import_is_deferred_in_the_worker_and_real_on_use():
+    """The graded cells run with plotting imports deferred (the worker does not pay for pyplot unless graded code
+    draws); a function that draws gets the real module."""
+    code = ("import sys\n"
+            "from attnlab.grading.worker.process import _prepare_namespace, run_cells\n"
+            "ns = _prepare_namespace()\n"
+            "cells = [{'index': 2, 'source': 'import matplotlib.pyplot as plt\\nimport math\\n'},\n"
+            "         {'index': 4, 'source': 'def size():\\n    return plt.rcParams[\"figure.figsize\"][0] % 7\\n'}]\n"
+            "assert all(c['ok'] for c in run_cells(cells, ns, 60))\n"
+            "print('matplotlib' in sys.modules, 'IPython' in sys.modules)\n"
+            "print(ns['size']() > 0, 'matplotlib.pyplot' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["False", "False", "True", "True"]  # a % that Python reads imports no IPython

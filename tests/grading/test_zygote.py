@@ -215,3 +215,21 @@ def test_a_submission_grades_the_same_forked_and_cold(built_course, monkeypatch)
     for key in ("score", "max_score", "questions", "errors", "review"):
         assert auto[key] == cold[key], key
     assert auto["score"] == auto["max_score"]
+
+
+def test_the_zygote_serves_before_its_idle_imports_and_finishes_them_when_idle(forked, workdir):
+    """The zygote says it is ready after PRELOAD (torch and the worker); WHEN_IDLE's imports and the warm-up run one
+    step at a time while no request waits, so a grader never waits for them, and later children inherit them."""
+    from attnlab.grading.worker.sandbox import zygote
+
+    assert "matplotlib.pyplot" in zygote.WHEN_IDLE and "matplotlib.pyplot" not in zygote.PRELOAD
+    assert not any(name.startswith("matplotlib") for name in zygote.PRELOAD)
+    look = "import sys; print(all(m in sys.modules for m in sys.argv[1:]))"
+    deadline = time.monotonic() + 120
+    while True:  # the idle steps take a few seconds on a loaded machine: a child forked after them has them all
+        rc, out, err, _ = run(look, workdir, *zygote.WHEN_IDLE)
+        assert rc == 0, err
+        if out.split() == ["True"] or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert out.split() == ["True"], "the zygote never imported WHEN_IDLE while idle"

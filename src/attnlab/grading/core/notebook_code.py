@@ -19,6 +19,7 @@ grader's own, from the notebook it read) and the line inside the cell; ``describ
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -281,9 +282,12 @@ _IPYTHON_SYNTAX = re.compile(r"%|!(?!=)|\?\s*$", re.MULTILINE)
 
 def python_source(source: str) -> str:
     """Cell source with IPython syntax (``%magic``, ``!cmd``) turned into plain Python."""
+    plain = source if source.endswith("\n") else source + "\n"
     if not _IPYTHON_SYNTAX.search(source):
         # plain Python: what IPython's transformer returns for it, without its seconds on a long expression
-        return source if source.endswith("\n") else source + "\n"
+        return plain
+    if parsed_shape(plain) is not None:  # a % or ! that Python reads (modulo, "%d" formats, !=): no magic, and no
+        return plain  # IPython to import (0.2 s); too deep for the parser: the cell's own compile says so
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
@@ -292,19 +296,34 @@ def python_source(source: str) -> str:
         return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
+TOO_DEEP = (-1, -1)
+
+
+@functools.lru_cache(maxsize=256)
+def parsed_shape(code: str) -> tuple[int, int] | None:
+    """``(nodes, depth)`` of ``code``'s syntax tree; None when it does not parse, ``TOO_DEEP`` when the parser gave up.
+    Cached: a grade asks for each cell several times (the joined source, the syntax problems, the magics)."""
+    try:
+        return tree_size(ast.parse(code))
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte (Python 3.11)
+        return None
+    except (RecursionError, MemoryError):
+        return TOO_DEEP
+
+
 def code_spans(cells: list[CodeCell]) -> list[tuple[CodeCell, int, str]]:
     """The parseable cells as ``(cell, first line in joined_source, code)``; cells that do not parse are left out."""
     spans, line, nodes = [], 1, 0
     for cell in cells:
         code = python_source(cell.source)
         code = code if code.endswith("\n") else code + "\n"
-        try:
-            size, depth = tree_size(ast.parse(code))
-        except SyntaxError:
+        shape = parsed_shape(code)
+        if shape is None:
             continue
-        except (RecursionError, MemoryError):
+        if shape == TOO_DEEP:
             where = brief_where(cell.source, cell.section)
             raise SourceTooLarge(f"{where} is nested too deeply for Python's parser", MAX_AST_DEPTH, where) from None
+        size, depth = shape
         if depth > MAX_AST_DEPTH:
             where = brief_where(cell.source, cell.section)
             raise SourceTooLarge(f"{where} nests its code {depth:,} levels deep", MAX_AST_DEPTH, where)

@@ -23,27 +23,18 @@ test always sees plain tensors, tuples, lists and JSON values, whoever produced 
 from __future__ import annotations
 
 import ast
-import builtins
-import importlib
-import sys
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from attnlab.grading.worker import wire
+from attnlab.grading.worker.deferred_imports import deferring_builtins
 from attnlab.grading.worker.executor import Executor, StudentError
 from attnlab.grading.worker.wire import ObjectHandle
 
 __all__ = ["StudentAPI", "ObjectRef", "Result", "LocalStudent", "StudentError",
            "definition_source", "trusted_namespace"]
-
-# Packages that trusted code (the reference, the catalogue's candidates) imports for its plots only: a plain
-# ``import matplotlib.pyplot as plt`` in it binds a stand-in that imports the real module on first use, so that
-# grading, which never draws, does not pay for pyplot (1.5 s of a loaded 2-core machine's start).
-DEFERRED_IMPORTS = ("matplotlib",)
-
 
 @dataclass
 class Result:
@@ -178,31 +169,10 @@ def definition_source(code: str, name: str | None) -> str | None:
     return found
 
 
-class _Deferred(types.ModuleType):
-    """A module not imported yet: the first attribute it does not hold imports the real one and answers from it."""
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib.import_module(self.__name__), attr)
-
-
-def _deferring_import(name, globals=None, locals=None, fromlist=(), level=0):
-    """``__import__`` that answers a plain ``import pkg.mod [as x]`` of a ``DEFERRED_IMPORTS`` package not yet
-    imported with stand-ins (``pkg``, holding ``mod``); everything else imports as usual."""
-    if level or fromlist or name.partition(".")[0] not in DEFERRED_IMPORTS or name in sys.modules:
-        return builtins.__import__(name, globals, locals, fromlist, level)
-    parts = name.split(".")
-    top = parent = _Deferred(parts[0])
-    for i in range(1, len(parts)):
-        child = _Deferred(".".join(parts[: i + 1]))
-        parent.__dict__[parts[i]] = child
-        parent = child
-    return top
-
-
 def trusted_namespace() -> dict[str, Any]:
     """A fresh namespace for trusted code (``LocalStudent.from_code``, the catalogue's candidates): its plotting
-    imports are deferred (``DEFERRED_IMPORTS``)."""
-    return {"__name__": "__attnlab_code__", "__builtins__": {**vars(builtins), "__import__": _deferring_import}}
+    imports are deferred (``deferred_imports``)."""
+    return {"__name__": "__attnlab_code__", "__builtins__": deferring_builtins()}
 
 
 class LocalStudent(StudentAPI):
