@@ -20,6 +20,7 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       The autograder folder's files and names are grading/core/bundle.py's (``bundle_files``): the one owner. Its
       manifest lists the written questions (prompt, reference, rubric: ``bundle.written_questions`` reads them);
       they have no tests, so no test file, no public check and no hidden test.
+      -> instructor README: readme_written (the written questions' prompts and rubrics, between its markers)
 
 Builds are deterministic: no timestamps, fixed cell ids, outputs cleared, zips repacked.
 
@@ -52,6 +53,7 @@ from .transforms.otter_zip import otter_zip
 from .transforms.parse_questions import MasterError, parse_questions
 from .transforms.public_tests import public_test_files, render_test_file
 from .transforms.read_master import read_master
+from .transforms.readme_written import with_written_section, written_section
 from .transforms.reference_code import reference_code
 from .transforms.remove_solution_markers import remove_solution_markers
 from .transforms.replace_tests import replace_tests
@@ -105,6 +107,10 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
                                                                                install_spec=course.install_spec)
     for name, text in public_files.items():
         out[lab.public_tests_dir / name] = text.encode()
+    readme = lab.master.parent / "README.md"
+    manual = [q for q in questions if q.manual]
+    if manual and readme.exists():
+        out[readme] = with_written_section(readme.read_text(), written_section(manual)).encode()
     return out
 
 
