@@ -193,3 +193,24 @@ def test_a_wrong_helper_costs_only_its_own_question(tmp_path, lab, helper, old, 
         assert questions[q]["messages"][0].startswith(f"note: graded with the reference `{helper}`"), questions[q]
         assert questions[q]["graded_on_reference"] == [helper]
     assert not questions[helper].get("graded_on_reference")
+
+
+def test_without_the_reference_the_dependents_would_lose(monkeypatch):
+    """The isolation is what keeps the dependents' points: the same wrong helper with the suite's map emptied costs
+    SelfAttention and AttentionClassifier too (in process, as the catalogue grades)."""
+    from attnlab.grading.core.bundle import load_bundle
+    from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.diagnosis.mutants import student_with
+
+    bundle = load_bundle(ROOT / "autograder" / "lab05_self_attention")
+    (entry,) = [m for m in bundle.catalogue().mutants if m.name == "sdpa_no_scale"]
+    questions = ("scaled_dot_product_attention", "SelfAttention", "AttentionClassifier")
+    student = student_with(bundle.reference_code, entry)
+    isolated = run_suite(bundle.suite, student, bundle.reference, seed=0, questions=questions)
+    monkeypatch.setattr(bundle.suite, "graded_on_reference", {})
+    together = run_suite(bundle.suite, student, bundle.reference, seed=0, questions=questions)
+    for q in ("SelfAttention", "AttentionClassifier"):
+        assert isolated[q]["score"] == isolated[q]["max_score"]
+        assert isolated[q]["messages"][0].startswith("note: graded with the reference `scaled_dot_product_attention`")
+        assert together[q]["score"] < together[q]["max_score"] and "graded_on_reference" not in together[q]
+    assert isolated["scaled_dot_product_attention"] == together["scaled_dot_product_attention"]
