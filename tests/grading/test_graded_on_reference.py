@@ -56,6 +56,10 @@ def loops(x):
         attend(x, x, x)
     return x
 
+def too_large(x):  # two long sequences: a 200,000 x 200,000 score matrix
+    q = torch.zeros(1, 200_000, 1)
+    return attend(q, q, q)[0].shape
+
 def sends_an_object(x):
     return attend(x, x, torch.Generator())  # travels on the wire, refused by the grader
 '''.replace("LIMIT", str(MAX_CALLBACKS))
@@ -138,6 +142,9 @@ def test_the_grader_refuses_a_callback_for_a_name_not_bound(remote, ref):
     with pytest.raises(StudentError, match="only tensors and plain values"):  # and arguments that are objects
         with remote.graded_on_reference(["attend"], ref):
             remote.call("sends_an_object", x)
+    with pytest.raises(StudentError, match="would return 160,000,800,000 bytes"):  # before the reference runs
+        with remote.graded_on_reference(["attend"], ref):
+            remote.call("too_large", x)
     # a callback with no binding at all is refused too (the grader's side, as the read loop answers it)
     reply = ReferenceCalls({}).answer({"name": "attend", "kind": "forward", "args": [x, x, x], "kwargs": {}})
     assert reply["ok"] is False and "refused" in reply["error"]

@@ -5,7 +5,8 @@ that function, so that one mistake costs only its own question (``HiddenSuite(gr
 The reference's code never goes to the worker. There, the helper's name is bound to a proxy
 (``attnlab.grading.worker.reference_proxy``) that calls back in the middle of a request; ``ReferenceCalls`` answers
 those callbacks here, trusting nothing: only the names bound for the current test, at most ``MAX_CALLBACKS`` per test,
-arguments of tensors and plain values only (the frame's size is bounded by the wire). ``ReferenceCalls.used`` is what
+arguments of tensors and plain values only (the frame's size is bounded by the wire), and no output larger than a
+frame (checked on ``meta`` tensors before the reference runs on the data). ``ReferenceCalls.used`` is what
 the grader saw called, the only record the feedback believes. ``LocalStudent`` (in-process) binds the reference's
 function itself, wrapped by ``CountingCall``.
 """
@@ -17,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from attnlab.grading.worker.executor import tensor_leaves
+from attnlab.grading.worker.wire import MAX_FRAME_BYTES
 
 __all__ = ["ReferenceCalls", "CountingCall", "MAX_CALLBACKS", "reference_note"]
 
@@ -94,11 +96,30 @@ class ReferenceCalls:
             raise _Refused(f"`{name}` can be given only tensors and plain values (numbers, strings, None, lists of "
                            "them) while it is graded with the reference")
         fn = self.functions[name]
+        _check_size(name, fn, args, kwargs)
         if message["kind"] == "forward":
             self.used.add(name)
             with torch.no_grad():
                 return fn(*args, **kwargs)
         return _vjp(fn, args, kwargs, grad_outputs if isinstance(grad_outputs, list) else [])
+
+
+def _check_size(name: str, fn: Callable, args: list, kwargs: dict) -> None:
+    """Refuse a call whose output would not fit in a reply frame (a score matrix of 10^10 entries from two long
+    sequences), found by running the reference on ``meta`` tensors (shapes only, no data, no time); a reference that
+    cannot run on them (a data-dependent step) is not checked this way."""
+    def meta(v):
+        return torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v
+
+    try:
+        with torch.no_grad():
+            out = fn(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+        size = sum(t.numel() * t.element_size() for t in tensor_leaves(out))
+    except Exception:  # noqa: BLE001 - the real call says what is wrong
+        return
+    if size > MAX_FRAME_BYTES:
+        raise _Refused(f"`{name}` would return {size:,} bytes for these arguments, over the limit of "
+                       f"{MAX_FRAME_BYTES:,}: call it on smaller tensors")
 
 
 class _Refused(Exception):
