@@ -191,6 +191,7 @@ def _mutated_solution(tmp_path: Path, lab: str, old: str, new: str) -> Path:
 ])
 def test_a_wrong_helper_costs_only_its_own_question(tmp_path, lab, helper, old, new, dependents):
     res = grade_submission(ROOT / "autograder" / lab, _mutated_solution(tmp_path, lab, old, new))
+    assert res["isolation"]  # graded in the worker (sandboxed where the machine has bubblewrap, as CI does)
     questions = res["questions"]
     assert questions[helper]["score"] < questions[helper]["max_score"], questions[helper]
     for q, result in questions.items():
