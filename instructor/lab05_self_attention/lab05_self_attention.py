@@ -37,6 +37,12 @@
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
 #
+# **Each question graded on its own.** A question whose code calls an earlier graded function is graded with the
+# reference version of that function: `SelfAttention` and `AttentionClassifier` run with the reference
+# `scaled_dot_product_attention` (and the reference `causal_mask` and `padding_mask`) wherever your code calls them,
+# so a mistake there costs only its own question, and their feedback says "graded with the reference ...". A class
+# is not swapped: a mistake in your `SelfAttention` also costs `AttentionClassifier`, which is built on it.
+#
 # **Rules of this lab.**
 #
 # - Build attention by hand from matrix products and `torch.softmax`. `F.scaled_dot_product_attention`

@@ -42,6 +42,12 @@
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
 #
+# **Questions built on others.** `GPTBlock` is graded with your own `CausalSelfAttention` inside it, and `MiniGPT`
+# with your own `GPTBlock`: they are classes with parameters and a key-value cache, which the grader cannot yet swap
+# for the reference's (Labs 05 and 11 grade a question with the reference version of a *function* it calls). So a
+# mistake in `CausalSelfAttention` (a mask with the wrong triangle, say) also costs `GPTBlock` and `MiniGPT`: make
+# each class pass the notebook's checks before you build on it. `docs/CURRICULUM.md` says which questions are isolated.
+#
 # **Rules of this lab.**
 #
 # - You **may** use `F.scaled_dot_product_attention(q, k, v, is_causal=True)` in `CausalSelfAttention`:

@@ -39,6 +39,11 @@
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
 #
+# **Each question graded on its own.** A question whose code calls an earlier graded function is graded with the
+# reference version of that function: `PatchEmbedding` and `ViT` run with the reference `patchify` wherever your
+# code calls it, so a mistake there costs only `patchify`, and their feedback says "graded with the reference
+# `patchify`". A class is not swapped: a mistake in your `PatchEmbedding` also costs `ViT`, which is built on it.
+#
 # **Rules of this lab.**
 #
 # - This lab **gives** you Lab 07's `TransformerEncoderBlock` (and Lab 06's `MultiHeadAttention` inside it).

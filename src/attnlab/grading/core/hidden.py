@@ -29,6 +29,7 @@ import torch
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.policy import rule_costs, rules
 from attnlab.grading.worker.executor import StudentError
+from attnlab.grading.worker.reference_calls import reference_note
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,15 @@ class HiddenSuite:
     ``policy_questions``: the questions a breach of the course rules may cost (``grading/policy/rules.py`` describes the
     rules, once): each breach costs those of them it appears in or whose code uses it; None: every question;
     ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
-    ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words.
+    ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words. ``graded_on_reference``: question -> the graded
+    functions its code calls that its tests run with the reference's version (``worker/reference_calls.py``), so that
+    a mistake in one of them costs only its own question.
     """
 
-    def __init__(self, lab: str, policy_questions=None, allowed_imports=()):
+    def __init__(self, lab: str, policy_questions=None, allowed_imports=(), graded_on_reference=None):
         self.lab = lab
         self.allowed_imports = tuple(allowed_imports)
+        self.graded_on_reference = {q: tuple(names) for q, names in (graded_on_reference or {}).items()}
         self.tests: list[HiddenTest] = []
         self.policy_questions = None if policy_questions is None else tuple(policy_questions)
 
@@ -94,6 +98,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
     forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
+    on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -106,7 +111,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             set_deadline(None if test_timeout is None else start + test_timeout)
         passed, message, forbidden = False, "", None
         try:
-            test.func(student, ref, rng)
+            _run_test(suite, test, student, ref, rng, on_reference)
             passed = True
         except AssertionError as exc:
             message = str(exc) or "assertion failed"
@@ -129,11 +134,29 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
+    for q, used in on_reference.items():
+        if used and q in results:
+            results[q]["messages"].insert(0, reference_note(used))
+            results[q][fields.ON_REFERENCE] = sorted(used)
     forbidden_costs_question(results, forbidden_met, student)
     found = apply_policy(suite, results, rules.student_cells(student))
     if review is not None:
         review.extend(found)
     return results
+
+
+def _run_test(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_reference: dict) -> None:
+    """Run one test, with the reference's version of the functions its question builds on where the suite says so
+    and the student supports it (``StudentAPI.graded_on_reference``); records in ``on_reference`` those called."""
+    names = suite.graded_on_reference.get(test.question, ())
+    if not names or not hasattr(student, "graded_on_reference"):
+        test.func(student, ref, rng)
+        return
+    with student.graded_on_reference(names, ref) as used:
+        try:
+            test.func(student, ref, rng)
+        finally:
+            on_reference.setdefault(test.question, set()).update(used)
 
 
 def forbidden_costs_question(results: dict[str, dict], met: dict[str, list], student) -> None:

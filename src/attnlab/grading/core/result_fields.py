@@ -26,6 +26,7 @@ MISTAKE, ENTRY, HINT = "mistake", "entry", "hint"
 FAILED = "failed"
 FORBIDDEN = "forbidden"  # a question's failed tests that failed on a lab's forbidden function (rules.ForbiddenUse)
 NOT_WRITTEN = "not_written"
+ON_REFERENCE = "graded_on_reference"  # the reference functions a question's tests ran its code with (hidden.py)
 
 # Problem categories (``result["problems"][i]["category"]``):
 TIMEOUT = "timeout"  # the submission ran past its overall time, or a request past its limit
@@ -69,13 +70,14 @@ def categories(result) -> set[str]:
 
 
 def clean_question_fields(q: dict) -> dict:
-    """The structured fields of one question's result (``mistake``, ``failed``, ``forbidden``, ``not_written``),
+    """The structured fields of one question's result (``mistake``, ``failed``, ``forbidden``, ``graded_on_reference``,
+    ``not_written``),
     well-formed only."""
     out: dict = {}
     mistake = q.get(MISTAKE)
     if isinstance(mistake, dict) and isinstance(mistake.get(HINT), str) and isinstance(mistake.get(ENTRY, ""), str):
         out[MISTAKE] = {ENTRY: mistake.get(ENTRY, ""), HINT: mistake[HINT]}
-    for key in (FAILED, FORBIDDEN):
+    for key in (FAILED, FORBIDDEN, ON_REFERENCE):
         names = q.get(key)
         if isinstance(names, (list, tuple)) and all(isinstance(t, str) for t in names):
             out[key] = list(names)

@@ -151,6 +151,8 @@ class Recorder(StudentAPI):
     def source(self, name: str | None = None) -> str | None:
         return self.inner.source(name)
 
+    graded_on_reference = property(lambda self: self.inner.graded_on_reference)  # the inner's (hidden.run_suite)
+
     def _op(self, op: str, **payload) -> Any:
         try:
             value = self.inner._op(op, **payload)
@@ -376,15 +378,12 @@ def name_mistakes(bundle, recorder: Recorder, questions: dict, *, budget_s: floa
 
 def _own_mistakes_only(hints: dict, questions: dict, student) -> dict:
     """The hints of questions whose own code is the likely cause: a question whose definition calls another graded
-    name that also lost points fails the way the helper's mistake makes it fail, so naming a mistake there would
-    blame code that may be right; its hint is left out (the helper's question names the mistake)."""
+    name that also lost points (and was not graded with the reference's, ``result_fields.ON_REFERENCE``) fails the way
+    the helper's mistake makes it fail: its hint is left out (the helper's question names the mistake)."""
     failed = {q for q, r in questions.items() if r["score"] < r["max_score"]}
-    kept = {}
-    for question, hint in hints.items():
-        source = student.source(question) or ""
-        if not any(other != question and re.search(rf"\b{re.escape(other)}\b", source) for other in failed):
-            kept[question] = hint
-    return kept
+    return {question: hint for question, hint in hints.items() if not any(
+        re.search(rf"\b{re.escape(other)}\b", student.source(question) or "")
+        for other in failed - {question, *questions.get(question, {}).get(fields.ON_REFERENCE, ())})}
 
 
 def _not_written_lines(messages: list[str]) -> list[str]:

@@ -23,6 +23,7 @@ test always sees plain tensors, tuples, lists and JSON values, whoever produced 
 from __future__ import annotations
 
 import ast
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,8 @@ import torch
 
 from attnlab.grading.worker import wire
 from attnlab.grading.worker.deferred_imports import deferring_builtins
-from attnlab.grading.worker.executor import Executor, StudentError
+from attnlab.grading.worker.executor import ABSENT, Executor, StudentError
+from attnlab.grading.worker.reference_calls import CountingCall
 from attnlab.grading.worker.wire import ObjectHandle
 
 __all__ = ["StudentAPI", "ObjectRef", "Result", "LocalStudent", "StudentError",
@@ -98,6 +100,26 @@ class StudentAPI:
 
     def source(self, name: str | None = None) -> str | None:
         """The source of definition ``name`` (None: all code), or None when unknown."""
+        raise NotImplementedError
+
+    @contextmanager
+    def graded_on_reference(self, names, ref: "LocalStudent"):
+        """For one test: the student's code calls the reference's version of each of ``names`` (``reference_calls``);
+        yields the set of those names that were called (filled as the test runs). The student's own bindings come
+        back afterwards, whatever happened."""
+        used = self._bind_reference({name: ref.function(name) for name in names if ref.has(name)})
+        try:
+            yield used
+        finally:
+            try:
+                self._unbind_reference()
+            except StudentError:  # the worker died: the next test starts a fresh one, with the student's own code
+                pass
+
+    def _bind_reference(self, functions: dict) -> set:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _unbind_reference(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def call(self, name: str, *args, grad: bool = False, grad_outputs=None, **kwargs) -> Result:
@@ -190,6 +212,26 @@ class LocalStudent(StudentAPI):
         namespace = trusted_namespace()
         exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - trusted code only
         return cls(namespace, code)
+
+    def function(self, name: str) -> Any:
+        """The object ``name`` is bound to (trusted code: the reference's function, for ``graded_on_reference``)."""
+        return self.executor.namespace[name]
+
+    def _bind_reference(self, functions: dict) -> set:
+        used: set = set()
+        namespace, self._rebound = self.executor.namespace, {}
+        for name, fn in functions.items():
+            self._rebound[name] = namespace.get(name, ABSENT)
+            namespace[name] = CountingCall(name, fn, used)
+        return used
+
+    def _unbind_reference(self) -> None:
+        for name, own in getattr(self, "_rebound", {}).items():
+            if own is ABSENT:
+                self.executor.namespace.pop(name, None)
+            else:
+                self.executor.namespace[name] = own
+        self._rebound = {}
 
     def _op(self, op: str, **payload) -> Any:
         payload = wire.roundtrip(payload)  # the callee never shares tensors with the test

@@ -14,6 +14,8 @@ import torch
 
 from attnlab.grading.worker.wire import ObjectHandle
 
+ABSENT = object()  # a name the student never defined
+
 
 class StudentError(Exception):
     """Student code is missing, raised an exception, or returned something unusable."""
@@ -71,6 +73,8 @@ class Executor:
         self.namespace = namespace
         self.objects: dict[int, Any] = {}
         self._ids = itertools.count(1)
+        self.proxy = None  # name -> a stand-in calling the grader back (process.main: reference_proxy.ReferenceProxy)
+        self._rebound: dict[str, Any] = {}  # name -> the student's own binding (ABSENT: none) while a proxy stands in
 
     # -- lookup ---------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -231,9 +235,30 @@ class Executor:
                    for n in params}
         return in_grads, p_grads
 
+    # -- graded with the reference (reference_proxy.py, reference_calls.py) -----------------------------------
+    def bind_reference(self, names):
+        """Bind each of ``names`` to a proxy that asks the grader to run the reference's version (for one test)."""
+        if self.proxy is None:
+            raise StudentError("internal: this process cannot call the grader back")
+        self.unbind_reference()
+        for name in names:
+            self._rebound[str(name)] = self.namespace.get(str(name), ABSENT)
+            self.namespace[str(name)] = self.proxy(str(name))
+        return None
+
+    def unbind_reference(self):
+        """Restore the student's own bindings of the names ``bind_reference`` replaced."""
+        for name, own in self._rebound.items():
+            if own is ABSENT:
+                self.namespace.pop(name, None)
+            else:
+                self.namespace[name] = own
+        self._rebound = {}
+        return None
+
     # -- dispatch for the worker -----------------------------------------------------------------
     OPS = ("has", "call", "create", "state_dict", "param_shapes", "load_state_dict", "to", "module_call",
-           "get_attr")
+           "get_attr", "bind_reference", "unbind_reference")
 
     def dispatch(self, op: str, payload: dict) -> Any:
         if op not in self.OPS:

@@ -8,7 +8,9 @@ Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout
 ``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``, each error
 ``{"index", "line", "error"}``), then
 ``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
-``{"ok": False, "error": str}``. Nothing the worker sends is trusted beyond being data.
+``{"ok": False, "error": str}``. While a request runs, a reference proxy (``reference_proxy.py``) may send
+``{"callback": {...}}`` and read the grader's answer before the reply. Nothing the worker sends is trusted beyond
+being data.
 """
 
 from __future__ import annotations
@@ -114,10 +116,22 @@ def main() -> int:
 
     from attnlab.grading.outputs.safe_text import MAX_MESSAGES
     from attnlab.grading.worker.executor import Executor, StudentError
+    from attnlab.grading.worker.reference_proxy import ReferenceProxy
     from attnlab.grading.worker.wire import WireError, pack, read_frame
 
     namespace = _prepare_namespace()
     executor = Executor(namespace)
+
+    def callback(message):
+        """Ask the grader in the middle of a request (a reference proxy's call) and return its answer."""
+        try:
+            data = pack({"callback": message}, budget=True)
+        except WireError as exc:
+            raise TypeError(f"`{message.get('name')}` was given a value that cannot be sent to the grader: {exc}") from None
+        proto_out.write(data)
+        return read_frame(proto_in, budget=False)
+
+    executor.proxy = lambda name: ReferenceProxy(name, callback)
 
     def reply(message):
         try:

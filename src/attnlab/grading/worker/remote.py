@@ -17,6 +17,7 @@ from attnlab.grading.outputs.safe_text import MAX_MESSAGES, clip
 from attnlab.grading.worker import wire
 from attnlab.grading.worker.api import StudentAPI, definition_source
 from attnlab.grading.worker.executor import StudentError
+from attnlab.grading.worker.reference_calls import ReferenceCalls
 
 __all__ = ["RemoteStudent", "WorkerDied"]
 
@@ -70,6 +71,7 @@ class RemoteStudent(StudentAPI):
         self._loaded_once = False
         self._progress: tuple[list[int], int] | None = None  # (cells sent in this load, position reported)
         self._test_deadline: float | None = None  # end of the current test's time, see set_deadline
+        self._reference: ReferenceCalls | None = None  # the callbacks this test answers (graded_on_reference)
 
     def set_deadline(self, deadline: float | None) -> None:
         """Calls until ``deadline`` (time.monotonic) share what is left of it; None lifts it."""
@@ -77,6 +79,29 @@ class RemoteStudent(StudentAPI):
 
     def source(self, name: str | None = None) -> str | None:
         return definition_source(self.code, name)
+
+    def _bind_reference(self, functions: dict) -> set:
+        self._reference = calls = ReferenceCalls(functions)
+        try:
+            self._op("bind_reference", names=list(functions))
+        except StudentError:
+            self._unbind_reference()
+            raise
+        return calls.used
+
+    def _unbind_reference(self) -> None:
+        """Restore the student's own bindings, on the grader's time (also after a test that ran out of its own)."""
+        self._reference = None
+        if self.proc is None or self.dead_reason:  # a fresh worker holds the student's own bindings
+            return
+        deadline, self._test_deadline = self._test_deadline, None
+        try:
+            self._op("unbind_reference")
+        except StudentError:  # never left with the reference bound: the next call starts a fresh worker
+            self._stop()
+            raise
+        finally:
+            self._test_deadline = deadline
 
     def _give_up(self, reason: str, category: str = fields.WORKER_CRASH):
         self._stop()
@@ -151,6 +176,9 @@ class RemoteStudent(StudentAPI):
         if self.proc is None:
             began = time.monotonic()
             self.start()
+            if self._reference is not None:  # the test goes on with the reference bound in the fresh worker
+                self._request({"op": "bind_reference", "payload": {"names": list(self._reference.functions)}},
+                              self._timeout(self.call_timeout))
             if self._test_deadline is not None:  # restarting is the grader's time, not the test's
                 self._test_deadline += time.monotonic() - began
         timeout = self._timeout(self.call_timeout)
@@ -174,6 +202,10 @@ class RemoteStudent(StudentAPI):
             reply = self._read_frame(deadline, timeout)
             if isinstance(reply, dict) and set(reply) == {"progress"}:
                 self._on_progress(reply["progress"])
+                continue
+            if isinstance(reply, dict) and set(reply) == {"callback"}:  # the reference's answer, on the test's time
+                calls = self._reference or ReferenceCalls({})  # none bound: refused
+                self._write(wire.pack(calls.answer(reply["callback"])), deadline, timeout)
                 continue
             break
         if not isinstance(reply, dict) or "ok" not in reply:

@@ -1,0 +1,149 @@
+"""The grader's side of "graded with the reference": for the tests of a question that builds on another graded function
+(``SelfAttention`` on ``scaled_dot_product_attention``), the student's code is run with the reference's version of
+that function, so that one mistake costs only its own question (``HiddenSuite(graded_on_reference=...)``).
+
+The reference's code never goes to the worker. There, the helper's name is bound to a proxy
+(``attnlab.grading.worker.reference_proxy``) that calls back in the middle of a request; ``ReferenceCalls`` answers
+those callbacks here, trusting nothing: only the names bound for the current test, at most ``MAX_CALLBACKS`` per test,
+arguments of tensors and plain values only (the frame's size is bounded by the wire), and no output larger than a
+frame (checked on ``meta`` tensors before the reference runs on the data). ``ReferenceCalls.used`` is what
+the grader saw called, the only record the feedback believes. ``LocalStudent`` (in-process) binds the reference's
+function itself, wrapped by ``CountingCall``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from attnlab.grading.worker.executor import tensor_leaves
+from attnlab.grading.worker.wire import MAX_FRAME_BYTES
+
+__all__ = ["ReferenceCalls", "CountingCall", "MAX_CALLBACKS", "reference_note"]
+
+MAX_CALLBACKS = 10_000  # per test: a test makes a few dozen calls, each a handful of helper calls
+_PLAIN = (type(None), bool, int, float, str, torch.dtype)
+
+
+def reference_note(names) -> str:
+    """The feedback line of a question graded with the reference's ``names``."""
+    shown = ", ".join(f"`{n}`" for n in sorted(names))
+    return (f"note: graded with the reference {shown} where your code calls it, so that a mistake there costs only "
+            "its own question")
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Tensors and plain values (in lists, tuples and str-keyed dicts) only: no handle, generator or other object."""
+    if depth > 8:
+        return False
+    if isinstance(value, _PLAIN) or isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+class CountingCall:
+    """The reference's ``fn``, bound in an in-process student's namespace: records in ``used`` that it was called."""
+
+    def __init__(self, name: str, fn: Callable, used: set):
+        self.__name__ = self.__qualname__ = name
+        self.fn, self.used = fn, used
+
+    def __call__(self, *args, **kwargs):
+        self.used.add(self.__name__)
+        return self.fn(*args, **kwargs)
+
+
+class ReferenceCalls:
+    """Answers the worker's callbacks of one test: ``functions`` maps each bound name to the reference's function."""
+
+    def __init__(self, functions: dict[str, Callable]):
+        self.functions = dict(functions)
+        self.used: set[str] = set()
+        self.count = 0
+        self.refused: list[str] = []  # what the grader refused, in its words (tests, logs)
+
+    def answer(self, message: Any) -> dict:
+        """The reply to one callback frame's body: ``{"ok": True, "value": ...}`` or ``{"ok": False, ...}``."""
+        try:
+            return {"ok": True, "value": self._answer(message)}
+        except _Refused as exc:
+            self.refused.append(str(exc))
+            return {"ok": False, "error": str(exc), "type": "RuntimeError"}
+        except Exception as exc:  # noqa: BLE001 - the reference refused the student's arguments
+            return {"ok": False, "error": f"the reference `{message['name']}` raised {type(exc).__name__}: {exc}"[:500],
+                    "type": type(exc).__name__}
+
+    def _answer(self, message: Any) -> Any:
+        if not (isinstance(message, dict) and isinstance(message.get("name"), str)
+                and message.get("kind") in ("forward", "vjp") and isinstance(message.get("args"), list)
+                and isinstance(message.get("kwargs"), dict)):
+            raise _Refused("the grading process sent a malformed callback (did your code write to its pipes?)")
+        name = message["name"]
+        if name not in self.functions:
+            raise _Refused(f"your code asked the grader for the reference `{name[:60]}`, which this test does not "
+                           "grade on the reference: refused")
+        self.count += 1
+        if self.count > MAX_CALLBACKS:
+            raise _Refused(f"your code called `{name}` more than {MAX_CALLBACKS:,} times in one test: refused")
+        args, kwargs = message["args"], message["kwargs"]
+        grad_outputs = message.get("grad_outputs")
+        if not _plain(args) or not _plain(kwargs) or not (grad_outputs is None or _plain(grad_outputs)):
+            raise _Refused(f"`{name}` can be given only tensors and plain values (numbers, strings, None, lists of "
+                           "them) while it is graded with the reference")
+        fn = self.functions[name]
+        _check_size(name, fn, args, kwargs)
+        if message["kind"] == "forward":
+            self.used.add(name)
+            with torch.no_grad():
+                return fn(*args, **kwargs)
+        return _vjp(fn, args, kwargs, grad_outputs if isinstance(grad_outputs, list) else [])
+
+
+def _check_size(name: str, fn: Callable, args: list, kwargs: dict) -> None:
+    """Refuse a call whose output would not fit in a reply frame (a score matrix of 10^10 entries from two long
+    sequences), found by running the reference on ``meta`` tensors (shapes only, no data, no time); a reference that
+    cannot run on them (a data-dependent step) is not checked this way."""
+    def meta(v):
+        return torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v
+
+    try:
+        with torch.no_grad():
+            out = fn(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+        size = sum(t.numel() * t.element_size() for t in tensor_leaves(out))
+    except Exception:  # noqa: BLE001 - the real call says what is wrong
+        return
+    if size > MAX_FRAME_BYTES:
+        raise _Refused(f"`{name}` would return {size:,} bytes for these arguments, over the limit of "
+                       f"{MAX_FRAME_BYTES:,}: call it on smaller tensors")
+
+
+class _Refused(Exception):
+    """A callback the grader does not answer with the reference."""
+
+
+def _vjp(fn: Callable, args: list, kwargs: dict, grad_outputs: list) -> dict:
+    """The gradients of sum(output_i * grad_outputs_i) with respect to the floating-point tensor arguments."""
+    def floating(v):
+        return isinstance(v, torch.Tensor) and v.is_floating_point()
+
+    args = [a.detach().clone().requires_grad_(True) if floating(a) else a for a in args]
+    kwargs = {k: v.detach().clone().requires_grad_(True) if floating(v) else v for k, v in kwargs.items()}
+    with torch.enable_grad():
+        leaves = tensor_leaves(fn(*args, **kwargs))
+    if len(leaves) != len(grad_outputs):
+        raise _Refused(f"the backward callback sent {len(grad_outputs)} output gradients for {len(leaves)} outputs")
+    pairs = [(o, g) for o, g in zip(leaves, grad_outputs) if g is not None and o.requires_grad]
+    for o, g in pairs:
+        if not isinstance(g, torch.Tensor) or g.shape != o.shape:
+            raise _Refused("the backward callback sent an output gradient of the wrong shape")
+    targets = [a for a in args if floating(a)] + [v for v in kwargs.values() if floating(v)]
+    grads = iter(torch.autograd.grad(sum((o * g.to(o.dtype)).sum() for o, g in pairs), targets, allow_unused=True)
+                 if pairs and targets else [None] * len(targets))
+    out_args = [next(grads) if floating(a) else None for a in args]
+    out_kwargs = {k: next(grads) if floating(v) else None for k, v in kwargs.items()}
+    return {"args": out_args, "kwargs": out_kwargs}

@@ -1,0 +1,110 @@
+"""The worker's side of "graded with the reference": a proxy that stands, in the student's namespace and for one hidden
+test, for a graded helper (``scaled_dot_product_attention``) and asks the grader to run the reference's version.
+
+The proxy holds no solution content: it sends the call's arguments to the grader as a ``callback`` frame
+(``{"callback": {"name", "kind": "forward", "args", "kwargs"}}``, see ``attnlab.grading.worker.reference_calls``,
+which answers it) and returns the output the grader sends back. Gradients flow through a ``torch.autograd.Function``
+whose backward sends a second callback (``"kind": "vjp"``, the saved arguments and the output gradients) and returns
+the gradients of the tensor arguments the grader computed with the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from attnlab.grading.worker.executor import tensor_leaves
+
+__all__ = ["ReferenceProxy", "RaisedByReference"]
+
+# Exceptions of the reference the proxy raises again under their own type, so that student code sees the reference's
+# ValueError as one (anything else arrives as a RuntimeError carrying its text).
+_RERAISED = {cls.__name__: cls for cls in (ValueError, TypeError, RuntimeError, IndexError, KeyError, AssertionError)}
+
+
+class RaisedByReference(RuntimeError):
+    """The grader could not answer a callback (the reference raised, or the callback was refused)."""
+
+
+def _rebuild(structure: Any, leaves) -> Any:
+    """``structure`` (an output) with its tensors replaced, in ``tensor_leaves`` order, by the next of ``leaves``."""
+    if isinstance(structure, torch.Tensor):
+        return next(leaves)
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_rebuild(v, leaves) for v in structure)
+    if isinstance(structure, dict):
+        return {k: _rebuild(structure[k], leaves) for k in structure}
+    return structure
+
+
+def _float(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+class _Backward(torch.autograd.Function):
+    """Connects the grader's outputs to the tensor arguments: its backward asks the grader for the VJP."""
+
+    @staticmethod
+    def forward(ctx, proxy, call, outputs, *tensors):
+        ctx.proxy, ctx.call = proxy, call
+        ctx.save_for_backward(*tensors)
+        ctx.mark_non_differentiable(*[o for o in outputs if not _float(o)])
+        return tuple(o.clone() for o in outputs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        args, kwargs, slots = ctx.call
+        tensors = ctx.saved_tensors
+        args, kwargs = list(args), dict(kwargs)
+        for slot, t in zip(slots, tensors):
+            if isinstance(slot, int):
+                args[slot] = t
+            else:
+                kwargs[slot] = t
+        grads = ctx.proxy.ask("vjp", args, kwargs, [g if _float(g) else None for g in grad_outputs])
+        by_slot = {**dict(enumerate(grads.get("args", []))), **grads.get("kwargs", {})}
+        return (None, None, None, *[by_slot.get(s) for s in slots])
+
+
+class ReferenceProxy:
+    """Stands for the graded function ``name``; ``callback(message) -> reply`` talks to the grader (the worker's
+    pipes). ``reply`` is ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": str, "type": str}``."""
+
+    def __init__(self, name: str, callback: Callable[[dict], Any]):
+        self.__name__ = self.__qualname__ = name
+        self.callback = callback
+
+    def ask(self, kind: str, args: list, kwargs: dict, grad_outputs=None) -> Any:
+        message = {"name": self.__name__, "kind": kind, "args": [_detached(a) for a in args],
+                   "kwargs": {k: _detached(v) for k, v in kwargs.items()}}
+        if grad_outputs is not None:
+            message["grad_outputs"] = list(grad_outputs)
+        reply = self.callback(message)
+        if not isinstance(reply, dict) or "ok" not in reply:
+            raise RaisedByReference(f"the grader sent no answer for the reference `{self.__name__}`")
+        if not reply["ok"]:
+            raise _RERAISED.get(str(reply.get("type")), RaisedByReference)(str(reply.get("error", "")))
+        return reply.get("value")
+
+    def __call__(self, *args, **kwargs):
+        output = self.ask("forward", list(args), kwargs)
+        leaves = tensor_leaves(output)
+        slots = [i for i, a in enumerate(args) if _float(a)] + [k for k, v in kwargs.items() if _float(v)]
+        tensors = [args[s] if isinstance(s, int) else kwargs[s] for s in slots]
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors) and any(map(_float, leaves))):
+            return output
+        plain = ([None if i in slots else a for i, a in enumerate(args)],
+                 {k: None if k in slots else v for k, v in kwargs.items()}, slots)
+        connected = _Backward.apply(self, plain, leaves, *tensors)
+        return _rebuild(output, iter(connected))
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
