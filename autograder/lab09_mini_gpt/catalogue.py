@@ -901,7 +901,21 @@ MUTANTS += [
           "when the cache is full, drops its oldest position instead of refilling (stale positions)",
           hint=("when the context is full, every position shifts by one, so every cached key was computed at an old "
                 "position: dropping the oldest one is not enough, the cache must be rebuilt from the cropped context"),
-                loses=(0.01, 0.55)),
+                loses=PART),
+    Entry("generate_cache_feeds_whole_context", "generate", _IMPORTS + '''
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
+    for _ in range(max_new_tokens):
+        model.reset_cache()
+        logits, _ = model(idx[:, -model.block_size:], use_cache=use_cache)
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+    model.reset_cache()
+    return idx
+''', "with use_cache=True empties the cache and feeds the whole cropped context at every step: the right tokens, "
+          "none of the cache's savings",
+          hint="with the cache, feed the model only the tokens its cache lacks: the cropped prompt once, then the one "
+               "token just drawn (empty the cache and refill it only when it is full)", loses=PART),
     Entry("generate_cache_no_reset_at_start", "generate", _generate_cached(_REFILL, reset_at_start=False),
           "never empties the cache at the start or the end: a second call reuses the first call's cache",
           hint="call model.reset_cache() at the start of generate (and at the end): the model may hold another "

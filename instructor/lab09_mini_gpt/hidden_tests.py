@@ -32,6 +32,10 @@ What the narrow interface cannot carry, and how the tests work around it:
   (greedy decoding on the logits of the student's own model, fetched through the narrow interface), so a
   ``generate`` that changes the model cannot make its own check agree, and a wrong ``MiniGPT`` does not cost the
   ``generate`` points twice, as long as its forward runs.
+- what ``generate(..., use_cache=True)`` feeds the model: the test records the model's forward calls
+  (``record_forward``, ``forward_calls``: the shape of each call's ``idx``, and ``use_cache``) and checks them against
+  the contract (the cropped prompt, then one token per step, the cropped context again when the cache is full;
+  ``expected_feeds``). The record is made in the student's process: evidence of what the code did, never proof.
 - the tokenizer is built by name; its ``encode``, ``decode`` and ``vocab_size`` are read through the object.
 
 Tolerances: ``checks.tolerance``, scaled by the size of the values and the depth of the computation (``CSA_DEPTH``,
@@ -971,6 +975,53 @@ def assert_cache_emptied(s_mod, what: str) -> None:
                          "end (and at the start: the model may hold another call's cache)")
 
 
+def expected_feeds(t0: int, new: int, block_size: int) -> list[int]:
+    """How many tokens generate(..., use_cache=True) feeds the model at each step, by the contract: the cropped
+    prompt, then the one token just drawn, and the cropped context again whenever the cache is full."""
+    lengths, cached = [], 0
+    for step in range(new):
+        if step == 0:
+            n = cached = min(t0, block_size)
+        elif cached + 1 > block_size:  # full: the window slides, the cache is refilled
+            n = cached = block_size
+        else:
+            n, cached = 1, cached + 1
+        lengths.append(n)
+    return lengths
+
+
+def fed(call) -> tuple | None:
+    """One recorded forward call (from the student's process: its form is checked) as (shape of idx, use_cache)."""
+    args, kwargs = (call.get("args"), call.get("kwargs")) if isinstance(call, dict) else (None, None)
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        return None
+    idx = args[0] if args else kwargs.get("idx")
+    use_cache = kwargs.get("use_cache", args[2] if len(args) > 2 else False)
+    shape = idx.get("tensor") if isinstance(idx, dict) else None
+    return (shape, use_cache) if isinstance(shape, list) else None
+
+
+def generate_fed_only_new(student, s_mod, idx, new: int, block_size: int, **kwargs):
+    """generate(model, idx, new, use_cache=True, ...) with the model's forward calls recorded (in the student's
+    process: evidence of what the code did); the calls must feed only the tokens the cache lacks. Returns the output,
+    for the caller to check the tokens first."""
+    s_mod.record_forward()
+    out = call_generate(student, s_mod, idx, new, use_cache=True, **kwargs)
+    calls = [fed(call) for call in s_mod.forward_calls()]
+    want = expected_feeds(idx.shape[1], new, block_size)
+    b = idx.shape[0]
+    assert all(c is not None and c[1] is True for c in calls), (
+        f"generate(model, idx, {new}, use_cache=True) called the model without use_cache=True (or not as "
+        "model(idx, use_cache=True)): with the cache, every call of the model passes use_cache=True")
+    got = [c[0][1] if len(c[0]) == 2 and c[0][0] == b else tuple(c[0]) for c in calls]
+    return out, (got == want, (f"generate(model, idx of {idx.shape[1]} tokens, {new}, use_cache=True) with "
+                               f"block_size={block_size} fed the model T = {got[:16]} tokens per call, expected "
+                               f"{want[:16]}: with the cache, feed only the tokens the cache lacks (the cropped prompt, "
+                               "then the token just drawn), and the cropped context idx[:, -block_size:] only when the "
+                               "cache is full: emptying the cache and feeding the whole context at every step gives "
+                               "the right tokens but none of the cache's savings"))
+
+
 @suite.test(GEN, points=2)
 def generate_cache_greedy_past_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
@@ -980,10 +1031,12 @@ def generate_cache_greedy_past_block_size(student, ref, rng):
     assert_cache_emptied(s_mod, "generate(model, idx[:, :1], 1, use_cache=True)")
     s_mod.call(idx[:, :1], use_cache=True)  # a cache left by someone else: generate must empty it first
     for _ in range(2):  # twice on the same model: a cache left by the first call must not leak into the second
-        out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0, use_cache=True)
+        out, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, block_size + 5, block_size,
+                                                           temperature=0.0)
         assert_same_tokens(out, want, f"generate(model, idx, {block_size + 5}, temperature=0, use_cache=True) with "
                                       f"block_size={block_size}")
         assert_cache_emptied(s_mod, f"generate(model, idx, {block_size + 5}, use_cache=True)")
+        assert fed_ok, fed_message
     long_prompt = torch.randint(12, (2, block_size + randint(rng, 1, 4)), generator=rng)
     want = greedy_expected(s_mod, long_prompt, 3, block_size)
     out = call_generate(student, s_mod, long_prompt, 3, temperature=0.0, use_cache=True)
@@ -999,7 +1052,8 @@ def generate_cache_same_samples(student, ref, rng):
     seed = randint(rng, 0, 2**30)
     plain = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
                           generator=torch.Generator().manual_seed(seed))
-    cached = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
-                           generator=torch.Generator().manual_seed(seed), use_cache=True)
+    cached, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, 2 * block_size, block_size,
+                                                          temperature=1.0, generator=torch.Generator().manual_seed(seed))
     assert_same_tokens(cached, plain, f"generate(..., temperature=1, use_cache=True) with the same generator seed, "
                                       f"block_size={block_size}")
+    assert fed_ok, fed_message
