@@ -348,7 +348,7 @@ def padding_mask(lengths, max_len):
     Entry("selfattention_ignores_mask", "SelfAttention", _self_attention(
         "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x))"),
           "accepts a mask but never passes it on",
-      hint="your SelfAttention seems to ignore its mask: pass mask on to scaled_dot_product_attention", loses=SLIP),
+      hint="your SelfAttention seems to ignore its mask: pass mask on to scaled_dot_product_attention", loses=PART),
     Entry("selfattention_swapped_dk_dv", "SelfAttention", _self_attention(
         signature="d_model, d_v=None, d_k=None, bias=True"),
           "the signature lists d_v before d_k: positional arguments land in the wrong place",

@@ -330,7 +330,7 @@ def get_batch(data, block_size, batch_size, generator=None):
         return x + self.mlp(self.ln2(x))
 '''), "use_cache not passed on to attn: with the cache, each new token sees no earlier token",
           hint="with use_cache=True your block's attention never reads its cache: the block must hand use_cache "
-               "on to attn", loses=SLIP),
+               "on to attn", loses=PART),
     Entry("block_relu", "GPTBlock", _IMPORTS + '''
 class GPTBlock(nn.Module):
     def __init__(self, d_model, num_heads, block_size, dropout=0.0):
@@ -852,7 +852,7 @@ MUTANTS += [
             ids = bpe_merge(ids, pair, new_id)
         return ids
 '''), "trains with the pre-split but encodes the whole text as one chunk (merges applied across chunks)",
-          hint="encode must split the text with GPT2_SPLIT_PATTERN too and merge inside each chunk only", loses=SLIP),
+          hint="encode must split the text with GPT2_SPLIT_PATTERN too and merge inside each chunk only", loses=PART),
     Entry("bpe_tok_ties_last", "BPETokenizer",
           _bpe(_bpe_train(_BPE_OK_CHUNKS, pick="max(reversed(list(counts)), key=counts.get)")),
           "on ties takes the pair counted last",
@@ -871,7 +871,7 @@ MUTANTS += [
         out = F.scaled_dot_product_attention(q, k, v, is_causal=past == 0)'''),
           "no mask once something is cached: right for one new token, wrong for several",
           hint=("with several new tokens after the cache, each may see only the keys up to its own position: yours "
-                "lets them see later new tokens"), loses=SLIP),
+                "lets them see later new tokens"), loses=PART),
     Entry("csa_cache_keeps_only_new", "CausalSelfAttention", _csa_cached('''        if use_cache:
             new_k, new_v = k, v
             if self.cache is not None:
@@ -886,21 +886,35 @@ MUTANTS += [
             x = block(x, use_cache=use_cache)'''),
           "positions always start at 0, also after the cached tokens",
           hint="with the cache, the new tokens' positions start at cache_length(): pos_emb(arange(T_past, T_past + T))",
-          loses=SLIP),
+          loses=PART),
     Entry("gpt_cache_not_passed_on", "MiniGPT", _gpt_cached('''
         past = self.cache_length() if use_cache else 0
         x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(past, past + T, device=idx.device)))
         for block in self.blocks:
             x = block(x)'''),
           "does not pass use_cache on to the blocks",
-          hint="pass use_cache on to every block (block(x, use_cache=use_cache))", loses=SLIP),
+          hint="pass use_cache on to every block (block(x, use_cache=use_cache))", loses=PART),
     Entry("generate_cache_slides_the_cache", "generate", _generate_cached('''
             for block in model.blocks:
                 block.attn.cache = tuple(t[:, :, 1:] for t in block.attn.cache)'''),
           "when the cache is full, drops its oldest position instead of refilling (stale positions)",
           hint=("when the context is full, every position shifts by one, so every cached key was computed at an old "
                 "position: dropping the oldest one is not enough, the cache must be rebuilt from the cropped context"),
-                loses=(0.01, 0.55)),
+                loses=PART),
+    Entry("generate_cache_feeds_whole_context", "generate", _IMPORTS + '''
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=False):
+    for _ in range(max_new_tokens):
+        model.reset_cache()
+        logits, _ = model(idx[:, -model.block_size:], use_cache=use_cache)
+        next_id = sample_next(logits[:, -1, :], temperature=temperature, top_k=top_k, generator=generator)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+    model.reset_cache()
+    return idx
+''', "with use_cache=True empties the cache and feeds the whole cropped context at every step: the right tokens, "
+          "none of the cache's savings",
+          hint="with the cache, feed the model only the tokens its cache lacks: the cropped prompt once, then the one "
+               "token just drawn (empty the cache and refill it only when it is full)", loses=PART),
     Entry("generate_cache_no_reset_at_start", "generate", _generate_cached(_REFILL, reset_at_start=False),
           "never empties the cache at the start or the end: a second call reuses the first call's cache",
           hint="call model.reset_cache() at the start of generate (and at the end): the model may hold another "

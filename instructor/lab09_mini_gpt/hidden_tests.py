@@ -5,17 +5,19 @@ pure-Python tokenizer and BPE answers computed here, ``nn.MultiheadAttention`` a
 same weights, the reference (the solution's code) on the same randomised weights (LayerNorm included), and,
 for sampling, the softmax the samples should follow. A blank notebook scores 0.
 
-Questions and points (42 in all):
+Questions and points (56 in all):
 
     CharTokenizer         3
     bpe_pair_counts       2
     bpe_merge             3
+    BPETokenizer          6
     get_batch             3
-    CausalSelfAttention   7
-    GPTBlock              5
-    MiniGPT               8
+    CausalSelfAttention  10     the key-value cache 4
+    GPTBlock              5     the cache passed on to attn 2
+    MiniGPT              10     the cache's positions 3
     sample_next           6
-    generate              5     on the student's own MiniGPT, passed to generate as an object built by create
+    generate              8     on the student's own MiniGPT, passed to generate as an object built by create;
+                                the cache 3 (the tokens, and what the model is fed)
 
 What the narrow interface cannot carry, and how the tests work around it:
 
@@ -32,6 +34,10 @@ What the narrow interface cannot carry, and how the tests work around it:
   (greedy decoding on the logits of the student's own model, fetched through the narrow interface), so a
   ``generate`` that changes the model cannot make its own check agree, and a wrong ``MiniGPT`` does not cost the
   ``generate`` points twice, as long as its forward runs.
+- what ``generate(..., use_cache=True)`` feeds the model: the test records the model's forward calls
+  (``record_forward``, ``forward_calls``: the shape of each call's ``idx``, and ``use_cache``) and checks them against
+  the contract (the cropped prompt, then one token per step, the cropped context again when the cache is full;
+  ``expected_feeds``). The record is made in the student's process: evidence of what the code did, never proof.
 - the tokenizer is built by name; its ``encode``, ``decode`` and ``vocab_size`` are read through the object.
 
 Tolerances: ``checks.tolerance``, scaled by the size of the values and the depth of the computation (``CSA_DEPTH``,
@@ -322,7 +328,7 @@ def causal_attention_expected(state: dict, x: torch.Tensor, h: int) -> torch.Ten
         return mha(x, x, x, attn_mask=blocked, need_weights=False)[0]
 
 
-@suite.test(CSA, points=2)
+@suite.test(CSA, points=1)
 def csa_equals_torch_mha_float64(student, ref, rng):
     for d, h, block_size, t in ((16, 4, 8, 8), (12, 3, 10, 6), (8, 1, 5, 5)):
         s_mod, r_mod = checks.build_pair(student, ref, CSA, d, h, block_size, rng=rng, dtype=F64)
@@ -379,7 +385,7 @@ def block_expected(state: dict, x: torch.Tensor, h: int) -> torch.Tensor:
     return x + hidden @ state["mlp.2.weight"].T + state["mlp.2.bias"]
 
 
-@suite.test(BLOCK, points=2)
+@suite.test(BLOCK, points=1)
 def block_pre_norm_formula_float64(student, ref, rng):
     for d, h, t in ((16, 4, 8), (12, 2, 5)):
         s_mod, r_mod = checks.build_pair(student, ref, BLOCK, d, h, t, rng=rng, dtype=F64)
@@ -405,7 +411,7 @@ def block_float32_dropout_eval(student, ref, rng):
                                depth=BLOCK_DEPTH, name="GPTBlock(32, 4, dropout=0.2) in eval mode (float32)")
 
 
-@suite.test(BLOCK, points=1)
+@suite.test(BLOCK, points=2)
 def block_cache_goes_on_to_attn(student, ref, rng):
     """Fed chunk by chunk with use_cache=True, the block's outputs are those of the full causal pass."""
     d, h, t = 16, 4, 7
@@ -464,7 +470,7 @@ def gpt_without_targets(student, ref, rng):
     assert s.output[1] is None, "without targets the loss should be None"
 
 
-@suite.test(GPT, points=2)
+@suite.test(GPT, points=1)
 def gpt_weight_tying(student, ref, rng):
     s_mod, r_mod = gpt_pair(student, ref, rng, *GPT_SMALL)
     state = s_mod.state_dict()
@@ -822,6 +828,19 @@ def bpe_tokenizer_merges_and_ids_match_reference(student, ref, rng):
         assert got == [256, 99, 257, 257], (
             f"encode('abcbcbc') after learning ab -> 256 then bc -> 257 gave {got}, expected [256, 99, 257, 257]: "
             "apply the merges in the order they were learned (ab first), not the pair most frequent in the text")
+    # Chunks: runs of three spaces teach (32, 32) inside the white-space chunk ('  ' before ' dog'); in the probe's
+    # runs of four and five spaces the last space starts the next word's chunk (' big'), so an encode that applies
+    # the merges to the whole text joins spaces of two chunks and gets other ids than the chunk-by-chunk encode.
+    text = "dog   dog   big   dog"
+    tok, merges = student_bpe(student, text, 256 + 8)
+    if merges == bpe_train_expected(text, 256 + 8):
+        probe = "dog    big     dog  dog"
+        got = int_list(tok.call(probe, method="encode").output, "BPETokenizer.encode")
+        want = bpe_encode_expected(probe, merges)
+        assert got == want, (
+            f"encode({probe!r}) after training on {text!r} gave {got}, expected {want}: split the text with "
+            "GPT2_SPLIT_PATTERN first and merge inside each chunk only ('   ' and ' big' are two chunks: the space "
+            "that starts ' big' is never merged with the spaces before it)")
 
 
 @suite.test("BPETokenizer", points=1)
@@ -909,7 +928,7 @@ def csa_cache_one_token_at_a_time(student, ref, rng):
     csa_cached_run(student, ref, rng, 8, 2, (1, 1, 1))
 
 
-@suite.test(CSA, points=1)
+@suite.test(CSA, points=2)
 def csa_cache_several_new_tokens(student, ref, rng):
     csa_cached_run(student, ref, rng, 12, 3, (2, 3, 1, randint(rng, 2, 4)))
 
@@ -945,7 +964,7 @@ def gpt_cached_logits(s_mod, idx: torch.Tensor, chunks: tuple[int, ...], full: t
         start += n
 
 
-@suite.test(GPT, points=2)
+@suite.test(GPT, points=3)
 def gpt_cache_positions_continue(student, ref, rng):
     s_mod, r_mod = gpt_pair(student, ref, rng, *GPT_SMALL)
     idx = torch.randint(13, (3, 8), generator=rng)
@@ -975,6 +994,55 @@ def assert_cache_emptied(s_mod, what: str) -> None:
                          "end (and at the start: the model may hold another call's cache)")
 
 
+def expected_feeds(t0: int, new: int, block_size: int) -> list[int]:
+    """How many tokens generate(..., use_cache=True) feeds the model at each step, by the contract: the cropped
+    prompt, then the one token just drawn, and the cropped context again whenever the cache is full."""
+    lengths, cached = [], 0
+    for step in range(new):
+        if step == 0:
+            n = cached = min(t0, block_size)
+        elif cached + 1 > block_size:  # full: the window slides, the cache is refilled
+            n = cached = block_size
+        else:
+            n, cached = 1, cached + 1
+        lengths.append(n)
+    return lengths
+
+
+def fed(call) -> tuple | None:
+    """One recorded forward call (from the student's process: its form is checked) as (shape of idx, use_cache)."""
+    args, kwargs = (call.get("args"), call.get("kwargs")) if isinstance(call, dict) else (None, None)
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        return None
+    idx = args[0] if args else kwargs.get("idx")
+    use_cache = kwargs.get("use_cache", args[2] if len(args) > 2 else False)
+    shape = idx.get("tensor") if isinstance(idx, dict) else None
+    return (shape, use_cache) if isinstance(shape, list) else None
+
+
+def generate_fed_only_new(student, s_mod, idx, new: int, block_size: int, **kwargs):
+    """generate(model, idx, new, use_cache=True, ...) with the model's forward calls recorded (in the student's
+    process: evidence of what the code did); the calls must feed only the tokens the cache lacks. Returns the output,
+    for the caller to check the tokens first."""
+    s_mod.record_forward()
+    out = call_generate(student, s_mod, idx, new, use_cache=True, **kwargs)
+    calls = [fed(call) for call in s_mod.forward_calls()]
+    if not calls:  # the tokens came right without the model's forward attribute (``MiniGPT.forward(model, ...)``
+        return out, (True, "")  # through the class): no evidence of the feeding either way, and none held against it
+    want = expected_feeds(idx.shape[1], new, block_size)
+    b = idx.shape[0]
+    assert all(c is not None and c[1] is True for c in calls), (
+        f"generate(model, idx, {new}, use_cache=True) called the model without use_cache=True (or not as "
+        "model(idx, use_cache=True)): with the cache, every call of the model passes use_cache=True")
+    got = [c[0][1] if len(c[0]) == 2 and c[0][0] == b else tuple(c[0]) for c in calls]
+    return out, (got == want, (f"generate(model, idx of {idx.shape[1]} tokens, {new}, use_cache=True) with "
+                               f"block_size={block_size} fed the model T = {got[:16]} tokens per call, expected "
+                               f"{want[:16]}: with the cache, feed only the tokens the cache lacks (the cropped prompt, "
+                               "then the token just drawn), and the cropped context idx[:, -block_size:] only when the "
+                               "cache is full: emptying the cache and feeding the whole context at every step gives "
+                               "the right tokens but none of the cache's savings"))
+
+
 @suite.test(GEN, points=2)
 def generate_cache_greedy_past_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
@@ -984,10 +1052,12 @@ def generate_cache_greedy_past_block_size(student, ref, rng):
     assert_cache_emptied(s_mod, "generate(model, idx[:, :1], 1, use_cache=True)")
     s_mod.call(idx[:, :1], use_cache=True)  # a cache left by someone else: generate must empty it first
     for _ in range(2):  # twice on the same model: a cache left by the first call must not leak into the second
-        out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0, use_cache=True)
+        out, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, block_size + 5, block_size,
+                                                           temperature=0.0)
         assert_same_tokens(out, want, f"generate(model, idx, {block_size + 5}, temperature=0, use_cache=True) with "
                                       f"block_size={block_size}")
         assert_cache_emptied(s_mod, f"generate(model, idx, {block_size + 5}, use_cache=True)")
+        assert fed_ok, fed_message
     long_prompt = torch.randint(12, (2, block_size + randint(rng, 1, 4)), generator=rng)
     want = greedy_expected(s_mod, long_prompt, 3, block_size)
     out = call_generate(student, s_mod, long_prompt, 3, temperature=0.0, use_cache=True)
@@ -1003,7 +1073,8 @@ def generate_cache_same_samples(student, ref, rng):
     seed = randint(rng, 0, 2**30)
     plain = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
                           generator=torch.Generator().manual_seed(seed))
-    cached = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
-                           generator=torch.Generator().manual_seed(seed), use_cache=True)
+    cached, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, 2 * block_size, block_size,
+                                                          temperature=1.0, generator=torch.Generator().manual_seed(seed))
     assert_same_tokens(cached, plain, f"generate(..., temperature=1, use_cache=True) with the same generator seed, "
                                       f"block_size={block_size}")
+    assert fed_ok, fed_message

@@ -240,6 +240,20 @@ def test_a_module_ref_is_passed_to_a_function_as_the_object(local, remote):
         remote.call("run_model", local.create("Scale", 2), torch.ones(2))
 
 
+def test_the_forward_calls_of_a_module_are_recorded_through_both_students(local, remote):
+    for api in (local, remote):
+        mod = api.create("Scale", 2)
+        api.call("run_model", mod, torch.ones(2))  # not recorded: before record_forward
+        mod.record_forward()
+        api.call("run_model", mod, torch.ones(3, 2))
+        mod.call(torch.ones(1, 2))
+        assert mod.forward_calls() == [{"args": [{"tensor": [3, 2]}], "kwargs": {}},
+                                       {"args": [{"tensor": [1, 2]}], "kwargs": {}}]
+        api.call("run_model", mod, torch.ones(2))
+        assert mod.forward_calls() == []  # the record stopped
+        assert api.call("run_model", mod, torch.ones(2)).output.tolist() == [2.0, 2.0]
+
+
 def test_remote_source_reads_the_trusted_code(remote):
     assert remote.source("double").endswith("return x + x")
     assert remote.source(None) == DEFS

@@ -350,3 +350,41 @@ def test_public_attributes_of_objects(ex):
     m = ex.create("Scale", [2])
     assert torch.equal(ex.get_attr(m, "weight"), torch.ones(2))  # a parameter comes back detached
     assert not ex.get_attr(m, "weight").requires_grad
+
+
+def test_forward_calls_are_recorded_while_a_function_uses_the_module(ex):
+    h = ex.create("Scale", [3])
+    module = ex.objects[h.id]
+    x = torch.ones(4, 3)
+    ex.call("apply_module", [h, x])  # before the record: not recorded
+    assert ex.dispatch("record_forward", {"handle": h}) is None
+    ex.call("apply_module", [h, x])
+    module.forward(x[:2])  # a direct call of forward is recorded too
+    calls = ex.dispatch("forward_calls", {"handle": h})
+    assert calls == [{"args": [{"tensor": [4, 3]}], "kwargs": {}}, {"args": [{"tensor": [2, 3]}], "kwargs": {}}]
+    assert "forward" not in module.__dict__  # the record stopped: the class's forward again
+    ex.call("apply_module", [h, x])
+    assert ex.forward_calls(h) == []  # nothing recorded once stopped
+    torch.testing.assert_close(ex.call("apply_module", [h, x])["output"], module.inner(x * module.weight).detach())
+
+
+def test_recorded_arguments_are_described_not_sent(ex):
+    ns_code = '''
+import torch
+class Echo(torch.nn.Module):
+    def forward(self, idx, targets=None, use_cache=False):
+        return idx
+'''
+    exec(ns_code, ex.namespace)
+    h = ex.create("Echo")
+    ex.record_forward(h)
+    ex.module_call(h, args=[torch.zeros(2, 5)], kwargs={"use_cache": True, "targets": None})
+    ex.module_call(h, args=[torch.zeros(1, 1), None, False])
+    ex.module_call(h, args=[torch.zeros(1, 1)], kwargs={"targets": object.__new__(Executor)})
+    calls = ex.forward_calls(h)
+    assert calls[0] == {"args": [{"tensor": [2, 5]}], "kwargs": {"use_cache": True, "targets": None}}
+    assert calls[1] == {"args": [{"tensor": [1, 1]}, None, False], "kwargs": {}}
+    assert calls[2]["kwargs"] == {"targets": {"type": "Executor"}}
+    plain = ex.create("Tokenizer", ["ab"])
+    with pytest.raises(StudentError, match="not an nn.Module"):
+        ex.record_forward(plain)

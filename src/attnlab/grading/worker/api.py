@@ -10,7 +10,9 @@ internals. They can only:
 - build any other object by name, call its public methods and read its public attributes (a tokenizer's
   ``encode`` and ``vocab_size``),
 - pass an object built by ``create`` to a function (``greedy_decode(model, ...)``): it stays in the
-  student's process, and the function receives the object itself.
+  student's process, and the function receives the object itself,
+- record what a module built by ``create`` is fed while a function uses it (``record_forward``, ``forward_calls``:
+  the shapes of its forward's arguments, call by call).
 
 Every value that comes back went through the wire format (``wire.roundtrip``), also in-process, so a
 test always sees plain tensors, tuples, lists and JSON values, whoever produced them.
@@ -165,6 +167,17 @@ class ObjectRef:
     def attr(self, name: str) -> Any:
         """The public attribute ``name`` of the object (a plain value or tensors: anything that can travel)."""
         return self.api._op("get_attr", handle=self.handle, name=name)
+
+    def record_forward(self) -> None:
+        """Record the calls of this module's forward from now on, until ``forward_calls``."""
+        self.api._op("record_forward", handle=self.handle)
+
+    def forward_calls(self) -> list:
+        """The forward calls recorded since ``record_forward`` (and the record stops): each a dict ``{"args": [...],
+        "kwargs": {...}}``, a tensor argument as ``{"tensor": shape}``. It comes from the student's process: a test
+        checks its form before it reads it, and takes it as evidence of what the code did, never as proof."""
+        calls = self.api._op("forward_calls", handle=self.handle)
+        return calls if isinstance(calls, list) else []
 
     def to(self, dtype) -> "ObjectRef":
         self.api._op("to", handle=self.handle, dtype=dtype)

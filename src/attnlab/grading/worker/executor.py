@@ -66,6 +66,16 @@ def _student_error(exc: BaseException, what: str) -> StudentError:
     return StudentError(f"{what} raised {type(exc).__name__}: {exc}{where}")
 
 
+def _described(value: Any) -> Any:
+    """An argument as a record of calls keeps it: a tensor as ``{"tensor": shape}``, a plain value as itself,
+    anything else as ``{"type": its type's name}``."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": [int(n) for n in value.shape]}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value if not isinstance(value, str) else value[:100]
+    return {"type": type(value).__name__}
+
+
 class Executor:
     """Executes calls against ``namespace``. Objects created by ``create`` live in ``self.objects``."""
 
@@ -75,6 +85,7 @@ class Executor:
         self._ids = itertools.count(1)
         self.proxy = None  # name -> a stand-in calling the grader back (process.main: reference_proxy.ReferenceProxy)
         self._rebound: dict[str, Any] = {}  # name -> the student's own binding (ABSENT: none) while a proxy stands in
+        self._recorded: dict[int, list] = {}  # object id -> the forward calls recorded (record_forward)
 
     # -- lookup ---------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -171,6 +182,40 @@ class Executor:
             raise _student_error(exc, f"`{type(obj).__name__}.{name}`") from None
         return _detach(value)
 
+    # -- what a module is fed (trusted code; evidence only: student code in this process can tamper with it) ------
+    MAX_RECORDED_CALLS = 1000
+
+    def record_forward(self, handle):
+        """Record the calls of the forward of a module built by ``create`` from now on (until ``forward_calls``):
+        each call's arguments described by ``_described`` (a tensor by its shape). Hidden tests observe with it what a
+        function fed a model (lab09's ``generate`` with the cache: only the tokens the cache lacks)."""
+        obj = self._module(handle)
+        self.forward_calls(handle)  # a record still running stops first
+        calls: list = []
+        inner = obj.forward  # the bound method (or an instance attribute the student set)
+
+        def recording_forward(*args, **kwargs):
+            if len(calls) < self.MAX_RECORDED_CALLS:
+                calls.append({"args": [_described(a) for a in args],
+                              "kwargs": {str(k): _described(v) for k, v in kwargs.items()}})
+            return inner(*args, **kwargs)
+
+        self._recorded[handle.id] = (calls, obj.__dict__.get("forward"), recording_forward)
+        object.__setattr__(obj, "forward", recording_forward)  # nn.Module.__call__ and model.forward both reach it
+        return None
+
+    def forward_calls(self, handle):
+        """The calls recorded since ``record_forward`` (oldest first; [] when none was), and the record stops: the
+        module's forward is what it was before (unless the student's code replaced it meanwhile)."""
+        obj = self._module(handle)
+        calls, before, wrapper = self._recorded.pop(handle.id, ([], None, None))
+        if wrapper is not None and obj.__dict__.get("forward") is wrapper:
+            if before is None:
+                del obj.__dict__["forward"]
+            else:
+                object.__setattr__(obj, "forward", before)
+        return calls
+
     # -- the one place that calls student code with tensors -------------------------------------------
     def _invoke(self, fn, what, args, kwargs, grad, grad_outputs, params):
         """Call ``fn``; the reply carries the tensor arguments as they are after the call (``inputs_after``),
@@ -258,7 +303,7 @@ class Executor:
 
     # -- dispatch for the worker -----------------------------------------------------------------
     OPS = ("has", "call", "create", "state_dict", "param_shapes", "load_state_dict", "to", "module_call",
-           "get_attr", "bind_reference", "unbind_reference")
+           "get_attr", "bind_reference", "unbind_reference", "record_forward", "forward_calls")
 
     def dispatch(self, op: str, payload: dict) -> Any:
         if op not in self.OPS:
