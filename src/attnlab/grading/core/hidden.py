@@ -28,6 +28,7 @@ import torch
 
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.policy import rule_costs, rules
+from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.executor import StudentError
 
 
@@ -50,6 +51,7 @@ class HiddenSuite:
 
     def __init__(self, lab: str, policy_questions=None, allowed_imports=()):
         self.lab = lab
+        self.watched_calls: tuple[str, ...] = ()  # set by load_suite: call_evidence.watched_names
         self.allowed_imports = tuple(allowed_imports)
         self.tests: list[HiddenTest] = []
         self.policy_questions = None if policy_questions is None else tuple(policy_questions)
@@ -89,11 +91,13 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
     after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
     to students that enforce it (``RemoteStudent.set_deadline``). ``review``: a list that gets one line per
-    construct of the graded cells that the course rules refuse (what a person must review).
+    construct of the graded cells that the course rules refuse (what a person must review), and one per question
+    whose tests ran a forbidden call that the source check did not find (``call_evidence.Tracker``).
     """
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
     forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
+    evidence = call_evidence.Tracker(student)  # what the worker saw run, per question
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -105,6 +109,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
         passed, message, forbidden = False, "", None
+        evidence.start()
         try:
             test.func(student, ref, rng)
             passed = True
@@ -117,6 +122,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             message = f"could not test your code: {type(exc).__name__}: {exc}"
         if set_deadline is not None:
             set_deadline(None)
+        evidence.stop(test.question)
         entry = results[test.question]
         if passed:
             entry["score"] += test.points
@@ -130,7 +136,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
     forbidden_costs_question(results, forbidden_met, student)
-    found = apply_policy(suite, results, rules.student_cells(student))
+    found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results)
     if review is not None:
         review.extend(found)
     return results
@@ -216,4 +222,5 @@ def _load_suite(path: Path) -> HiddenSuite:
     suite = getattr(module, "suite", None)
     if not isinstance(suite, HiddenSuite):
         raise TypeError(f"{path} must define `suite = HiddenSuite(...)`")
+    suite.watched_calls = call_evidence.suite_watch(path, module)  # what the worker watches run
     return suite
