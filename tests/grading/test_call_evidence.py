@@ -228,3 +228,41 @@ def test_grading_marks_for_review_a_forbidden_call_the_source_check_cannot_see(t
     assert any(p[fields.CATEGORY] == fields.RULE_BREACH and CALL in p["message"] for p in res[fields.PROBLEMS])
     others = [r for r in res["review"] if "simple_self_attention" not in r]
     assert others == [], others  # no other question ran it
+
+
+def test_the_otter_bridge_names_a_forbidden_call_by_its_cell_not_a_line_of_the_joined_source(tmp_path, monkeypatch):
+    """The issue's "found line 36": in the student's kernel (plain Otter), the line was counted in the joined source
+    of all graded cells; it is now the cell as the student sees it, and the line inside it."""
+    import torch
+    import torch.nn.functional as F
+
+    from attnlab.grading.bridges.otter_bridge import run_hidden_test
+
+    path = _planted_lab05(tmp_path)
+    monkeypatch.setenv("ATTNLAB_BUNDLE", str(load_course(ROOT).lab("lab05").autograder_dir))
+    monkeypatch.chdir(tmp_path)
+    cell = next("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                if "".join(c["source"]).startswith("def simple_self_attention"))
+    env = {"torch": torch, "F": F}
+    exec(cell, env)  # noqa: S102 - the planted cell, trusted here
+    with pytest.raises(AssertionError) as raised:
+        run_hidden_test(env, "simple_float64_batched_grad")
+    assert f"found in {SIMPLE}, line 3: .{SDPA}" in str(raised.value), str(raised.value)
+    assert "found line" not in str(raised.value)
+
+
+def test_lab05s_reference_and_variants_are_never_marked_and_the_library_mutant_is_confirmed():
+    """Every lab05 catalogue variant (and the reference) run as a notebook cell with the watch installed (in a process
+    of its own: ``catalogue_evidence.py``): nothing is marked for review; the mutant that calls the library gets the
+    evidence on the question the source check costs (every lab's mutants are measured by the same script)."""
+    from attnlab.grading.core.bundle import load_bundle
+
+    script = Path(__file__).with_name("catalogue_evidence.py")
+    lab_dir = load_course(ROOT).lab("lab05").autograder_dir
+    variants = [e.name for e in load_bundle(lab_dir).catalogue().variants]
+    out = subprocess.run([sys.executable, str(script), str(lab_dir), "all", ",".join([*variants, "sdpa_uses_library"])],
+                         capture_output=True, text=True, timeout=900, check=True)
+    found = json.loads(out.stdout.splitlines()[-1])
+    assert SDPA in found["watched"] and found["entries"] == len(variants) + 2, found
+    assert found["flagged"] == {}, found
+    assert set(found["confirmed"]) == {"sdpa_uses_library"} and SDPA in found["confirmed"]["sdpa_uses_library"]

@@ -228,7 +228,8 @@ class Tracker:
                 (f"; and {len(uses) - 5} more" if len(uses) > 5 else "")
             entry = results[question]
             if entry.get(fields.FORBIDDEN):  # the static check met it: the question is already costed
-                at = next((i for i, m in enumerate(entry["messages"]) if m.startswith("failed: ")), 0)
+                own = ("failed: the lab forbids", *(f"failed: {t}: " for t in entry[fields.FORBIDDEN]))
+                at = next((i for i, m in enumerate(entry["messages"]) if m.startswith(own)), 0)
                 entry["messages"][at] += f" (and the grading run saw it: {shown})"
                 continue
             text = (f"while its hidden tests ran, {shown}: a library call this lab forbids, which the check of "
