@@ -266,3 +266,36 @@ def test_lab05s_reference_and_variants_are_never_marked_and_the_library_mutant_i
     assert SDPA in found["watched"] and found["entries"] == len(variants) + 2, found
     assert found["flagged"] == {}, found
     assert set(found["confirmed"]) == {"sdpa_uses_library"} and SDPA in found["confirmed"]["sdpa_uses_library"]
+
+
+def _conv_suite() -> HiddenSuite:
+    """Two questions whose rule holds in their own code only (lab03's ``conv1d`` and ``causal_conv1d``)."""
+    suite = HiddenSuite("fake")
+    for question in ("conv", "causal"):
+        @suite.test(question, points=1, name=f"{question}_values_and_rule")
+        def values_and_rule(student, ref, rng, question=question):
+            student.run()
+            hits = rules.forbidden_uses_in(student, question, ["conv1d"])
+            if hits:
+                raise rules.ForbiddenUse(f"no F.conv1d; found {', '.join(hits)}", ["conv1d"], hits)
+    return suite
+
+
+@pytest.mark.parametrize(("source", "marked"), [
+    # conv's own line 2: conv is costed with the evidence; causal ran it through conv: conv's, not causal's
+    ("def conv(x):\n    return F.conv1d(x, x)\ndef causal(x):\n    return conv(x)\n", []),
+    # a helper on line 2, outside conv's own code: the source check of conv cannot see it; both tests ran it
+    ("def helper(x):\n    return F.conv1d(x, x)\ndef conv(x):\n    return helper(x)\ndef causal(x):\n    return conv(x)\n",
+     ["conv", "causal"]),
+])
+def test_a_call_at_a_line_the_source_check_found_is_not_marked_again(source, marked):
+    student = _FakeWorkerStudent(Use("torch.nn.functional.conv1d", 4, 2, 1), source)
+    student.cells = [{"index": 4, "source": source, "where": "the cell defining `conv`"}]
+    review: list[str] = []
+    res = run_suite(_conv_suite(), student, None, seed=0, review=review)
+    assert [r.split(": ")[0].rsplit(" ", 1)[-1] for r in review] == marked, review
+    if not marked:
+        assert res["conv"]["score"] == 0 and "the grading run saw it" in res["conv"]["messages"][0]
+        assert res["causal"]["score"] == 1 and not any("needs review" in m for m in res["causal"]["messages"])
+    else:
+        assert res["conv"]["score"] == res["causal"]["score"] == 1

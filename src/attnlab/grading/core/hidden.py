@@ -136,7 +136,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
     forbidden_costs_question(results, forbidden_met, student)
-    found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results)
+    found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results, forbidden_met)
     if review is not None:
         review.extend(found)
     return results

@@ -193,7 +193,8 @@ def describe(use: Use, cells: list[dict]) -> str:
 class Tracker:
     """What ``hidden.run_suite`` learns, test by test: the names each question's checks were asked about
     (``forbidden_calls.asked_names``) and the uses the worker reported while its tests ran (``RemoteStudent``'s
-    ``call_uses``, already checked). A student without a worker (``LocalStudent``) reports nothing."""
+    ``call_uses``, already checked). A student without a worker (``LocalStudent``) reports nothing. A question
+    whose tests all fail before reaching their check asks no name: it has lost those points already."""
 
     def __init__(self, student):
         inner = getattr(student, "inner", student)  # diagnose.Recorder wraps the student
@@ -214,14 +215,18 @@ class Tracker:
             key = use[:3]
             seen[key] = min(seen.get(key, 0) + use.count, MAX_COUNT)
 
-    def apply(self, results: dict[str, dict]) -> list[str]:
-        """Mark for review each question whose tests ran a call its checks forbid although its static check found
-        none (no points taken); add the evidence to the message of a question the static check already costs.
-        Returns one review line per marked question (and one for evidence the grader refused)."""
-        lines = []
+    def apply(self, results: dict[str, dict], met: dict[str, list]) -> list[str]:
+        """Mark for review each question whose tests ran a call its checks forbid at a line the static check did not
+        find (no points taken); add the evidence to the message of a question the static check already costs.
+        ``met``: question -> the ``ForbiddenUse`` its tests raised (their ``hits`` are the lines the check found: a
+        call there, reached from another question's code, is that question's, already costed). Returns one review
+        line per marked question (and one for evidence the grader refused)."""
+        lines, found = [], {hit for raised in met.values() for exc in raised for hit in exc.hits}
         for question, seen in self.seen.items():
             names = forbidden_calls.reaching(self.asked.get(question, ()))
             uses = [Use(*key, count) for key, count in seen.items() if key[0].rpartition(".")[2] in names]
+            if not results.get(question, {}).get(fields.FORBIDDEN):
+                uses = [u for u in uses if not any(hit.startswith(self._at(u)) for hit in found)]
             if not uses or question not in results:
                 continue
             shown = "; ".join(describe(u, self.cells) for u in uses[:5]) + \
@@ -241,3 +246,8 @@ class Tracker:
             lines.append(f"the grading process sent {refused} malformed report(s) of forbidden calls, ignored "
                          "(a person may check whether the notebook tampered with it)")
         return lines
+
+    def _at(self, use: Use) -> str:
+        """How the static check names the line of ``use`` (``forbidden_uses``, over ``rule_costs.student_cells``)."""
+        cell = next((c for c in self.cells if c.get("index") == use.cell), {})
+        return f"in {cell.get('where') or f'cell {use.cell}'}, line {use.line}: "
