@@ -299,3 +299,16 @@ def test_a_call_at_a_line_the_source_check_found_is_not_marked_again(source, mar
         assert res["causal"]["score"] == 1 and not any("needs review" in m for m in res["causal"]["messages"])
     else:
         assert res["conv"]["score"] == res["causal"]["score"] == 1
+
+
+def test_the_remote_student_keeps_only_checked_evidence_and_a_bounded_amount():
+    from attnlab.grading.worker.remote import RemoteStudent
+
+    student = RemoteStudent(None, CELLS, "", cell_timeout=1, load_timeout=1, call_timeout=1, watch=[SDPA])
+    good = {"call": CALL, "cell": 4, "line": 3, "count": 1}
+    student._take_evidence([good, {"call": CALL, "cell": 4, "line": 99, "count": 1}])
+    student._take_evidence(["x" * 10_000] * (call_evidence.MAX_USES + 1))  # too many entries: refused whole
+    assert student.call_uses == [Use(CALL, 4, 3, 1)] and student.call_uses_refused == 2
+    for _ in range(50):  # a worker repeating itself cannot grow the grader's record past its bound
+        student._take_evidence([good] * call_evidence.MAX_USES)
+    assert len(student.call_uses) == 10 * call_evidence.MAX_USES

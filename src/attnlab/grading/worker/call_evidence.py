@@ -96,13 +96,15 @@ class _State:
 def install(names: Iterable[str]) -> list[str]:
     """Wrap each watched callable in ``OWNERS`` (in the worker, before the student's cells run); returns what was
     wrapped (``torch.nn.functional.scaled_dot_product_attention``). Nothing is recorded until ``begin``."""
+    names = [n for n in list(names)[:MAX_WATCHED] if isinstance(n, str) and n.isidentifier()]
+    if not names:
+        return []
     import importlib
 
     import torch
 
     _State.module_call_file = torch.nn.modules.module.__file__
     wrapped = []
-    names = [n for n in list(names)[:MAX_WATCHED] if isinstance(n, str) and n.isidentifier()]
     for owner_name in OWNERS:
         try:
             owner = torch.Tensor if owner_name == "torch.Tensor" else importlib.import_module(owner_name)
