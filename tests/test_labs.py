@@ -101,6 +101,7 @@ def test_solution_notebook_scores_full_marks(lab):
         f"solution lost points: {failed} {result['errors']}"
     assert result["max_score"] == result["score"] + result.get("awaiting_points", 0.0)
     assert all(v["answer"].strip() for v in written.values()), "the solution's written answers were not found"
+    assert result["review"] == [], f"the solution was marked for review: {result['review']}"  # rules, call evidence
 
 
 @pytest.mark.parametrize("lab", LABS, ids=LAB_IDS)
@@ -113,6 +114,7 @@ def test_blank_student_notebook_scores_zero_saying_not_written_yet(lab):
               if not any(m.endswith("not written yet") for m in v["messages"])}
     assert not unsaid, f"questions of the blank notebook that do not say 'not written yet': {unsaid}"
     assert all(v["answer"] == "" for v in written.values()), "the placeholder counted as an answer"
+    assert result["review"] == [], f"the blank notebook was marked for review: {result['review']}"
 
 
 @pytest.mark.parametrize(("lab", "entry"), _entries(0))

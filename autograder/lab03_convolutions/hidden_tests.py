@@ -45,10 +45,9 @@ CONV_WHY = ("this lab asks you to build the convolution yourself: F.conv1d, torc
 
 # ------------------------------------------------------------------------------------------------ helpers
 def assert_not_used_in(student, name: str) -> None:
-    hits = rules.forbidden_uses(student.source(name), CONV_FORBIDDEN)
+    hits = rules.forbidden_uses_in(student, name, CONV_FORBIDDEN)  # by cell and line, as the student sees them
     if hits:  # ForbiddenUse: the grader sets the whole question to 0, as the notebook says
-        raise rules.ForbiddenUse(f"{CONV_WHY}; found {', '.join(hits[:5])} in {name}", CONV_FORBIDDEN,
-                                 [f"{hit} in {name}" for hit in hits])
+        raise rules.ForbiddenUse(f"{CONV_WHY}; found {', '.join(hits[:5])}", CONV_FORBIDDEN, hits)
 
 
 def torch_length(length: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

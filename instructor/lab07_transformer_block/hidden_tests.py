@@ -167,7 +167,7 @@ def ln_float64_leading_dims_grads(student, ref, rng):
         check_ln_torch(student, x, weight, bias, what=f" on x of shape {shape} (float64)")
         checks.compare_call(student, ref, LN, x, weight, bias, grad=True, rng=rng)
     rules.assert_not_used(student, LN_FORBIDDEN, why=LN_WHY)
-    hits = rules.forbidden_uses(student.source(LN), LN_OWN_FORBIDDEN)
+    hits = rules.forbidden_uses_in(student, LN, LN_OWN_FORBIDDEN)
     if hits:  # a forbidden call: the whole question, like assert_not_used (only layer_norm's own code is read here)
         raise rules.ForbiddenUse(f"{LN_OWN_WHY}; found {', '.join(hits[:5])}", LN_OWN_FORBIDDEN, hits)
 

@@ -20,7 +20,7 @@ def _notebook(path, source):
 def test_the_labs_notebook_is_the_one_graded_beside_other_notebooks(tmp_path):
     _notebook(tmp_path / f"{LAB}.ipynb", "x = 1\n")
     _notebook(tmp_path / "scratch.ipynb", "y = 2\n")
-    data, code = read_student_notebook(LAB, tmp_path)
+    data, code, _ = read_student_notebook(LAB, tmp_path)
     assert data == (tmp_path / f"{LAB}.ipynb").read_bytes() and "x = 1" in code and "y = 2" not in code
 
 

@@ -21,7 +21,7 @@ import torch
 
 from attnlab.grading.core.bundle import find_bundle, grading_seed, load_bundle
 from attnlab.grading.core.hidden import test_seed
-from attnlab.grading.core.notebook_code import SubmissionError, cells_from_notebook, joined_source
+from attnlab.grading.core.notebook_code import SubmissionError, cells_from_notebook, described_cells, joined_source
 from attnlab.grading.worker.api import LocalStudent, StudentError
 
 
@@ -35,8 +35,9 @@ class NotebookUnclear(AssertionError):
     question scores 0 with the message), never run against an empty notebook."""
 
 
-def read_student_notebook(lab: str, folder: Path | None = None) -> tuple[bytes, str]:
-    """The notebook's bytes (the grading seed) and the student's code: nbgrader's test cells are the course's,
+def read_student_notebook(lab: str, folder: Path | None = None) -> tuple[bytes, str, list[dict]]:
+    """The notebook's bytes (the grading seed), the student's code and its cells as the checks name them
+    (``notebook_code.described_cells``): nbgrader's test cells are the course's,
     not the student's, so the source checks (forbidden calls) skip them. The notebook is ``<lab>.ipynb`` in the
     folder nbgrader executes it in (nbgrader grades that name), else the folder's only notebook."""
     folder = Path.cwd() if folder is None else folder
@@ -55,7 +56,8 @@ def read_student_notebook(lab: str, folder: Path | None = None) -> tuple[bytes, 
         data = path.read_bytes()
         nb = json.loads(data)
         nb["cells"] = [c for c in nb.get("cells", []) if not _is_test_cell(c)]
-        return data, joined_source(cells_from_notebook(nb))
+        cells = cells_from_notebook(nb)
+        return data, joined_source(cells), described_cells(cells)
     except (SubmissionError, OSError, ValueError, AttributeError) as exc:
         raise NotebookUnclear(f"the hidden tests could not read {path.name}: {str(exc)[:200]}. Submit the notebook "
                               "as saved by Jupyter and ask for a regrade.") from exc
@@ -64,8 +66,8 @@ def read_student_notebook(lab: str, folder: Path | None = None) -> tuple[bytes, 
 def run_hidden_tests(env: dict, lab: str, question: str) -> None:
     """All hidden tests of ``question``; raises ``AssertionError`` listing the failed ones with their messages."""
     bundle = load_bundle(find_bundle(lab))
-    data, code = read_student_notebook(lab)
-    student, failures = LocalStudent(env, code), []
+    data, code, cells = read_student_notebook(lab)
+    student, failures = LocalStudent(env, code, cells), []
     tests = [t for t in bundle.suite.tests if t.question == question]
     for test in tests:
         rng = torch.Generator().manual_seed(test_seed(grading_seed(bundle, data), test.name))

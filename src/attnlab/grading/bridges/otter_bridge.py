@@ -14,18 +14,21 @@ import torch
 
 from attnlab.grading.core.bundle import find_bundle, grading_seed, load_bundle
 from attnlab.grading.core.hidden import test_seed
-from attnlab.grading.core.notebook_code import SubmissionError, joined_source, read_cells
+from attnlab.grading.core.notebook_code import SubmissionError, described_cells, joined_source, read_cells
 from attnlab.grading.worker.api import LocalStudent, StudentError
 
 
-def _submission() -> tuple[bytes, str | None]:
+def _submission() -> tuple[bytes, str | None, list[dict] | None]:
+    """The notebook's bytes, its graded code and its cells as the checks name them (lines by cell, as the student
+    sees them), or nothing when the folder does not hold exactly one readable notebook."""
     notebooks = sorted(Path.cwd().glob("*.ipynb"))
     if len(notebooks) != 1:
-        return b"", None
+        return b"", None, None
     try:
-        return notebooks[0].read_bytes(), joined_source(read_cells(notebooks[0]))
+        cells = read_cells(notebooks[0])
+        return notebooks[0].read_bytes(), joined_source(cells), described_cells(cells)
     except (SubmissionError, OSError):
-        return b"", None
+        return b"", None, None
 
 
 def run_hidden_test(env: dict, name: str) -> None:
@@ -33,8 +36,8 @@ def run_hidden_test(env: dict, name: str) -> None:
     tests = {t.name: t for t in bundle.suite.tests}
     if name not in tests:
         raise KeyError(f"no hidden test named {name!r}")
-    data, code = _submission()
-    student = LocalStudent(env, code)
+    data, code, cells = _submission()
+    student = LocalStudent(env, code, cells)
     rng = torch.Generator().manual_seed(test_seed(grading_seed(bundle, data), name))
     try:
         tests[name].func(student, bundle.reference, rng)

@@ -28,6 +28,7 @@ import torch
 
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.policy import rule_costs, rules
+from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import reference_note
 
@@ -53,6 +54,7 @@ class HiddenSuite:
 
     def __init__(self, lab: str, policy_questions=None, allowed_imports=(), graded_on_reference=None):
         self.lab = lab
+        self.watched_calls: tuple[str, ...] = ()  # set by load_suite: call_evidence.watched_names
         self.allowed_imports = tuple(allowed_imports)
         self.graded_on_reference = {q: tuple(names) for q, names in (graded_on_reference or {}).items()}
         self.tests: list[HiddenTest] = []
@@ -93,12 +95,14 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     ``questions`` limits the run to those names. ``on_result(test, passed, message, seconds)`` is called
     after each test (progress, logs). ``test_timeout``: the time a test may spend in student code, passed
     to students that enforce it (``RemoteStudent.set_deadline``). ``review``: a list that gets one line per
-    construct of the graded cells that the course rules refuse (what a person must review).
+    construct of the graded cells that the course rules refuse (what a person must review), and one per question
+    whose tests ran a forbidden call that the source check did not find (``call_evidence.Tracker``).
     """
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
     forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
     on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
+    evidence = call_evidence.Tracker(student)  # what the worker saw run, per question
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -110,6 +114,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
         passed, message, forbidden = False, "", None
+        evidence.start()
         try:
             _run_test(suite, test, student, ref, rng, on_reference)
             passed = True
@@ -122,6 +127,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             message = f"could not test your code: {type(exc).__name__}: {exc}"
         if set_deadline is not None:
             set_deadline(None)
+        evidence.stop(test.question)
         entry = results[test.question]
         if passed:
             entry["score"] += test.points
@@ -139,7 +145,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             results[q]["messages"].insert(0, reference_note(used))
             results[q][fields.ON_REFERENCE] = sorted(used)
     forbidden_costs_question(results, forbidden_met, student)
-    found = apply_policy(suite, results, rules.student_cells(student))
+    found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results, forbidden_met)
     if review is not None:
         review.extend(found)
     return results
@@ -239,4 +245,5 @@ def _load_suite(path: Path) -> HiddenSuite:
     suite = getattr(module, "suite", None)
     if not isinstance(suite, HiddenSuite):
         raise TypeError(f"{path} must define `suite = HiddenSuite(...)`")
+    suite.watched_calls = call_evidence.suite_watch(path, module)  # what the worker watches run
     return suite

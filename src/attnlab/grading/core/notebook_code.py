@@ -138,6 +138,12 @@ def name_cells(text: str, cells: list[dict]) -> str:
     return _CELL_REFERENCE.sub(named, text)
 
 
+def described_cells(cells: list[CodeCell]) -> list[dict]:
+    """The graded cells as the grader sends them to the worker and hands them to its checks: ``index``, ``source``
+    and ``where``, the cell as the student sees it (``describe_cell``), which every message naming a line uses."""
+    return [{"index": c.index, "source": c.source, "where": describe_cell(c.source, c.section)} for c in cells]
+
+
 def cell_where(cells: list[dict], index: int) -> str:
     """The grader's description of cell ``index`` of ``cells`` (the dicts sent to the worker)."""
     cell = next((c for c in cells if c["index"] == index), None)

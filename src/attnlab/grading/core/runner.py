@@ -21,7 +21,7 @@ from attnlab.grading.core.notebook_code import (
     SourceTooLarge,
     SubmissionError,
     code_spans,
-    describe_cell,
+    described_cells,
     joined_source,
     python_source,
     read_cells,
@@ -150,11 +150,11 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
             proc, isolation[0] = _start_worker(Path(tmp), [bundle.directory, path.resolve().parent, *hide])
             return proc
 
-        sent = [{"index": c.index, "source": c.source, "where": describe_cell(c.source, c.section)} for c in cells]
+        sent = described_cells(cells)
         unparsed = syntax_problems(cells, sent)
         student = RemoteStudent(spawn, sent, code,
                                 cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout,
-                                deadline=start + timeout)
+                                deadline=start + timeout, watch=bundle.suite.watched_calls)
         try:
             result = _grade_with(bundle, student, path, seed=seed, test_timeout=test_timeout, start=start)
         finally:

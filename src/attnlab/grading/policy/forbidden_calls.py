@@ -5,11 +5,16 @@ a match-pattern attribute or a string, inside strings that Python can run as cod
 statement), and the ready-made classes that build a forbidden one inside (``REACHES``: ``nn.TransformerEncoderLayer``
 holds an ``nn.MultiheadAttention`` that a student reads as ``layer.self_attn`` without writing its name). A bare
 call of the student's own function of the same name (``scaled_dot_product_attention(q, k, v)``) is allowed.
+Every use is named by cell and line as the student sees them (``in the cell defining `attention`, line 5``).
+
+Each check notes the names it was asked about (``asked_names``): the grader compares them with what the worker saw
+run (``grading/worker/call_evidence.py``), the second line of defence.
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from typing import Iterable
 
 from attnlab.grading.policy.rule_costs import student_cells
@@ -22,6 +27,22 @@ REACHES = {
     "multi_head_attention_forward": ("MultiheadAttention",) + _TRANSFORMERS,
     "MultiheadAttention": _TRANSFORMERS,
 }
+
+
+_ASKED = threading.local()  # per grading thread: the names the checks of the current hidden test were asked about
+
+
+def asked_names(start: bool = False) -> list[str]:
+    """The forbidden names the checks were asked about since the last ``asked_names(start=True)`` (which starts
+    afresh and returns ``[]``); a batch grades in threads, so each thread keeps its own."""
+    if start:
+        _ASKED.names = []
+    return list(getattr(_ASKED, "names", None) or [])
+
+
+def _note_asked(names: Iterable[str]) -> None:
+    if getattr(_ASKED, "names", None) is not None:
+        _ASKED.names.extend(n for n in names if n not in _ASKED.names)
 
 
 def code_in_string(value) -> ast.AST | None:
@@ -95,6 +116,31 @@ def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
     naming each use by cell and line as the student sees them (a submission without cells: by line of its source)."""
 
     names = list(names)
+    _note_asked(names)
     hits = [hit for where, code in student_cells(student) for hit in forbidden_uses(code, names, where)]
     if hits:
         raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}", names, hits)
+
+
+def forbidden_uses_in(student, name: str, names: Iterable[str]) -> list[str]:
+    """Where the definition of ``name`` (the last top-level ``def``/``class`` of that name in the graded cells, as
+    ``student.source(name)`` finds it) uses any of ``names`` or what reaches them, by cell and line as the student
+    sees them: ``in the cell defining `conv1d`, line 7: .conv1d``. For a question whose rule holds in its own code
+    only (lab03's ``conv1d``, lab07's ``layer_norm``)."""
+    names = list(names)
+    _note_asked(names)
+    found = None
+    for where, code in student_cells(student):
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                found = (where, node)
+    if found is None:
+        return []
+    where, node = found
+    prefix = f"in {where}, " if where else ""
+    hits = _uses(node, reaching(names), lambda n: getattr(n, "lineno", 0))
+    return [f"{prefix}line {line}: {text}" for line, text in hits]

@@ -214,11 +214,14 @@ class LocalStudent(StudentAPI):
     """Student (or reference) code in this process: ``namespace`` is where its cells ran.
 
     ``code`` is the source that produced the namespace (for ``source``); without it, ``inspect`` is tried.
+    ``cells``: the notebook's graded cells (``notebook_code.described_cells``), when the code came from one, so that
+    the checks name a line by its cell as the student sees it (``rule_costs.student_cells``).
     """
 
-    def __init__(self, namespace: dict[str, Any], code: str | None = None):
+    def __init__(self, namespace: dict[str, Any], code: str | None = None, cells: list[dict] | None = None):
         self.executor = Executor(namespace)
         self.code = code
+        self.cells = cells
 
     @classmethod
     def from_code(cls, code: str, filename: str = "<reference>") -> "LocalStudent":

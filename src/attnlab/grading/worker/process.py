@@ -6,9 +6,11 @@ Started by the grader as ``python -m attnlab.grading.worker.process`` (inside th
 
 Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first (answered by
 ``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``, each error
-``{"index", "line", "error"}``), then
+``{"index", "line", "error"}``; its ``watch``: the lab's forbidden callables, wrapped before the cells run, see
+``call_evidence``), then
 ``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
-``{"ok": False, "error": str}``. While a request runs, a reference proxy (``reference_proxy.py``) may send
+``{"ok": False, "error": str}``, each with ``"evidence"``: the watched calls the student's code ran during that
+request (``call_evidence.end``). While a request runs, a reference proxy (``reference_proxy.py``) may send
 ``{"callback": {...}}`` and read the grader's answer before the reply. Nothing the worker sends is trusted beyond
 being data.
 """
@@ -115,6 +117,7 @@ def main() -> int:
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115
 
     from attnlab.grading.outputs.safe_text import MAX_MESSAGES
+    from attnlab.grading.worker import call_evidence
     from attnlab.grading.worker.executor import Executor, StudentError
     from attnlab.grading.worker.reference_proxy import ReferenceProxy
     from attnlab.grading.worker.wire import WireError, pack, read_frame
@@ -137,7 +140,8 @@ def main() -> int:
         try:
             data = pack(message, budget=True)
         except WireError as exc:
-            data = pack({"ok": False, "error": f"returned a value that cannot be graded: {exc}"})
+            data = pack({"ok": False, "error": f"returned a value that cannot be graded: {exc}",
+                         "evidence": message.get("evidence", [])})
         proto_out.write(data)
 
     while True:
@@ -147,20 +151,22 @@ def main() -> int:
             return 0
         op = request.get("op")
         if op == "load":
+            call_evidence.install(request.get("watch") or ())  # trusted code, before the student's
             cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)),
                               started=lambda index: proto_out.write(pack({"progress": index})))
             errors = [{k: c[k] for k in ("index", "line", "error")} for c in cells if not c["ok"]]
             reply({"ok": True, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
             continue
+        call_evidence.begin()
         try:
-            value = executor.dispatch(op, request.get("payload", {}))
-            reply({"ok": True, "value": value})
+            answer = {"ok": True, "value": executor.dispatch(op, request.get("payload", {}))}
         except StudentError as exc:
-            reply({"ok": False, "error": str(exc)})
+            answer = {"ok": False, "error": str(exc)}
         except SystemExit as exc:
-            reply({"ok": False, "error": f"your code called exit({exc.code!r})"})
+            answer = {"ok": False, "error": f"your code called exit({exc.code!r})"}
         except BaseException as exc:  # noqa: BLE001
-            reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        reply({**answer, "evidence": call_evidence.end()})
 
 
 if __name__ == "__main__":

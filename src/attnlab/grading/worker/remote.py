@@ -14,7 +14,7 @@ from typing import Any
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.notebook_code import cell_error_text, cell_where, name_cells
 from attnlab.grading.outputs.safe_text import MAX_MESSAGES, clip
-from attnlab.grading.worker import wire
+from attnlab.grading.worker import call_evidence, wire
 from attnlab.grading.worker.api import StudentAPI, definition_source
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import ReferenceCalls
@@ -53,10 +53,13 @@ class RemoteStudent(StudentAPI):
     Every resource is bounded whatever the worker sends: at most ``1 + max_restarts`` starts in all (loads that
     skip a cell included), every read and write against a deadline, and everything against ``deadline``
     (``time.monotonic``), the end of this submission's time.
+
+    ``watch``: the lab's forbidden callables the worker records when the student's code runs them during a call
+    (``call_evidence``); what it reports is checked and kept in ``call_uses`` (evidence only).
     """
 
     def __init__(self, spawn, cells: list[dict], code: str, *, cell_timeout: float, load_timeout: float,
-                 call_timeout: float, max_restarts: int = 4, deadline: float | None = None):
+                 call_timeout: float, max_restarts: int = 4, deadline: float | None = None, watch=()):
         self.spawn, self.cells, self.code = spawn, list(cells), code
         self.cell_timeout, self.load_timeout, self.call_timeout = cell_timeout, load_timeout, call_timeout
         self.max_restarts = max_restarts
@@ -72,6 +75,9 @@ class RemoteStudent(StudentAPI):
         self._progress: tuple[list[int], int] | None = None  # (cells sent in this load, position reported)
         self._test_deadline: float | None = None  # end of the current test's time, see set_deadline
         self._reference: ReferenceCalls | None = None  # the callbacks this test answers (graded_on_reference)
+        self.watch = tuple(watch)[:call_evidence.MAX_WATCHED]
+        self.call_uses: list[call_evidence.Use] = []  # forbidden calls the worker saw run (checked, evidence only)
+        self.call_uses_refused = 0  # entries of its reports that did not pass the check
 
     def set_deadline(self, deadline: float | None) -> None:
         """Calls until ``deadline`` (time.monotonic) share what is left of it; None lifts it."""
@@ -133,7 +139,8 @@ class RemoteStudent(StudentAPI):
             self._progress = ([c["index"] for c in cells], -1)
             self.last_death = None
             try:
-                loaded = self._request({"op": "load", "cells": cells, "cell_timeout": self.cell_timeout}, timeout)
+                loaded = self._request({"op": "load", "cells": cells, "cell_timeout": self.cell_timeout,
+                                        "watch": list(self.watch)}, timeout)
             except WorkerDied as exc:
                 if self.dead_reason:
                     raise
@@ -210,9 +217,16 @@ class RemoteStudent(StudentAPI):
             break
         if not isinstance(reply, dict) or "ok" not in reply:
             self._died("the worker sent a malformed reply")
+        self._take_evidence(reply.get("evidence"))
         if reply["ok"]:
             return reply.get("value")
         raise StudentError(clip(name_cells(str(reply.get("error", "unknown error")), self.cells)))  # bounded
+
+    def _take_evidence(self, raw: Any) -> None:
+        """The forbidden calls a reply says the student's code ran (``call_evidence.checked_uses``), bounded."""
+        uses, refused = call_evidence.checked_uses(raw, self.cells, self.watch)
+        self.call_uses += uses[: max(0, 10 * call_evidence.MAX_USES - len(self.call_uses))]  # 1 KB per call at most
+        self.call_uses_refused += refused
 
     def _on_progress(self, index: Any) -> None:
         """The worker says it starts cell ``index``: only the next cells of this load, in order, are believed."""
