@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -113,18 +113,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         start = time.monotonic()
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
-        passed, message, forbidden = False, "", None
         evidence.start()
-        try:
-            _run_test(suite, test, student, ref, rng, on_reference)
-            passed = True
-        except AssertionError as exc:
-            message = str(exc) or "assertion failed"
-            forbidden = exc if isinstance(exc, rules.ForbiddenUse) else None
-        except StudentError as exc:
-            message = str(exc)
-        except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
-            message = f"could not test your code: {type(exc).__name__}: {exc}"
+        passed, message, forbidden = _outcome(suite, test, student, ref, rng, on_reference)
         if set_deadline is not None:
             set_deadline(None)
         evidence.stop(test.question)
@@ -149,6 +139,19 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     if review is not None:
         review.extend(found)
     return results
+
+
+def _outcome(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_reference: dict) -> tuple[bool, str, Any]:
+    """``(passed, message, the rules.ForbiddenUse it raised or None)`` of one test."""
+    try:
+        _run_test(suite, test, student, ref, rng, on_reference)
+        return True, "", None
+    except AssertionError as exc:
+        return False, str(exc) or "assertion failed", exc if isinstance(exc, rules.ForbiddenUse) else None
+    except StudentError as exc:
+        return False, str(exc), None
+    except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
+        return False, f"could not test your code: {type(exc).__name__}: {exc}", None
 
 
 def _run_test(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_reference: dict) -> None:

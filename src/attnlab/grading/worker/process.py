@@ -104,6 +104,18 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=l
     return report
 
 
+def _callback(message: dict, proto_in, proto_out):
+    """Ask the grader in the middle of a request (a reference proxy's call) and return its answer."""
+    from attnlab.grading.worker.wire import WireError, pack, read_frame
+
+    try:
+        data = pack({"callback": message}, budget=True)
+    except WireError as exc:
+        raise TypeError(f"`{message.get('name')}` was given a value that cannot be sent to the grader: {exc}") from None
+    proto_out.write(data)
+    return read_frame(proto_in, budget=False)
+
+
 def main() -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     os.environ.setdefault(settings.FAST, "1")
@@ -124,17 +136,7 @@ def main() -> int:
 
     namespace = _prepare_namespace()
     executor = Executor(namespace)
-
-    def callback(message):
-        """Ask the grader in the middle of a request (a reference proxy's call) and return its answer."""
-        try:
-            data = pack({"callback": message}, budget=True)
-        except WireError as exc:
-            raise TypeError(f"`{message.get('name')}` was given a value that cannot be sent to the grader: {exc}") from None
-        proto_out.write(data)
-        return read_frame(proto_in, budget=False)
-
-    executor.proxy = lambda name: ReferenceProxy(name, callback)
+    executor.proxy = lambda name: ReferenceProxy(name, lambda message: _callback(message, proto_in, proto_out))
 
     def reply(message):
         try:
