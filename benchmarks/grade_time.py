@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnlab.buildchain.transforms.gradescope_zip import RUN_AUTOGRADER
+from attnlab.buildchain.transforms.gradescope_zip import run_autograder
 from attnlab.course import load_course
 from attnlab.demo import make_demo_submissions
 from attnlab.grading.core.bundle import FILES
@@ -96,7 +96,7 @@ def _gradescope(lab, tmp: Path, runs: int) -> list[float]:
             if (lab.autograder_dir / name).exists():
                 shutil.copy(lab.autograder_dir / name, root / "source" / "bundle" / name)
         script = root / "source" / "run_autograder"
-        script.write_text(RUN_AUTOGRADER.format(lab=lab.id))
+        script.write_text(run_autograder(lab.id))
         script.chmod(0o755)
         shutil.copy(lab.solution_notebook, root / "submission" / "mine.ipynb")
         times.append(_timed([str(script)], env=dict(os.environ, AUTOGRADER_ROOT=str(root),

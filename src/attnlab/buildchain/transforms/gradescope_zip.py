@@ -42,6 +42,12 @@ exec "$python" -m attnlab.grading.bridges.gradescope_run --lab {lab!r} \\
 """
 
 
+def run_autograder(lab_id: str) -> str:
+    """The zip's ``run_autograder`` for ``lab_id`` (also what benchmarks/grade_time.py runs in its simulated container)."""
+    return RUN_AUTOGRADER.format(lab=lab_id, python_variable=settings.PYTHON,
+                                 python_default=settings.VARIABLES[settings.PYTHON].default)
+
+
 class NoInstallAddress(ValueError):
     """A Gradescope zip without the address its setup.sh installs the kit from could not set up in Gradescope."""
 
@@ -55,6 +61,5 @@ def gradescope_zip(support_files: dict[str, bytes], *, lab_id: str, install_spec
                                "`attnlab release OUT --url URL`")
     files = {f"bundle/{name}": data for name, data in support_files.items()}
     files["setup.sh"] = SETUP_SH.format(spec=shlex.quote(install_spec), torch_index=TORCH_CPU_INDEX).encode()
-    files["run_autograder"] = RUN_AUTOGRADER.format(lab=lab_id, python_variable=settings.PYTHON,
-                                                      python_default=settings.VARIABLES[settings.PYTHON].default).encode()
+    files["run_autograder"] = run_autograder(lab_id).encode()
     return deterministic_zip(files, executable=frozenset({"setup.sh", "run_autograder"}))
