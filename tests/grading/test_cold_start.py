@@ -31,6 +31,14 @@ def _imported(argv: list[str], cwd: Path) -> tuple[set[str], subprocess.Complete
     return names, proc
 
 
+def _fresh_process(code: str) -> list[str]:
+    """What ``code`` printed, run in a fresh Python (nothing imported before it), split into words."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split()
+
+
 def _unused(names: set[str]) -> list[str]:
     return sorted(n for n in names if any(n == u or n.startswith(u + ".") for u in UNUSED))
 
@@ -86,10 +94,7 @@ def test_deferred_pyplot_is_the_real_module_on_first_use():
             "assert 'matplotlib' not in sys.modules, 'imported at once'\n"
             "ns = ref.executor.namespace\n"
             "print(ns['size']() > 0, 'matplotlib.pyplot' in sys.modules, ns['math'].pi > 3)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["True", "True", "True"]
+    assert _fresh_process(code) == ["True", "True", "True"]
 
 
 def test_a_students_pyplot_import_is_deferred_in_the_worker_and_real_on_use():
@@ -103,7 +108,4 @@ def test_a_students_pyplot_import_is_deferred_in_the_worker_and_real_on_use():
             "assert all(c['ok'] for c in run_cells(cells, ns, 60))\n"
             "print('matplotlib' in sys.modules, 'IPython' in sys.modules)\n"
             "print(ns['size']() > 0, 'matplotlib.pyplot' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["False", "False", "True", "True"]  # a % that Python reads imports no IPython
+    assert _fresh_process(code) == ["False", "False", "True", "True"]  # a % that Python reads imports no IPython

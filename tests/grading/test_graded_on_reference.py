@@ -4,7 +4,6 @@ grader; the reference's code never goes to the worker."""
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from attnlab.grading.worker.api import LocalStudent
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import MAX_CALLBACKS, ReferenceCalls
 from attnlab.grading.worker.remote import RemoteStudent
+
+from .test_api import Spawner
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "reference_only_7c1f"  # a string of the reference's code that must never reach the worker
@@ -65,26 +66,9 @@ def sends_an_object(x):
 '''.replace("LIMIT", str(MAX_CALLBACKS))
 
 
-class Spawner:
-    def __init__(self):
-        self.procs = []
-
-    def __call__(self):
-        proc = subprocess.Popen([sys.executable, "-m", "attnlab.grading.worker.process"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def reap(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def remote():
-    spawner = Spawner()
+    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])
     student = RemoteStudent(spawner, [{"index": 0, "source": STUDENT}], STUDENT, cell_timeout=30, load_timeout=120,
                             call_timeout=120)
     student.start()
