@@ -119,6 +119,11 @@ class ReplayReference:
     def source(self, name=None):
         return self.real.source(name)
 
+    def function(self, name: str):
+        """The real reference's function, for a question graded on it (``StudentAPI.graded_on_reference``): the
+        student's code calls it back directly, outside the recordings."""
+        return self.real.function(name)
+
     def _op(self, op: str, **payload):
         from attnlab.grading.worker import wire
 
