@@ -56,9 +56,9 @@ def torch_length(length: int, kernel: int, stride: int, padding: int, dilation: 
     return int(F.conv1d(x, w, stride=stride, padding=padding, dilation=dilation).shape[-1])
 
 
-def random_config(rng, *, stride=(1, 1), padding=(0, 0), dilation=(1, 1)) -> dict:
+def random_config(rng, *, stride=(1, 1), padding=(0, 0), dilation=(1, 1), kernel=(1, 5)) -> dict:
     """Convolution settings drawn from the ranges given, with an input long enough for one window at least."""
-    kernel = randint(rng, 1, 5)
+    kernel = randint(rng, *kernel)
     s, p, d = randint(rng, *stride), randint(rng, *padding), randint(rng, *dilation)
     length = max(1, d * (kernel - 1) + 1 - 2 * p + randint(rng, 0, 12))  # L + 2p >= the window's span
     return {"length": length, "kernel": kernel, "stride": s, "padding": p, "dilation": d}
@@ -123,7 +123,9 @@ def compare_lengths(student, configs) -> None:
 
 @suite.test(OLEN, points=1.0)
 def olen_stride_one_and_padding(student, ref, rng):
-    compare_lengths(student, [random_config(rng, padding=(0, 3)) for _ in range(6)])
+    configs = [random_config(rng, padding=(0, 3)) for _ in range(6)]
+    configs.append({"length": 7, "kernel": 3, "stride": 1, "padding": 1, "dilation": 1})  # 7 + 2 - 2 = 7 (padding twice)
+    compare_lengths(student, configs)
 
 
 @suite.test(OLEN, points=1.0)
@@ -135,7 +137,12 @@ def olen_strides_round_down(student, ref, rng):
 
 @suite.test(OLEN, points=1.0)
 def olen_dilation(student, ref, rng):
-    compare_lengths(student, [random_config(rng, stride=(1, 3), padding=(0, 2), dilation=(2, 4)) for _ in range(6)])
+    configs = [random_config(rng, stride=(1, 3), padding=(0, 2), dilation=(2, 4), kernel=(2, 5)) for _ in range(6)]
+    # fixed cases that a padding counted once and a rounding up cannot pass, whatever was drawn: (9 + 4 - 4 - 1) + 1
+    # = 9 (once: 7); (10 - 2 - 1) // 2 + 1 = 4 (rounded up: 5)
+    configs += [{"length": 9, "kernel": 3, "stride": 1, "padding": 2, "dilation": 2},
+                {"length": 10, "kernel": 2, "stride": 2, "padding": 0, "dilation": 2}]
+    compare_lengths(student, configs)
 
 
 # ------------------------------------------------------------------------------------------------ conv1d
@@ -160,13 +167,13 @@ def conv1d_padding_grad(student, ref, rng):
 @suite.test(CONV, points=1.5)
 def conv1d_dilation_grad(student, ref, rng):
     for _ in range(2):
-        compare_conv(student, ref, rng, random_config(rng, dilation=(2, 3)))
+        compare_conv(student, ref, rng, random_config(rng, dilation=(2, 3), kernel=(2, 5)))  # a kernel of 1 hides it
 
 
 @suite.test(CONV, points=1.5)
 def conv1d_all_settings_without_bias(student, ref, rng):
     for _ in range(2):
-        cfg = random_config(rng, stride=(2, 3), padding=(1, 2), dilation=(2, 3))
+        cfg = random_config(rng, stride=(2, 3), padding=(1, 2), dilation=(2, 3), kernel=(2, 5))
         compare_conv(student, ref, rng, cfg, bias=False, dtype=F32)
 
 
