@@ -49,7 +49,7 @@ def tokenize(text):
 def tokenize(text):
     return re.findall(r"[\\w']+|[^\\w\\s]", text.casefold())
 ''', "casefold() is not lower(): Straße -> strasse",
-        hint="use str.lower(): casefold() also rewrites letters such as ß into ss", loses=PART),
+        hint="use str.lower(): casefold() also rewrites letters such as ß into ss", loses=(0.15, 0.8)),  # 20% at some seeds
     Entry("tokenize_strips_apostrophes", "tokenize", '''
 def tokenize(text):
     tokens = []
@@ -62,7 +62,7 @@ def tokenize(text):
     return tokens
 ''', "splits leading and trailing apostrophes off ('quoted' -> ', quoted, ')",
         hint="a token is a maximal run of word characters and apostrophes: \"'quoted'\" is one token, quotes "
-             "included", loses=PART),
+             "included", loses=(0.15, 0.8)),  # 20% at some seeds
     Entry("tokenize_split_nonword", "tokenize", '''
 def tokenize(text):
     return [t for t in re.split(r"[^\\w']+", text.lower()) if t]

@@ -337,7 +337,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "never uses the mask",
-          hint="masked positions still get weight: fill their scores with -inf before the softmax", loses=(0.35, 0.85)),
+          hint="masked positions still get weight: fill their scores with -inf before the softmax", loses=(0.3, 0.85)),
     Entry("attention_mask_after_softmax", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
@@ -347,7 +347,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
     return (weights.unsqueeze(1) @ encoder_states).squeeze(1), weights
 ''', "zeroes masked weights after the softmax: rows no longer sum to 1",
           hint="masking after the softmax leaves rows that do not sum to 1: mask the scores (-inf) before it",
-          loses=(0.35, 0.85)),
+          loses=(0.3, 0.85)),
     Entry("attention_masked_fill_zero", "attention_context", '''
 def attention_context(decoder_state, encoder_states, mask=None):
     scores = (encoder_states @ decoder_state.unsqueeze(-1)).squeeze(-1)
