@@ -6,7 +6,8 @@ The reference's code never goes to the worker. There, the helper's name is bound
 (``attnlab.grading.worker.reference_proxy``) that calls back in the middle of a request; ``ReferenceCalls`` answers
 those callbacks here, trusting nothing: only the names bound for the current test, at most ``MAX_CALLBACKS`` per test,
 arguments of tensors and plain values only (the frame's size is bounded by the wire), and no output larger than a
-frame (checked on ``meta`` tensors before the reference runs on the data). ``ReferenceCalls.used`` is what
+frame (``_check_size``: surely small arguments pass at once, others are tried on ``meta`` tensors before the
+reference runs on the data). ``ReferenceCalls.used`` is what
 the grader saw called, the only record the feedback believes. ``LocalStudent`` (in-process) binds the reference's
 function itself, wrapped by ``CountingCall``.
 """
