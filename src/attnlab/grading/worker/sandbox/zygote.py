@@ -5,7 +5,8 @@ environment, before and apart from anything secret: it never reads a bundle, a s
 environment, and it never runs student code. FD is its end of a ``SOCK_SEQPACKET`` socket pair, the only way in.
 It imports ``PRELOAD`` (what the worker needs first), says ``{"ok": true}`` (or why it cannot serve: a thread left
 running by an import makes forking unsafe), then, warming up and importing ``WHEN_IDLE`` one step at a time while no
-request waits, answers each request (a JSON spec plus the worker's stdin, stdout, stderr and a status pipe, passed
+request waits (everything imported is frozen for the cycle collector, ``gc.freeze``, so that no worker's full
+collection walks it), answers each request (a JSON spec plus the worker's stdin, stdout, stderr and a status pipe, passed
 as file descriptors) by forking:
 
 - M, the monitor (root, host namespaces; dies with the zygote): unshares mount, pid, ipc, uts, cgroup and (unless
@@ -24,6 +25,7 @@ A setup step that fails writes ``error <what>`` on the status pipe (the grader t
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -144,11 +146,13 @@ def main(argv: list[str]) -> int:
     if why:
         return 1
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
+    gc.freeze()  # torch's objects, copied into every worker: its collector never walks them (see _idle_steps)
     idle, unsafe = _idle_steps(), ""
     while True:
         if idle is not None and not select.select([ctrl], [], [], 0)[0]:  # nobody waits: one step of the warm-up
             idle = None if next(idle, StopIteration) is StopIteration else idle
             unsafe = unsafe or _stray_threads()
+            gc.freeze()
             continue
         try:
             data, fds, _, _ = socket.recv_fds(ctrl, MAX_REQUEST_BYTES, _FDS)
