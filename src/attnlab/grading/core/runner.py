@@ -7,6 +7,7 @@ runs in the worker (sandboxed where the machine allows) and only plain data come
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import sys
 import tempfile
@@ -76,7 +77,21 @@ def warm_up(lab_dir) -> None:
         load_bundle(lab_dir)
     except Exception:  # noqa: BLE001 - grade_submission raises it again, per submission, as a grader error
         pass
+    _freeze_once()
     prestart(_worker_env(), wait=True)  # the forks must find it started: wait for the one above
+
+
+_FROZEN: list[bool] = []  # gc.freeze done in this process
+
+
+def _freeze_once() -> None:
+    """Once per process, after torch and the first bundle loaded: what is alive then (torch's ~250,000 objects) is left
+    out of the cycle collector's full collections (``gc.freeze``; a lab08 mutant's grades paid one of 136 ms in six),
+    and a batch's forked grader processes do not copy those pages by collecting them. Later garbage is collected as
+    usual."""
+    if not _FROZEN:
+        _FROZEN.append(True)
+        gc.freeze()
 
 
 def _one_thread() -> None:
@@ -124,6 +139,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
     prestart(_worker_env())  # the zygote imports torch while the bundle loads (sandbox/forked.py)
     _one_thread()
     bundle = load_bundle(lab_dir)
+    _freeze_once()
     path = Path(path)
     try:
         data = read_submission(path)
