@@ -20,6 +20,7 @@ Three kinds, each checked before the reference runs, nothing the worker sends tr
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -84,8 +85,7 @@ class ModuleCalls:
                           "reference")
         if len(self.modules) >= MAX_MODULES:
             raise Refused(f"your code built more than {MAX_MODULES} `{name}` modules in one test: refused")
-        with torch.device("meta"):
-            size = sum(t.numel() for t in _module_tensors(cls(*args, **kwargs)))
+        size = _size(cls, tuple(args), tuple(sorted(kwargs.items())))
         if size > MAX_PARAMETERS:
             raise Refused(f"`{name}(...)` with these arguments would hold {size:,} numbers, over the limit of "
                           f"{MAX_PARAMETERS:,} while it is graded with the reference: build a smaller one")
@@ -182,8 +182,13 @@ def _leaf(value: Any) -> Any:
     return value.detach().clone().requires_grad_(True) if _floating(value) else value
 
 
-def _module_tensors(module: nn.Module) -> list[torch.Tensor]:
-    return [*module.parameters(), *module.buffers()]
+@functools.lru_cache(maxsize=256)
+def _size(cls: type, args: tuple, kwargs: tuple) -> int:
+    """The numbers in the parameters and buffers of ``cls(*args, **kwargs)``, built on the ``meta`` device (no data);
+    kept per arguments (a lab's tests build the same few sizes again and again)."""
+    with torch.device("meta"):
+        module = cls(*args, **dict(kwargs))
+    return sum(t.numel() for t in [*module.parameters(), *module.buffers()])
 
 
 def _plain_state(value: Any) -> Any:
