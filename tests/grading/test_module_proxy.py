@@ -118,18 +118,26 @@ def test_a_proxy_kept_from_another_test_is_refused_and_the_worker_goes_on(remote
     assert remote.create("GPTBlock", 8, 2, 4).call(torch.randn(1, 4, 8)).output.shape == (1, 4, 8)
 
 
-def test_without_the_module_proxy_the_block_and_model_would_lose(bundle, monkeypatch):
-    """In process (as the catalogue grades): the wrong mask costs GPTBlock and MiniGPT only without the suite's map."""
-    questions = ("CausalSelfAttention", "GPTBlock", "MiniGPT")
-    student = student_with(bundle.catalogue().reference_code, _mutant(bundle, "csa_mask_off_by_one"))
+@pytest.mark.parametrize("lab, mutant, dependents", [
+    (LAB, "csa_mask_off_by_one", {"GPTBlock": "CausalSelfAttention", "MiniGPT": "GPTBlock"}),
+    ("lab05_self_attention", "selfattention_k_proj_for_values", {"AttentionClassifier": "SelfAttention"}),
+    ("lab11_vision_transformer", "embed_pos_not_on_cls", {"ViT": "PatchEmbedding"}),
+])
+def test_without_the_module_proxy_the_questions_built_on_a_class_would_lose(lab, mutant, dependents, monkeypatch):
+    """In process (as the catalogue grades): a wrong class costs the questions built on it only without the map."""
+    bundle = load_bundle(ROOT / "autograder" / lab)
+    (entry,) = [m for m in bundle.catalogue().mutants if m.name == mutant]
+    questions = (entry.question, *dependents)
+    student = student_with(bundle.catalogue().reference_code, entry)
     isolated = run_suite(bundle.suite, student, bundle.reference, seed=0, questions=questions)
     monkeypatch.setattr(bundle.suite, "graded_on_reference", {})
     together = run_suite(bundle.suite, student, bundle.reference, seed=0, questions=questions)
-    for q, helper in (("GPTBlock", "CausalSelfAttention"), ("MiniGPT", "GPTBlock")):
+    for q, on in dependents.items():
         assert isolated[q]["score"] == isolated[q]["max_score"], isolated[q]["messages"]
-        assert isolated[q]["graded_on_reference"] == [helper]
+        assert isolated[q]["graded_on_reference"] == [on]
+        assert isolated[q]["messages"][0].startswith(f"note: graded with the reference `{on}`")
         assert together[q]["score"] < together[q]["max_score"]
-    assert isolated["CausalSelfAttention"]["score"] == together["CausalSelfAttention"]["score"] == 0
+    assert isolated[entry.question]["score"] == together[entry.question]["score"] < isolated[entry.question]["max_score"]
 
 
 def test_a_wrong_mask_costs_only_causal_self_attention_through_grade_submission(tmp_path):

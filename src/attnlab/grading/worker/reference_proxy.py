@@ -5,7 +5,8 @@ The proxy holds no solution content: it sends the call's arguments to the grader
 (``{"callback": {"name", "kind": "forward", "args", "kwargs"}}``, see ``attnlab.grading.worker.reference_calls``,
 which answers it) and returns the output the grader sends back. Gradients flow through a ``torch.autograd.Function``
 whose backward sends a second callback (``"kind": "vjp"``, the saved arguments and the output gradients) and returns
-the gradients of the tensor arguments the grader computed with the reference.
+the gradients of the tensor arguments the grader computed with the reference. A graded *class* stands in through
+``module_proxy.py`` instead.
 """
 
 from __future__ import annotations
