@@ -246,3 +246,23 @@ def test_dropout_in_training_uses_the_same_masks_forward_and_backward():
     kept = (out != 0).to(F64) / (1 - 0.5) * 2  # dropout's mask and rescaling, times the buffer's 2
     torch.testing.assert_close(grads["args"][0], (go * kept) @ params["lin.weight"])
     torch.testing.assert_close(grads["params"]["lin.bias"], (go * kept).sum(dim=(0, 1)))
+
+
+# the classes other questions are built on, per lab: a mistake in one costs those questions nothing
+BUILT_ON = {LAB: {"CausalSelfAttention": ("GPTBlock", "MiniGPT"), "GPTBlock": ("MiniGPT",)},
+            "lab05_self_attention": {"SelfAttention": ("AttentionClassifier",)},
+            "lab11_vision_transformer": {"PatchEmbedding": ("ViT",)}}
+
+
+@pytest.mark.parametrize("lab", sorted(BUILT_ON))
+def test_no_catalogued_mistake_in_a_class_costs_the_questions_built_on_it(lab):
+    bundle = load_bundle(ROOT / "autograder" / lab)
+    catalogue = bundle.catalogue()
+    entries = [m for m in catalogue.mutants if m.question in BUILT_ON[lab]]
+    assert len(entries) >= 3
+    for entry in entries:
+        dependents = BUILT_ON[lab][entry.question]
+        results = run_suite(bundle.suite, student_with(catalogue.reference_code, entry), bundle.reference, seed=0,
+                            questions=dependents)
+        for q in dependents:
+            assert results[q]["score"] == results[q]["max_score"], (entry.name, q, results[q]["messages"])
