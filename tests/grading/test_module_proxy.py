@@ -37,14 +37,23 @@ def _mutant(bundle, name: str):
     return entry
 
 
+SEEDED = """
+def seeded_train_forward(block, x, seed):  # dropout's masks drawn from the seed, in training
+    block.train()
+    torch.manual_seed(seed)
+    return block(x)
+"""
+
+
 @pytest.fixture(scope="module")
 def remote(bundle):
     """The lab09 reference with a wrong mask (tril(1): each position sees the next one) in CausalSelfAttention."""
     catalogue = bundle.catalogue()
     entry = _mutant(bundle, "csa_mask_off_by_one")
-    cells = [{"index": 0, "source": catalogue.reference_code}, {"index": 1, "source": entry.source}]
+    cells = [{"index": 0, "source": catalogue.reference_code}, {"index": 1, "source": entry.source},
+             {"index": 2, "source": SEEDED}]
     spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])
-    student = RemoteStudent(spawner, cells, catalogue.reference_code + "\n" + entry.source, cell_timeout=60,
+    student = RemoteStudent(spawner, cells, "\n".join(c["source"] for c in cells), cell_timeout=60,
                             load_timeout=120, call_timeout=120)
     student.start()
     sent: list[bytes] = []
@@ -94,6 +103,24 @@ def test_the_cache_round_trip_of_minigpt_on_the_reference_block(remote, bundle):
             assert s_mod.call(method="cache_length").output == 0
         torch.testing.assert_close(s_mod.call(idx).output[0], full)  # use_cache=False leaves the cache alone
     assert used == {"GPTBlock"}
+
+
+def test_dropout_in_training_sees_the_same_masks_in_the_forward_and_the_backward(remote, bundle):
+    """Through the pipes: the input gradient of a block in training (dropout 0.5 on the reference attention) is the
+    derivative of the forward with the same masks (central differences, the worker's generator seeded alike)."""
+    rng = torch.Generator().manual_seed(2)
+    x, d, go = (torch.randn(2, 5, 8, dtype=F64, generator=rng) for _ in range(3))
+    with remote.graded_on_reference(["CausalSelfAttention"], bundle.reference):
+        block = remote.create("GPTBlock", 8, 2, 5, 0.5).to(F64)
+        res = remote.call("seeded_train_forward", block, x, 7, grad=True, grad_outputs=[go])
+        again = remote.call("seeded_train_forward", block, x, 7).output
+        other = remote.call("seeded_train_forward", block, x, 8).output
+        eps = 1e-6
+        ahead, behind = (remote.call("seeded_train_forward", block, x + s * eps * d, 7).output for s in (1, -1))
+    torch.testing.assert_close(again, res.output)  # the masks follow the worker's generator
+    assert not torch.allclose(other, res.output)  # and differ for another seed: dropout is on
+    slope = ((ahead - behind) / (2 * eps) * go).sum()
+    torch.testing.assert_close((res.grads[1] * d).sum(), slope, rtol=1e-5, atol=1e-6)
 
 
 def test_the_reference_source_never_reaches_the_worker(remote, bundle):
