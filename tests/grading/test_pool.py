@@ -189,3 +189,47 @@ def test_ctrl_c_on_grader_processes_keeps_the_rows_and_leaves_no_process(built_c
     assert 2 <= recorded() == graded < 12
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
     assert not left, f"grader processes left running: {left}"
+
+
+def _affinity(item):
+    if item == "dies":
+        os._exit(3)
+    time.sleep(0.2)  # each child gets items: the replacement of the dead one too
+    return sorted(os.sched_getaffinity(0))
+
+
+def test_each_grader_process_keeps_to_its_own_cpu_where_there_is_one_per_job():
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU: nothing to pin")
+    assert pool.cpu_slots(2) == allowed[:2]
+    assert pool.cpu_slots(1) == [None] and pool.cpu_slots(len(allowed) + 1) == [None] * (len(allowed) + 1)
+    finished = []
+    pool.run_in_processes(["a", "dies", "b", "c", "d", "e"], 2, _affinity, lambda i, o: finished.append(o),
+                          lost=lambda i, why: "lost")
+    seen = [o for o in finished if o != "lost"]
+    assert len(seen) == 5 and all(len(o) == 1 and o[0] in allowed[:2] for o in seen)
+    assert {o[0] for o in seen} == set(allowed[:2])  # the replacement of the dead child took its CPU
+
+
+def test_a_forked_worker_runs_on_the_cpus_of_the_grader_that_started_it(tmp_path, monkeypatch):
+    from attnlab.grading.worker import sandbox
+
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU: nothing to pin")
+    monkeypatch.setenv(sandbox.ENV_START, "fork")
+    os.chmod(tmp_path, 0o777)
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {allowed[-1]})
+        try:
+            rc, out, err, _ = sandbox.run_once(
+                [__import__("sys").executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                workdir=str(tmp_path), timeout=60)
+        except RuntimeError as exc:  # no zygote here (not root, no bubblewrap): nothing forked to check
+            pytest.skip(str(exc))
+    finally:
+        os.sched_setaffinity(0, before)
+    assert rc == 0, err
+    assert out.decode().strip() == str([allowed[-1]])

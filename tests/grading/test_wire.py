@@ -373,3 +373,64 @@ def test_npy_headers_are_read_as_numpy_reads_them():
     big_endian = np.arange(3, dtype=">f4")  # not np.save's little-endian form: numpy's reader decides
     assert np.array_equal(_load_npy([npy(big_endian)], 0), big_endian)
     assert np.array_equal(_load_npy([_npy_bytes(big_endian)], 0), big_endian)
+
+
+# ---------------------------------------------------------------- copied: roundtrip without the bytes
+class Word(str):
+    def __str__(self):
+        return "changed"
+
+
+class Small(int):
+    pass
+
+
+def _copy_corpus():
+    from collections import OrderedDict, namedtuple
+
+    point = namedtuple("Point", "x y")
+    g = torch.Generator().manual_seed(3)
+    values = [
+        None, True, 0, -7, 2**70, 1.5, -0.0, float("nan"), float("inf"), "héllo ✓", Word("w"), Small(4), [], {}, (),
+        [1, [2, [3, (4, 5)]]], point(1, torch.ones(2)), OrderedDict(b=1, a=(2,)), {Word("k"): 1, "k": 2},
+        {(97, 98): 3, 1: "a", 2.5: None, None: [1], False: 0, "s": 1, (): 2, (1, ("x", None)): 3},
+        torch.float16, torch.bfloat16, ObjectHandle(3), g,
+        torch.arange(12.0).reshape(3, 4).t(), torch.ones(3, requires_grad=True) * 2, torch.nn.Parameter(torch.ones(2)),
+        torch.tensor(0.1, dtype=torch.float64), torch.empty(0, 3, dtype=torch.int8),
+        np.arange(6, dtype=np.int16).reshape(2, 3), np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        np.arange(3, dtype=">f8"), np.array(2.5), np.arange(4, dtype=np.float16), np.float32(2.5), np.int64(3),
+        np.bool_(True), np.float64(0.1),
+    ]
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,
+                  torch.uint8, torch.bool, torch.complex64, torch.complex128):
+        values.append((torch.randn(2, 3, generator=g, dtype=torch.float64) * 50).to(dtype))
+    return values
+
+
+@pytest.mark.parametrize("value", _copy_corpus(), ids=lambda v: type(v).__name__)
+def test_copied_is_what_roundtrip_returns(value):
+    a, b = wire.copied(value), roundtrip(value)
+    if isinstance(value, torch.Generator):
+        assert type(a) is type(b) is torch.Generator and torch.equal(a.get_state(), b.get_state())
+        assert a is not value
+        return
+    same(a, b)
+
+
+def test_copied_tensors_and_arrays_own_their_memory():
+    t, arr = torch.zeros(3), np.zeros(3)
+    ct, carr = wire.copied([t, arr])
+    ct += 1
+    carr += 1
+    assert t.sum() == 0 and arr.sum() == 0 and ct.grad_fn is None
+
+
+@pytest.mark.parametrize("value", [Thing(), {1, 2}, b"bytes", {torch.ones(1): "a"}, {(1, Thing()): 3}, lambda: 1,
+                                   np.array([object(), 1], dtype=object), np.array(["a", "b"]), DEEP, 1 + 2j,
+                                   np.complex64(1 + 2j), [Thing()]], ids=lambda v: type(v).__name__)
+def test_copied_refuses_what_pack_refuses_with_the_same_message(value):
+    with pytest.raises(WireError) as packed:
+        pack(value)
+    with pytest.raises(WireError) as copy:
+        wire.copied(value)
+    assert str(copy.value) == str(packed.value)

@@ -14,7 +14,7 @@ internals. They can only:
 - record what a module built by ``create`` is fed while a function uses it (``record_forward``, ``forward_calls``:
   the shapes of its forward's arguments, call by call).
 
-Every value that comes back went through the wire format (``wire.roundtrip``), also in-process, so a
+Every value that comes back went through the wire format, or in-process what it returns (``wire.copied``), so a
 test always sees plain tensors, tuples, lists and JSON values, whoever produced them.
 
 ``LocalStudent`` runs the code in this process (the reference; Otter's in-kernel ``grader.check``).
@@ -250,8 +250,8 @@ class LocalStudent(StudentAPI):
         self._rebound = {}
 
     def _op(self, op: str, **payload) -> Any:
-        payload = wire.roundtrip(payload)  # the callee never shares tensors with the test
-        return wire.roundtrip(self.executor.dispatch(op, payload))
+        payload = wire.copied(payload)  # the callee never shares tensors with the test
+        return wire.copied(self.executor.dispatch(op, payload))
 
     def source(self, name: str | None = None) -> str | None:
         if self.code is not None:

@@ -168,7 +168,7 @@ def end() -> list[dict]:
 def checked_uses(raw: Any, cells: list[dict], watch: Iterable[str]) -> tuple[list[Use], int]:
     """The worker's ``evidence`` as ``Use`` entries the grader can stand behind, and how many entries it refused:
     each must name a watched callable in ``OWNERS``, a cell that was sent and a line inside it."""
-    if raw is None:
+    if raw is None or (isinstance(raw, list) and not raw):  # nearly every reply: nothing to check
         return [], 0
     if not isinstance(raw, list) or len(raw) > MAX_USES:
         return [], 1

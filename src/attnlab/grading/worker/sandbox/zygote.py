@@ -5,7 +5,8 @@ environment, before and apart from anything secret: it never reads a bundle, a s
 environment, and it never runs student code. FD is its end of a ``SOCK_SEQPACKET`` socket pair, the only way in.
 It imports ``PRELOAD`` (what the worker needs first), says ``{"ok": true}`` (or why it cannot serve: a thread left
 running by an import makes forking unsafe), then, warming up and importing ``WHEN_IDLE`` one step at a time while no
-request waits, answers each request (a JSON spec plus the worker's stdin, stdout, stderr and a status pipe, passed
+request waits (everything imported is frozen for the cycle collector, ``gc.freeze``, so that no worker's full
+collection walks it), answers each request (a JSON spec plus the worker's stdin, stdout, stderr and a status pipe, passed
 as file descriptors) by forking:
 
 - M, the monitor (root, host namespaces; dies with the zygote): unshares mount, pid, ipc, uts, cgroup and (unless
@@ -14,7 +15,8 @@ as file descriptors) by forking:
 - I, pid 1 of the new pid namespace (root; dies with M): builds the file system of the plan under an empty
   folder and pivots into it (``newroot.py``), sets the host name, forks W, reaps orphans, and exits with W's
   status (128 + N for a signal, as bwrap does). When I dies, the kernel kills everything in the namespace.
-- W, the worker: a new session, the pipes on fds 0-2 and nothing else open, the capability bounding set emptied,
+- W, the worker: a new session, the pipes on fds 0-2 and nothing else open, the CPUs of the grader that asked for
+  it (``cpus``: a batch's grader processes each keep to one, ``scale/pool.py``), the capability bounding set emptied,
   the claimed uid (real, effective, saved; no groups), ``no_new_privs``, the rlimits, the minimal environment,
   fresh random seeds; it writes ``ready`` and closes the status pipe, then runs the argv
   (``python -c CODE ARGS`` or ``python -m MODULE ARGS``) as that Python would.
@@ -24,6 +26,7 @@ A setup step that fails writes ``error <what>`` on the status pipe (the grader t
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -145,11 +148,13 @@ def main(argv: list[str]) -> int:
     if why:
         return 1
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
+    gc.freeze()  # torch's objects, copied into every worker: its collector never walks them (see _idle_steps)
     idle, unsafe = _idle_steps(), ""
     while True:
         if idle is not None and not select.select([ctrl], [], [], 0)[0]:  # nobody waits: one step of the warm-up
             idle = None if next(idle, StopIteration) is StopIteration else idle
             unsafe = unsafe or _stray_threads()
+            gc.freeze()
             continue
         try:
             data, fds, _, _ = socket.recv_fds(ctrl, MAX_REQUEST_BYTES, _FDS)
@@ -250,6 +255,7 @@ def _worker(spec: dict, fds: list[int]) -> None:
             os.dup2(fd, target)
         status = os.dup2(fds[3], 3)
         os.closerange(4, 1 << 16)
+        _keep_to(spec.get("cpus"))
         _drop_privileges(spec["uid"], spec["rlimits"])
         os.chdir(spec["workdir"])
         os.environ.clear()
@@ -261,6 +267,16 @@ def _worker(spec: dict, fds: list[int]) -> None:
     _say(status, "ready")
     os.close(status)
     os._exit(_run(spec["argv"]))
+
+
+def _keep_to(cpus) -> None:
+    """Run on the CPUs the grader that asked for this worker runs on (a batch's grader processes each keep to one:
+    ``scale/pool.py``); a performance hint, skipped when it does not apply."""
+    if isinstance(cpus, list) and cpus and all(type(c) is int for c in cpus):
+        try:
+            os.sched_setaffinity(0, cpus)
+        except (OSError, ValueError, OverflowError):
+            pass
 
 
 def _drop_privileges(uid: int, rlimits: list) -> None:
