@@ -30,9 +30,10 @@ from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn
 from attnlab.grading.worker.executor import StudentError
 
-# Each question graded on its own: the classes run with the reference's patchify (docs/CURRICULUM.md)
+# Each question graded on its own: the classes run with the reference's patchify, and ViT with the reference class
+# PatchEmbedding too (built and run by the grader: grading/worker/module_calls.py; docs/CURRICULUM.md)
 suite = HiddenSuite("lab11_vision_transformer", policy_questions=None,
-                    graded_on_reference={"PatchEmbedding": ("patchify",), "ViT": ("patchify",)})
+                    graded_on_reference={"PatchEmbedding": ("patchify",), "ViT": ("patchify", "PatchEmbedding")})
 
 F32, F64 = torch.float32, torch.float64
 PATCHIFY, EMBED, VIT, ROLLOUT = "patchify", "PatchEmbedding", "ViT", "attention_rollout"

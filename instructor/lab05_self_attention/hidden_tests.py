@@ -30,10 +30,11 @@ from attnlab.grading.policy import rules
 
 # The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
-# Each question graded on its own: the classes run with the reference's helpers (docs/CURRICULUM.md)
+# Each question graded on its own: the classes run with the reference's helpers, and AttentionClassifier with the
+# reference class SelfAttention too (built and run by the grader: grading/worker/module_calls.py; docs/CURRICULUM.md)
 _HELPERS = ("scaled_dot_product_attention", "causal_mask", "padding_mask")
 suite = HiddenSuite("lab05_self_attention", policy_questions=None,
-                    graded_on_reference={"SelfAttention": _HELPERS, "AttentionClassifier": _HELPERS})
+                    graded_on_reference={"SelfAttention": _HELPERS, "AttentionClassifier": _HELPERS + ("SelfAttention",)})
 
 FORBIDDEN = ["scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"]
 WHY = ("this lab asks you to build attention by hand: F.scaled_dot_product_attention and nn.MultiheadAttention "

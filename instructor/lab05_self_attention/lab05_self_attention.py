@@ -40,8 +40,10 @@
 # **Each question graded on its own.** A question whose code calls an earlier graded function is graded with the
 # reference version of that function: `SelfAttention` and `AttentionClassifier` run with the reference
 # `scaled_dot_product_attention` (and the reference `causal_mask` and `padding_mask`) wherever your code calls them,
-# so a mistake there costs only its own question, and their feedback says "graded with the reference ...". A class
-# is not swapped: a mistake in your `SelfAttention` also costs `AttentionClassifier`, which is built on it.
+# so a mistake there costs only its own question, and their feedback says "graded with the reference ...". The same
+# holds for a class: `AttentionClassifier` runs with the reference `SelfAttention` (its parameters held under the
+# same names, so build it as `SelfAttention(embed_dim)` and reach it as `self.attention`), so a mistake in your
+# `SelfAttention` costs that question only.
 #
 # **Rules of this lab.**
 #

@@ -42,11 +42,13 @@
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
 #
-# **Questions built on others.** `GPTBlock` is graded with your own `CausalSelfAttention` inside it, and `MiniGPT`
-# with your own `GPTBlock`: they are classes with parameters and a key-value cache, which the grader cannot yet swap
-# for the reference's (Labs 05 and 11 grade a question with the reference version of a *function* it calls). So a
-# mistake in `CausalSelfAttention` (a mask with the wrong triangle, say) also costs `GPTBlock` and `MiniGPT`: make
-# each class pass the notebook's checks before you build on it. `docs/CURRICULUM.md` says which questions are isolated.
+# **Questions built on others.** Each question is graded on its own: the hidden tests of `GPTBlock` run your block
+# with the reference's `CausalSelfAttention` in place of yours, and those of `MiniGPT` your model with the reference's
+# `GPTBlock`, so a mistake in `CausalSelfAttention` (a mask with the wrong triangle, say) costs that question only;
+# the feedback says so ("graded with the reference `CausalSelfAttention`"). For this, build the sub-layers by calling
+# the classes by name (`CausalSelfAttention(d_model, num_heads, block_size, dropout)` in `GPTBlock`, `GPTBlock(...)`
+# in `MiniGPT`), and reach their parameters and cache as the lab names them (`block.attn.cache`). The notebook's own
+# checks run your classes together: make each one pass them before you build on it.
 #
 # **Rules of this lab.**
 #

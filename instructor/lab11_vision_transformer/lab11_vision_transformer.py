@@ -42,7 +42,9 @@
 # **Each question graded on its own.** A question whose code calls an earlier graded function is graded with the
 # reference version of that function: `PatchEmbedding` and `ViT` run with the reference `patchify` wherever your
 # code calls it, so a mistake there costs only `patchify`, and their feedback says "graded with the reference
-# `patchify`". A class is not swapped: a mistake in your `PatchEmbedding` also costs `ViT`, which is built on it.
+# `patchify`". The same holds for a class: `ViT` runs with the reference `PatchEmbedding` (its parameters held under
+# the same names, so build it as `PatchEmbedding(...)` and reach it as `self.embed`), so a mistake in your
+# `PatchEmbedding` costs that question only.
 #
 # **Rules of this lab.**
 #

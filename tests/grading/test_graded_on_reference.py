@@ -167,11 +167,13 @@ def _mutated_solution(tmp_path: Path, lab: str, old: str, new: str) -> Path:
     return path
 
 
+# dependents: question -> the reference it is graded with (a class built on the helper runs as the reference's class:
+# test_module_proxy.py)
 @pytest.mark.parametrize("lab, helper, old, new, dependents", [
     ("lab05_self_attention", "scaled_dot_product_attention", "q @ k.transpose(-2, -1) / math.sqrt(d_k)",
-     "q @ k.transpose(-2, -1)", ("SelfAttention", "AttentionClassifier")),
+     "q @ k.transpose(-2, -1)", {"SelfAttention": "scaled_dot_product_attention", "AttentionClassifier": "SelfAttention"}),
     ("lab11_vision_transformer", "patchify", "x.permute(0, 2, 4, 1, 3, 5)", "x.permute(0, 4, 2, 1, 3, 5)",
-     ("PatchEmbedding", "ViT")),
+     {"PatchEmbedding": "patchify", "ViT": "PatchEmbedding"}),
 ])
 def test_a_wrong_helper_costs_only_its_own_question(tmp_path, lab, helper, old, new, dependents):
     res = grade_submission(ROOT / "autograder" / lab, _mutated_solution(tmp_path, lab, old, new))
@@ -181,9 +183,9 @@ def test_a_wrong_helper_costs_only_its_own_question(tmp_path, lab, helper, old, 
     for q, result in questions.items():
         if q != helper and result.get("kind") != "written":
             assert result["score"] == result["max_score"], (q, result["messages"])
-    for q in dependents:
-        assert questions[q]["messages"][0].startswith(f"note: graded with the reference `{helper}`"), questions[q]
-        assert questions[q]["graded_on_reference"] == [helper]
+    for q, on in dependents.items():
+        assert questions[q]["messages"][0].startswith(f"note: graded with the reference `{on}`"), questions[q]
+        assert questions[q]["graded_on_reference"] == [on]
     assert not questions[helper].get("graded_on_reference")
 
 
@@ -201,8 +203,8 @@ def test_without_the_reference_the_dependents_would_lose(monkeypatch):
     isolated = run_suite(bundle.suite, student, bundle.reference, seed=0, questions=questions)
     monkeypatch.setattr(bundle.suite, "graded_on_reference", {})
     together = run_suite(bundle.suite, student, bundle.reference, seed=0, questions=questions)
-    for q in ("SelfAttention", "AttentionClassifier"):
+    for q, on in (("SelfAttention", "scaled_dot_product_attention"), ("AttentionClassifier", "SelfAttention")):
         assert isolated[q]["score"] == isolated[q]["max_score"]
-        assert isolated[q]["messages"][0].startswith("note: graded with the reference `scaled_dot_product_attention`")
+        assert isolated[q]["messages"][0].startswith(f"note: graded with the reference `{on}`")
         assert together[q]["score"] < together[q]["max_score"] and "graded_on_reference" not in together[q]
     assert isolated["scaled_dot_product_attention"] == together["scaled_dot_product_attention"]

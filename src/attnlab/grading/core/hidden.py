@@ -48,8 +48,8 @@ class HiddenSuite:
     rules, once): each breach costs those of them it appears in or whose code uses it; None: every question;
     ``()``: none. ``allowed_imports``: modules the lab adds to the rules'
     ``DEFAULT_IMPORTS``. The lab's rules cell says the same in words. ``graded_on_reference``: question -> the graded
-    functions its code calls that its tests run with the reference's version (``worker/reference_calls.py``), so that
-    a mistake in one of them costs only its own question.
+    functions (and classes: ``worker/module_calls.py``) its code calls that its tests run with the reference's version
+    (``worker/reference_calls.py``), so that a mistake in one of them costs only its own question.
     """
 
     def __init__(self, lab: str, policy_questions=None, allowed_imports=(), graded_on_reference=None):

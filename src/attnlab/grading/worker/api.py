@@ -34,7 +34,7 @@ import torch
 from attnlab.grading.worker import wire
 from attnlab.grading.worker.deferred_imports import deferring_builtins
 from attnlab.grading.worker.executor import ABSENT, Executor, StudentError
-from attnlab.grading.worker.reference_calls import CountingCall
+from attnlab.grading.worker.reference_calls import counting
 from attnlab.grading.worker.wire import ObjectHandle
 
 __all__ = ["StudentAPI", "ObjectRef", "Result", "LocalStudent", "StudentError",
@@ -238,7 +238,7 @@ class LocalStudent(StudentAPI):
         namespace, self._rebound = self.executor.namespace, {}
         for name, fn in functions.items():
             self._rebound[name] = namespace.get(name, ABSENT)
-            namespace[name] = CountingCall(name, fn, used)
+            namespace[name] = counting(name, fn, used)
         return used
 
     def _unbind_reference(self) -> None:

@@ -83,7 +83,7 @@ class Executor:
         self.namespace = namespace
         self.objects: dict[int, Any] = {}
         self._ids = itertools.count(1)
-        self.proxy = None  # name -> a stand-in calling the grader back (process.main: reference_proxy.ReferenceProxy)
+        self.proxy = None  # (name, module=) -> a stand-in calling the grader back (process.main: reference/module_proxy)
         self._rebound: dict[str, Any] = {}  # name -> the student's own binding (ABSENT: none) while a proxy stands in
         self._recorded: dict[int, list] = {}  # object id -> the forward calls recorded (record_forward)
 
@@ -281,14 +281,16 @@ class Executor:
         return in_grads, p_grads
 
     # -- graded with the reference (reference_proxy.py, reference_calls.py) -----------------------------------
-    def bind_reference(self, names):
-        """Bind each of ``names`` to a proxy that asks the grader to run the reference's version (for one test)."""
+    def bind_reference(self, names, modules=()):
+        """Bind each of ``names`` to a proxy that asks the grader to run the reference's version (for one test);
+        those in ``modules`` are classes (``module_proxy``), the others functions (``reference_proxy``)."""
         if self.proxy is None:
             raise StudentError("internal: this process cannot call the grader back")
         self.unbind_reference()
-        for name in names:
-            self._rebound[str(name)] = self.namespace.get(str(name), ABSENT)
-            self.namespace[str(name)] = self.proxy(str(name))
+        modules = {str(m) for m in modules}
+        for name in map(str, names):
+            self._rebound[name] = self.namespace.get(name, ABSENT)
+            self.namespace[name] = self.proxy(name, module=name in modules)
         return None
 
     def unbind_reference(self):

@@ -10,9 +10,9 @@ Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout
 ``call_evidence``), then
 ``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
 ``{"ok": False, "error": str}``, each with ``"evidence"``: the watched calls the student's code ran during that
-request (``call_evidence.end``). While a request runs, a reference proxy (``reference_proxy.py``) may send
-``{"callback": {...}}`` and read the grader's answer before the reply. Nothing the worker sends is trusted beyond
-being data.
+request (``call_evidence.end``). While a request runs, a reference proxy (``reference_proxy.py``,
+``module_proxy.py``) may send ``{"callback": {...}}`` and read the grader's answer before the reply. Nothing the
+worker sends is trusted beyond being data.
 """
 
 from __future__ import annotations
@@ -131,12 +131,16 @@ def main() -> int:
     from attnlab.grading.outputs.safe_text import MAX_MESSAGES
     from attnlab.grading.worker import call_evidence
     from attnlab.grading.worker.executor import Executor, StudentError
+    from attnlab.grading.worker.module_proxy import proxy_class
     from attnlab.grading.worker.reference_proxy import ReferenceProxy
     from attnlab.grading.worker.wire import WireError, pack, read_frame
 
     namespace = _prepare_namespace()
     executor = Executor(namespace)
-    executor.proxy = lambda name: ReferenceProxy(name, lambda message: _callback(message, proto_in, proto_out))
+    def callback(message):
+        return _callback(message, proto_in, proto_out)
+
+    executor.proxy = lambda name, module=False: (proxy_class if module else ReferenceProxy)(name, callback)
 
     def reply(message):
         try:

@@ -19,12 +19,14 @@ from typing import Any, Callable
 import torch
 
 from attnlab.grading.worker.executor import tensor_leaves
+from attnlab.grading.worker.module_calls import MODULE_KINDS, ModuleCalls, Refused, is_module_class
 from attnlab.grading.worker.wire import MAX_FRAME_BYTES
 
-__all__ = ["ReferenceCalls", "CountingCall", "MAX_CALLBACKS", "reference_note"]
+__all__ = ["ReferenceCalls", "CountingCall", "counting", "counting_class", "MAX_CALLBACKS", "reference_note"]
 
 MAX_CALLBACKS = 10_000  # per test: a test makes a few dozen calls, each a handful of helper calls
 _PLAIN = (type(None), bool, int, float, str, torch.dtype)
+_Refused = Refused  # a callback the grader does not answer with the reference (module_calls.Refused)
 
 
 def reference_note(names) -> str:
@@ -59,6 +61,22 @@ class CountingCall:
         return self.fn(*args, **kwargs)
 
 
+def counting_class(name: str, cls: type, used: set) -> type:
+    """The reference's module class ``cls``, bound in an in-process student's namespace: a subclass that records in
+    ``used`` that it was built (``isinstance`` holds for the student's checks, as for the worker's proxy class)."""
+    def __init__(self, *args, **kwargs):
+        used.add(name)
+        cls.__init__(self, *args, **kwargs)
+
+    return type(name, (cls,), {"__init__": __init__, "__qualname__": name, "__module__": cls.__module__})
+
+
+def counting(name: str, fn: Callable, used: set) -> Any:
+    """What an in-process student's namespace binds ``name`` to for one test: the reference's function or class,
+    recording in ``used`` that it was called (built)."""
+    return counting_class(name, fn, used) if is_module_class(fn) else CountingCall(name, fn, used)
+
+
 class ReferenceCalls:
     """Answers the worker's callbacks of one test: ``functions`` maps each bound name to the reference's function."""
 
@@ -67,6 +85,7 @@ class ReferenceCalls:
         self.used: set[str] = set()
         self.count = 0
         self.refused: list[str] = []  # what the grader refused, in its words (tests, logs)
+        self.modules = ModuleCalls()  # the reference modules of the graded classes, built for this test
 
     def answer(self, message: Any) -> dict:
         """The reply to one callback frame's body: ``{"ok": True, "value": ...}`` or ``{"ok": False, ...}``."""
@@ -81,7 +100,7 @@ class ReferenceCalls:
 
     def _answer(self, message: Any) -> Any:
         if not (isinstance(message, dict) and isinstance(message.get("name"), str)
-                and message.get("kind") in ("forward", "vjp") and isinstance(message.get("args"), list)
+                and message.get("kind") in ("forward", "vjp", *MODULE_KINDS) and isinstance(message.get("args"), list)
                 and isinstance(message.get("kwargs"), dict)):
             raise _Refused("the grading process sent a malformed callback (did your code write to its pipes?)")
         name = message["name"]
@@ -91,12 +110,19 @@ class ReferenceCalls:
         self.count += 1
         if self.count > MAX_CALLBACKS:
             raise _Refused(f"your code called `{name}` more than {MAX_CALLBACKS:,} times in one test: refused")
-        args, kwargs = message["args"], message["kwargs"]
-        grad_outputs = message.get("grad_outputs")
-        if not _plain(args) or not _plain(kwargs) or not (grad_outputs is None or _plain(grad_outputs)):
+        fn = self.functions[name]
+        if is_module_class(fn) != (message["kind"] in MODULE_KINDS):
+            raise _Refused(f"the grading process sent a malformed callback for `{name}`: refused")
+        if not all(_plain(message.get(part)) for part in ("args", "kwargs", "grad_outputs", "params", "buffers",
+                                                          "state")):
             raise _Refused(f"`{name}` can be given only tensors and plain values (numbers, strings, None, lists of "
                            "them) while it is graded with the reference")
-        fn = self.functions[name]
+        if message["kind"] in MODULE_KINDS:
+            if message["kind"] == "construct":
+                self.used.add(name)
+            return self.modules.answer(name, fn, message)
+        args, kwargs = message["args"], message["kwargs"]
+        grad_outputs = message.get("grad_outputs")
         _check_size(name, fn, args, kwargs)
         if message["kind"] == "forward":
             self.used.add(name)
@@ -137,10 +163,6 @@ def _check_size(name: str, fn: Callable, args: list, kwargs: dict) -> None:
     if size > MAX_FRAME_BYTES:
         raise _Refused(f"`{name}` would return {size:,} bytes for these arguments, over the limit of "
                        f"{MAX_FRAME_BYTES:,}: call it on smaller tensors")
-
-
-class _Refused(Exception):
-    """A callback the grader does not answer with the reference."""
 
 
 def _vjp(fn: Callable, args: list, kwargs: dict, grad_outputs: list) -> dict:

@@ -5,7 +5,8 @@ The proxy holds no solution content: it sends the call's arguments to the grader
 (``{"callback": {"name", "kind": "forward", "args", "kwargs"}}``, see ``attnlab.grading.worker.reference_calls``,
 which answers it) and returns the output the grader sends back. Gradients flow through a ``torch.autograd.Function``
 whose backward sends a second callback (``"kind": "vjp"``, the saved arguments and the output gradients) and returns
-the gradients of the tensor arguments the grader computed with the reference.
+the gradients of the tensor arguments the grader computed with the reference. A graded *class* stands in through
+``module_proxy.py`` instead.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from attnlab.grading.worker.executor import tensor_leaves
 
-__all__ = ["ReferenceProxy", "RaisedByReference"]
+__all__ = ["ReferenceProxy", "RaisedByReference", "reply_value"]
 
 # Exceptions of the reference the proxy raises again under their own type, so that student code sees the reference's
 # ValueError as one (anything else arrives as a RuntimeError carrying its text).
@@ -25,6 +26,15 @@ _RERAISED = {cls.__name__: cls for cls in (ValueError, TypeError, RuntimeError, 
 
 class RaisedByReference(RuntimeError):
     """The grader could not answer a callback (the reference raised, or the callback was refused)."""
+
+
+def reply_value(name: str, reply: Any) -> Any:
+    """The value of the grader's ``reply`` to a callback about the reference ``name``; its error raised again."""
+    if not isinstance(reply, dict) or "ok" not in reply:
+        raise RaisedByReference(f"the grader sent no answer for the reference `{name}`")
+    if not reply["ok"]:
+        raise _RERAISED.get(str(reply.get("type")), RaisedByReference)(str(reply.get("error", "")))
+    return reply.get("value")
 
 
 def _rebuild(structure: Any, leaves) -> Any:
@@ -80,12 +90,7 @@ class ReferenceProxy:
                    "kwargs": {k: _detached(v) for k, v in kwargs.items()}}
         if grad_outputs is not None:
             message["grad_outputs"] = list(grad_outputs)
-        reply = self.callback(message)
-        if not isinstance(reply, dict) or "ok" not in reply:
-            raise RaisedByReference(f"the grader sent no answer for the reference `{self.__name__}`")
-        if not reply["ok"]:
-            raise _RERAISED.get(str(reply.get("type")), RaisedByReference)(str(reply.get("error", "")))
-        return reply.get("value")
+        return reply_value(self.__name__, self.callback(message))
 
     def __call__(self, *args, **kwargs):
         output = self.ask("forward", list(args), kwargs)

@@ -17,6 +17,7 @@ from attnlab.grading.outputs.safe_text import MAX_MESSAGES, clip
 from attnlab.grading.worker import call_evidence, wire
 from attnlab.grading.worker.api import StudentAPI, definition_source
 from attnlab.grading.worker.executor import StudentError
+from attnlab.grading.worker.module_calls import is_module_class
 from attnlab.grading.worker.reference_calls import ReferenceCalls
 
 __all__ = ["RemoteStudent", "WorkerDied"]
@@ -33,6 +34,12 @@ def _cell_category(error: str) -> str:
     if _CELL_TIMEOUT.fullmatch(error):
         return fields.CELL_TIMEOUT
     return fields.CELL_LIMIT if _CELL_LIMIT.match(error) else fields.CELL_ERROR
+
+
+def _binding(functions: dict) -> dict:
+    """The ``bind_reference`` request for ``functions``: the names, and which of them are module classes (bound to a
+    ``module_proxy`` class in the worker, the others to a ``ReferenceProxy``)."""
+    return {"names": list(functions), "modules": [n for n, fn in functions.items() if is_module_class(fn)]}
 
 
 class WorkerDied(StudentError):
@@ -89,7 +96,7 @@ class RemoteStudent(StudentAPI):
     def _bind_reference(self, functions: dict) -> set:
         self._reference = calls = ReferenceCalls(functions)
         try:
-            self._op("bind_reference", names=list(functions))
+            self._op("bind_reference", **_binding(functions))
         except StudentError:
             self._unbind_reference()
             raise
@@ -184,7 +191,7 @@ class RemoteStudent(StudentAPI):
             began = time.monotonic()
             self.start()
             if self._reference is not None:  # the test goes on with the reference bound in the fresh worker
-                self._request({"op": "bind_reference", "payload": {"names": list(self._reference.functions)}},
+                self._request({"op": "bind_reference", "payload": _binding(self._reference.functions)},
                               self._timeout(self.call_timeout))
             if self._test_deadline is not None:  # restarting is the grader's time, not the test's
                 self._test_deadline += time.monotonic() - began

@@ -42,7 +42,8 @@ from attnlab.grading.worker.sandbox.newroot import build_root
 # What the worker needs before its first cell runs: imported before the zygote says it is ready.
 PRELOAD = ("torch", "torch.nn", "torch.nn.functional", "torch.utils.data", "numpy", "attnlab.grading.worker.process",
            "attnlab.grading.worker.executor", "attnlab.grading.worker.wire", "attnlab.grading.worker.deferred_imports",
-           "attnlab.grading.worker.reference_proxy", "attnlab.grading.worker.call_evidence",
+           "attnlab.grading.worker.reference_proxy", "attnlab.grading.worker.module_proxy",
+           "attnlab.grading.worker.call_evidence",
            "attnlab.grading.core.notebook_code", "attnlab.grading.outputs.safe_text", "attnlab.device", "attnlab.seeding")
 # What a worker may use later (the labs' graded cells import tqdm and the kit's modules): imported, like the warm-up,
 # while the zygote waits for requests, one step at a time, so that a grader asking for a worker never waits for them
