@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from attnlab.grading.worker.executor import tensor_leaves
-from attnlab.grading.worker.reference_proxy import _detached, _float, _rebuild, reply_value
+from attnlab.grading.worker.reference_proxy import detached, floating_tensor, rebuilt, reply_value
 
 __all__ = ["proxy_class", "ModuleProxy"]
 
@@ -95,11 +95,11 @@ class ModuleProxy(nn.Module):
     def _inputs(self, args: list, kwargs: dict) -> dict:
         """What the grader needs to run the reference on the module as it is now."""
         seed = int(torch.randint(0, 2**62, (1,)).item()) if self.training else None  # dropout's masks, as drawn here
-        return {"id": self._attnlab_id, "args": [_detached(a) for a in args],
-                "kwargs": {k: _detached(v) for k, v in kwargs.items()},
+        return {"id": self._attnlab_id, "args": [detached(a) for a in args],
+                "kwargs": {k: detached(v) for k, v in kwargs.items()},
                 "params": {n: p.detach() for n, p in self.named_parameters()},
                 "buffers": {n: b.detach() for n, b in self.named_buffers()},
-                "state": {key: _detached(_state_get(self, key)) for key in self._attnlab_state},
+                "state": {key: detached(_state_get(self, key)) for key in self._attnlab_state},
                 "training": bool(self.training), "seed": seed}
 
     def forward(self, *args, **kwargs):
@@ -109,13 +109,13 @@ class ModuleProxy(nn.Module):
         for key in self._attnlab_state:
             _state_set(self, key, state.get(key))
         leaves = tensor_leaves(output)
-        slots = [i for i, a in enumerate(args) if _float(a)] + [k for k, v in kwargs.items() if _float(v)]
+        slots = [i for i, a in enumerate(args) if floating_tensor(a)] + [k for k, v in kwargs.items() if floating_tensor(v)]
         params = dict(self.named_parameters())
         tensors = [args[s] if isinstance(s, int) else kwargs[s] for s in slots] + list(params.values())
-        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors) and any(map(_float, leaves))):
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors) and any(map(floating_tensor, leaves))):
             return output
         connected = _ModuleBackward.apply(self, (inputs, slots, list(params)), leaves, *tensors)
-        return _rebuild(output, iter(connected))
+        return rebuilt(output, iter(connected))
 
 
 class _ModuleBackward(torch.autograd.Function):
@@ -124,14 +124,14 @@ class _ModuleBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, proxy, call, outputs, *tensors):
         ctx.proxy, ctx.call = proxy, call
-        ctx.mark_non_differentiable(*[o for o in outputs if not _float(o)])
+        ctx.mark_non_differentiable(*[o for o in outputs if not floating_tensor(o)])
         return tuple(o.clone() for o in outputs)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         inputs, slots, names = ctx.call
         grads = ctx.proxy._ask({"kind": "module_vjp", **inputs,
-                                "grad_outputs": [g if _float(g) else None for g in grad_outputs]})
+                                "grad_outputs": [g if floating_tensor(g) else None for g in grad_outputs]})
         by_slot = {**dict(enumerate(grads.get("args", []))), **grads.get("kwargs", {})}
         params = grads.get("params", {})
         return (None, None, None, *[by_slot.get(s) for s in slots], *[params.get(n) for n in names])

@@ -17,7 +17,7 @@ import torch
 
 from attnlab.grading.worker.executor import tensor_leaves
 
-__all__ = ["ReferenceProxy", "RaisedByReference", "reply_value"]
+__all__ = ["ReferenceProxy", "RaisedByReference", "reply_value", "detached", "floating_tensor", "rebuilt"]
 
 # Exceptions of the reference the proxy raises again under their own type, so that student code sees the reference's
 # ValueError as one (anything else arrives as a RuntimeError carrying its text).
@@ -37,18 +37,18 @@ def reply_value(name: str, reply: Any) -> Any:
     return reply.get("value")
 
 
-def _rebuild(structure: Any, leaves) -> Any:
+def rebuilt(structure: Any, leaves) -> Any:
     """``structure`` (an output) with its tensors replaced, in ``tensor_leaves`` order, by the next of ``leaves``."""
     if isinstance(structure, torch.Tensor):
         return next(leaves)
     if isinstance(structure, (list, tuple)):
-        return type(structure)(_rebuild(v, leaves) for v in structure)
+        return type(structure)(rebuilt(v, leaves) for v in structure)
     if isinstance(structure, dict):
-        return {k: _rebuild(structure[k], leaves) for k in structure}
+        return {k: rebuilt(structure[k], leaves) for k in structure}
     return structure
 
 
-def _float(t: Any) -> bool:
+def floating_tensor(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
 
 
@@ -59,7 +59,7 @@ class _Backward(torch.autograd.Function):
     def forward(ctx, proxy, call, outputs, *tensors):
         ctx.proxy, ctx.call = proxy, call
         ctx.save_for_backward(*tensors)
-        ctx.mark_non_differentiable(*[o for o in outputs if not _float(o)])
+        ctx.mark_non_differentiable(*[o for o in outputs if not floating_tensor(o)])
         return tuple(o.clone() for o in outputs)
 
     @staticmethod
@@ -72,7 +72,7 @@ class _Backward(torch.autograd.Function):
                 args[slot] = t
             else:
                 kwargs[slot] = t
-        grads = ctx.proxy.ask("vjp", args, kwargs, [g if _float(g) else None for g in grad_outputs])
+        grads = ctx.proxy.ask("vjp", args, kwargs, [g if floating_tensor(g) else None for g in grad_outputs])
         by_slot = {**dict(enumerate(grads.get("args", []))), **grads.get("kwargs", {})}
         return (None, None, None, *[by_slot.get(s) for s in slots])
 
@@ -86,8 +86,8 @@ class ReferenceProxy:
         self.callback = callback
 
     def ask(self, kind: str, args: list, kwargs: dict, grad_outputs=None) -> Any:
-        message = {"name": self.__name__, "kind": kind, "args": [_detached(a) for a in args],
-                   "kwargs": {k: _detached(v) for k, v in kwargs.items()}}
+        message = {"name": self.__name__, "kind": kind, "args": [detached(a) for a in args],
+                   "kwargs": {k: detached(v) for k, v in kwargs.items()}}
         if grad_outputs is not None:
             message["grad_outputs"] = list(grad_outputs)
         return reply_value(self.__name__, self.callback(message))
@@ -95,21 +95,21 @@ class ReferenceProxy:
     def __call__(self, *args, **kwargs):
         output = self.ask("forward", list(args), kwargs)
         leaves = tensor_leaves(output)
-        slots = [i for i, a in enumerate(args) if _float(a)] + [k for k, v in kwargs.items() if _float(v)]
+        slots = [i for i, a in enumerate(args) if floating_tensor(a)] + [k for k, v in kwargs.items() if floating_tensor(v)]
         tensors = [args[s] if isinstance(s, int) else kwargs[s] for s in slots]
-        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors) and any(map(_float, leaves))):
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors) and any(map(floating_tensor, leaves))):
             return output
         plain = ([None if i in slots else a for i, a in enumerate(args)],
                  {k: None if k in slots else v for k, v in kwargs.items()}, slots)
         connected = _Backward.apply(self, plain, leaves, *tensors)
-        return _rebuild(output, iter(connected))
+        return rebuilt(output, iter(connected))
 
 
-def _detached(value: Any) -> Any:
+def detached(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach()
     if isinstance(value, (list, tuple)):
-        return type(value)(_detached(v) for v in value)
+        return type(value)(detached(v) for v in value)
     if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
+        return {k: detached(v) for k, v in value.items()}
     return value
