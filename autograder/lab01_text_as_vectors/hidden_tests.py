@@ -126,12 +126,15 @@ def compare_vocab(student, ref, token_lists, *args, **kwargs) -> None:
         if got[token] != expected[token]:
             raise AssertionError(
                 f"{what}: token {token!r} (count {counts[token]}) has id {got[token]!r}, expected {expected[token]} "
-                "(ids 2, 3, ... go by descending count, equal counts in alphabetical order)")
+                "(ids 2, 3, ... go by descending count of every occurrence in all the lists, equal counts in "
+                "alphabetical order)")
 
 
 @suite.test("build_vocab", points=1.0)
 def vocab_counts_then_alphabet(student, ref, rng):
     compare_vocab(student, ref, [["b", "a", "a"], ["c", "b", "a"], ["c"], ["d"]])
+    # every occurrence counts, not the lists a token is in: b 3 (in one list) before a 2 (in two)
+    compare_vocab(student, ref, [["b", "b", "b"], ["a"], ["a"]])
     for _ in range(3):
         compare_vocab(student, ref, random_token_lists(rng, n_types=randint(rng, 4, 12), max_count=6))
 
@@ -142,6 +145,7 @@ def vocab_ties_alphabetical(student, ref, rng):
     types = ["z", "é", "the", "cat", "b", "a", "42", "0", ".", "!"]
     compare_vocab(student, ref, [types, list(reversed(types))])
     compare_vocab(student, ref, [["z", "y", "x"], ["x", "w"], ["w", "z"], ["y"]])
+    compare_vocab(student, ref, [["a", "a"], ["b"], ["b"]])  # a twice in one list ties b in two lists: a first
     compare_vocab(student, ref, random_token_lists(rng, n_types=12, max_count=2))
 
 
@@ -152,6 +156,7 @@ def vocab_min_freq(student, ref, rng):
         compare_vocab(student, ref, lists, min_freq=min_freq)
     compare_vocab(student, ref, lists, None, 4)  # positional max_size, min_freq
     compare_vocab(student, ref, [["a", "b"], ["a"]], min_freq=9)  # nothing is frequent enough
+    compare_vocab(student, ref, [["a", "b", "b"], ["c"]], min_freq=2)  # b's 2 occurrences are in one list
 
 
 @suite.test("build_vocab", points=1.0)
@@ -159,6 +164,7 @@ def vocab_max_size_with_ties_at_the_cut(student, ref, rng):
     lists = [["m", "k", "a"], ["k", "m", "q"], ["a", "q", "m", "z"]]  # m 3, a 2, k 2, q 2, z 1
     for max_size in (2, 3, 4, 5, 7, 100):
         compare_vocab(student, ref, lists, max_size=max_size)
+    compare_vocab(student, ref, [["t", "t", "t"], ["s"], ["s"]], max_size=3)  # t 3 (one list) is kept, s 2 is cut
     random_lists = random_token_lists(rng, n_types=12, max_count=3)
     compare_vocab(student, ref, random_lists, max_size=randint(rng, 4, 9))
     compare_vocab(student, ref, random_lists, max_size=randint(rng, 4, 9), min_freq=2)

@@ -389,13 +389,43 @@ def similar_zero_row_cosine_zero(student, ref, rng):
 
 
 # ------------------------------------------------------------------------------------------------ analogy
+def query_word_among_best(emb: torch.Tensor, a: int, b: int, c: int, k: int) -> bool:
+    """Whether a or b is among the k best words for b^ - a^ + c^ when only c is excluded: a draw on which
+    excluding all three query words shows."""
+    unit = emb / emb.norm(dim=-1, keepdim=True)
+    scores = unit @ (unit[b] - unit[a] + unit[c])  # the target's length does not change the order
+    scores[c] = float("-inf")
+    best = torch.sort(scores, descending=True, stable=True).indices[:k].tolist()
+    return a in best or b in best
+
+
+def compare_analogy(student, ref, emb: torch.Tensor, a: int, b: int, c: int, **kwargs) -> None:
+    """``analogy`` against the reference; a failure names the call and any query word the answer holds."""
+    shown = "".join(f", {key}={value}" for key, value in kwargs.items())
+    try:
+        checks.compare_call(student, ref, "analogy", emb, a, b, c, **kwargs)
+    except AssertionError as exc:
+        got = student.call("analogy", emb, a, b, c, **kwargs).output
+        ids = got.tolist() if isinstance(got, torch.Tensor) and got.dim() == 1 else []
+        held = [f"{name} = {word}" for name, word in (("a", a), ("b", b), ("c", c)) if word in ids]
+        raise AssertionError(f"analogy(emb, {a}, {b}, {c}{shown}) against the reference: {exc}"
+                             + (f"; your answer holds the query word(s) {', '.join(held)}: a, b and c are all excluded"
+                                if held else "")) from None
+
+
 @suite.test("analogy", points=1.5)
 def analogy_random_float64(student, ref, rng):
     emb = randn(rng, 30, 5) * torch.rand(30, 1, generator=rng, dtype=F64).mul(3).add(0.2)  # various lengths
     for _ in range(3):
         a, b, c = torch.randperm(30, generator=rng)[:3].tolist()
-        checks.compare_call(student, ref, "analogy", emb, a, b, c, k=5)
-        checks.compare_call(student, ref, "analogy", emb, a, b, c)  # k=1 by default
+        compare_analogy(student, ref, emb, a, b, c, k=5)
+        compare_analogy(student, ref, emb, a, b, c)  # k=1 by default
+    # and one draw where a or b would be among the 5 best if it were not excluded (most draws, not always the above)
+    for _ in range(200):
+        a, b, c = torch.randperm(30, generator=rng)[:3].tolist()
+        if query_word_among_best(emb, a, b, c, 5):
+            break
+    compare_analogy(student, ref, emb, a, b, c, k=5)
 
 
 @suite.test("analogy", points=1.0)
@@ -403,16 +433,16 @@ def analogy_excludes_a_b_c(student, ref, rng):
     # b - a + c lies on a, b or c here: without the exclusions one of them wins
     emb = randn(rng, 12, 4, dtype=F32)
     emb[4] = emb[2] * 5.0  # b = 4 is a long copy of c = 2 ...
-    checks.compare_call(student, ref, "analogy", emb, 6, 4, 2, k=9)  # k = V - 3: every other word once
+    compare_analogy(student, ref, emb, 6, 4, 2, k=9)  # k = V - 3: every other word once
     other = randn(rng, 12, 4, dtype=F32)  # no parallel rows: rows 2 and 4 above tie up to rounding
-    checks.compare_call(student, ref, "analogy", other, 3, 3, 8, k=3)  # a == b: the target is c itself
+    compare_analogy(student, ref, other, 3, 3, 8, k=3)  # a == b: the target is c itself
 
 
 @suite.test("analogy", points=0.5)
 def analogy_ties_lower_id_first(student, ref, rng):
     emb = with_ties(rng, 15, 3)
     # unit vectors a = e_1 (row 12), b = e_0 (row 3), c = e_1 (row 6, 2 e_1): the target is exactly e_0
-    checks.compare_call(student, ref, "analogy", emb, 12, 3, 6, k=12)
+    compare_analogy(student, ref, emb, 12, 3, 6, k=12)
 
 
 # -------------------------------------------------------------------------------------------- char_ngrams
