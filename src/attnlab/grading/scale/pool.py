@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import signal
 import sys
 from multiprocessing.connection import wait as wait_ready
@@ -60,28 +59,10 @@ def _end_grade(signum, frame) -> None:
     raise SystemExit(128 + signum)  # through the grade's finally blocks: its worker is stopped
 
 
-def cpu_slots(jobs: int) -> list[int | None]:
-    """The CPU each of ``jobs`` grader processes keeps to (``None``: any). A grader and its worker take turns (a
-    request, then its reply), so one CPU serves both; on another CPU each request's wake-up costs the sender a
-    cross-CPU interrupt, dear in a virtual machine (a pinned lab08 grade took 7% less time on this 2-core VM,
-    ``benchmarks/README.md``). Only where every job gets a CPU of its own among those this process may use."""
-    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    return list(allowed[:jobs]) if 1 < jobs <= len(allowed) else [None] * jobs
-
-
-def _keep_to(cpu: int | None) -> None:
-    if cpu is not None:
-        try:
-            os.sched_setaffinity(0, {cpu})  # the worker it starts follows (sandbox/forked.py)
-        except OSError:
-            pass
-
-
-def _serve(conn, work: Callable[[Any], Any], cpu: int | None = None) -> None:
+def _serve(conn, work: Callable[[Any], Any]) -> None:
     """A child's loop: ``item`` in, ``(outcome, peak MiB)`` out, until ``None`` or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     signal.signal(signal.SIGTERM, _end_grade)
-    _keep_to(cpu)
     while True:
         try:
             item = conn.recv()
@@ -96,10 +77,9 @@ def _serve(conn, work: Callable[[Any], Any], cpu: int | None = None) -> None:
 class _Child:
     """One grader process and the item it is grading (``None``: idle)."""
 
-    def __init__(self, context, work, cpu: int | None = None):
+    def __init__(self, context, work):
         ours, theirs = context.Pipe()
-        self.cpu = cpu
-        self.proc = context.Process(target=_serve, args=(theirs, work, cpu), daemon=True, name="attnlab-grader")
+        self.proc = context.Process(target=_serve, args=(theirs, work), daemon=True, name="attnlab-grader")
         self.proc.start()
         theirs.close()
         self.conn, self.item, self.peak_mib = ours, None, 0.0
@@ -150,11 +130,8 @@ def run_in_processes(todo, jobs: int, work, finish, lost) -> list[float]:
     children: list[_Child] = []
     peaks: list[float] = []
 
-    slots = cpu_slots(jobs)
-
-    def start(item) -> None:  # a replacement takes the CPU its dead predecessor left
-        taken = [c.cpu for c in children]
-        child = _Child(context, work, next((cpu for cpu in slots if cpu not in taken), None))
+    def start(item) -> None:
+        child = _Child(context, work)
         children.append(child)
         child.give(item)
 

@@ -15,8 +15,7 @@ as file descriptors) by forking:
 - I, pid 1 of the new pid namespace (root; dies with M): builds the file system of the plan under an empty
   folder and pivots into it (``newroot.py``), sets the host name, forks W, reaps orphans, and exits with W's
   status (128 + N for a signal, as bwrap does). When I dies, the kernel kills everything in the namespace.
-- W, the worker: a new session, the pipes on fds 0-2 and nothing else open, the CPUs of the grader that asked for
-  it (``cpus``: a batch's grader processes each keep to one, ``scale/pool.py``), the capability bounding set emptied,
+- W, the worker: a new session, the pipes on fds 0-2 and nothing else open, the capability bounding set emptied,
   the claimed uid (real, effective, saved; no groups), ``no_new_privs``, the rlimits, the minimal environment,
   fresh random seeds; it writes ``ready`` and closes the status pipe, then runs the argv
   (``python -c CODE ARGS`` or ``python -m MODULE ARGS``) as that Python would.
@@ -255,7 +254,6 @@ def _worker(spec: dict, fds: list[int]) -> None:
             os.dup2(fd, target)
         status = os.dup2(fds[3], 3)
         os.closerange(4, 1 << 16)
-        _keep_to(spec.get("cpus"))
         _drop_privileges(spec["uid"], spec["rlimits"])
         os.chdir(spec["workdir"])
         os.environ.clear()
@@ -267,16 +265,6 @@ def _worker(spec: dict, fds: list[int]) -> None:
     _say(status, "ready")
     os.close(status)
     os._exit(_run(spec["argv"]))
-
-
-def _keep_to(cpus) -> None:
-    """Run on the CPUs the grader that asked for this worker runs on (a batch's grader processes each keep to one:
-    ``scale/pool.py``); a performance hint, skipped when it does not apply."""
-    if isinstance(cpus, list) and cpus and all(type(c) is int for c in cpus):
-        try:
-            os.sched_setaffinity(0, cpus)
-        except (OSError, ValueError, OverflowError):
-            pass
 
 
 def _drop_privileges(uid: int, rlimits: list) -> None:
