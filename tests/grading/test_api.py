@@ -171,6 +171,21 @@ class Spawner:
                     pass
 
 
+def recording_student(cells: list[dict], **timeouts):
+    """A started ``RemoteStudent`` (an unsandboxed worker) on ``cells`` whose ``sent`` lists every frame the grader
+    wrote to it; a generator for a fixture: it yields the student, then closes it and reaps the worker."""
+    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])
+    student = RemoteStudent(spawner, cells, "\n".join(c["source"] for c in cells), **timeouts)
+    student.start()
+    sent: list[bytes] = []
+    write = student._write
+    student._write = lambda data, *a: (sent.append(bytes(data)), write(data, *a))[1]
+    student.sent = sent
+    yield student
+    student.close()
+    spawner.reap()
+
+
 @pytest.fixture(scope="module")
 def remote():
     spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])

@@ -4,7 +4,6 @@ grader; the reference's code never goes to the worker."""
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,8 @@ from attnlab.grading.worker import reference_calls
 from attnlab.grading.worker.api import LocalStudent
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import MAX_CALLBACKS, ReferenceCalls
-from attnlab.grading.worker.remote import RemoteStudent
 
-from .test_api import Spawner
+from .test_api import recording_student
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "reference_only_7c1f"  # a string of the reference's code that must never reach the worker
@@ -68,17 +66,8 @@ def sends_an_object(x):
 
 @pytest.fixture(scope="module")
 def remote():
-    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])
-    student = RemoteStudent(spawner, [{"index": 0, "source": STUDENT}], STUDENT, cell_timeout=30, load_timeout=120,
-                            call_timeout=120)
-    student.start()
-    sent: list[bytes] = []
-    write = student._write
-    student._write = lambda data, *a: (sent.append(bytes(data)), write(data, *a))[1]
-    student.sent = sent
-    yield student
-    student.close()
-    spawner.reap()
+    yield from recording_student([{"index": 0, "source": STUDENT}], cell_timeout=30, load_timeout=120,
+                                 call_timeout=120)
 
 
 @pytest.fixture(scope="module")

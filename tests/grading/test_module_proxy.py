@@ -2,7 +2,6 @@
 CausalSelfAttention and MiniGPT with the reference GPTBlock, built and run by the grader (``module_calls.py``) behind
 a module proxy in the worker (``module_proxy.py``); the reference's code never goes to the worker."""
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,8 @@ from attnlab.grading.worker import module_calls
 from attnlab.grading.worker.api import LocalStudent
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import ReferenceCalls
-from attnlab.grading.worker.remote import RemoteStudent
 
-from .test_api import Spawner
+from .test_api import recording_student
 from .test_graded_on_reference import _mutated_solution
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,17 +50,7 @@ def remote(bundle):
     entry = _mutant(bundle, "csa_mask_off_by_one")
     cells = [{"index": 0, "source": catalogue.reference_code}, {"index": 1, "source": entry.source},
              {"index": 2, "source": SEEDED}]
-    spawner = Spawner([sys.executable, "-m", "attnlab.grading.worker.process"])
-    student = RemoteStudent(spawner, cells, "\n".join(c["source"] for c in cells), cell_timeout=60,
-                            load_timeout=120, call_timeout=120)
-    student.start()
-    sent: list[bytes] = []
-    write = student._write
-    student._write = lambda data, *a: (sent.append(bytes(data)), write(data, *a))[1]
-    student.sent = sent
-    yield student
-    student.close()
-    spawner.reap()
+    yield from recording_student(cells, cell_timeout=60, load_timeout=120, call_timeout=120)
 
 
 def test_a_block_on_the_reference_attention_matches_the_reference_with_parameter_gradients(remote, bundle):
