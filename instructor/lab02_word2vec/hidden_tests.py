@@ -434,7 +434,11 @@ def analogy_excludes_a_b_c(student, ref, rng):
     emb = randn(rng, 12, 4, dtype=F32)
     emb[4] = emb[2] * 5.0  # b = 4 is a long copy of c = 2 ...
     compare_analogy(student, ref, emb, 6, 4, 2, k=9)  # k = V - 3: every other word once
-    other = randn(rng, 12, 4, dtype=F32)  # no parallel rows: rows 2 and 4 above tie up to rounding
+    other = randn(rng, 12, 4, dtype=F32)  # no parallel rows but c's: rows 2 and 4 above tie up to rounding
+    c_row = other[8]
+    other[0] = c_row * 0.01  # a short copy of c: the best cosine (1), a small dot product
+    off_c = other[1] - (other[1] @ c_row) / (c_row @ c_row) * c_row  # (4,) orthogonal to c
+    other[1] = c_row * 2.0 + off_c  # long, at an angle to c: a smaller cosine, a larger dot product
     compare_analogy(student, ref, other, 3, 3, 8, k=3)  # a == b: the target is c itself
 
 
