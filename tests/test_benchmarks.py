@@ -8,12 +8,11 @@ print holds the figures the issues ask for, with sane values.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
+import benchmark_scripts
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,12 +21,7 @@ SHARED = ROOT.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the real datasets) is not here")
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+load = benchmark_scripts.load
 
 
 def last_json(text: str) -> dict:

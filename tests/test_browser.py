@@ -108,13 +108,16 @@ def _cell(page, text: str):
 
 
 def _run(page, cell, timeout_s=120):
-    """Run one cell (click into it, Shift+Enter) and wait until the kernel is idle again; return its output text."""
+    """Run one cell (click into it, Shift+Enter) and wait until it has run (its own prompt shows a new execution
+    count: a wait for "no [*]" alone could be true before the kernel starts, and return the old output) and the
+    kernel is idle again; return its output text."""
+    prompt = cell.locator(".jp-InputPrompt").element_handle()
+    before = prompt.text_content()
     cell.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")
-    page.wait_for_timeout(300)
-    page.wait_for_function("() => !document.querySelector('.jp-Notebook .jp-InputPrompt')?.textContent"
-                           ".includes('[*]') && ![...document.querySelectorAll('.jp-InputPrompt')]"
-                           ".some(p => p.textContent.includes('*'))", timeout=timeout_s * 1000)
+    page.wait_for_function("([prompt, before]) => /\\[\\d+\\]/.test(prompt.textContent) && prompt.textContent !== before"
+                           " && ![...document.querySelectorAll('.jp-InputPrompt')].some(p => p.textContent.includes('*'))",
+                           arg=[prompt, before], timeout=timeout_s * 1000)
     return "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())  # without the "[4]:" prompts
 
 

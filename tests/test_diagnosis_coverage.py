@@ -5,21 +5,16 @@ benchmark (every entry, several seeds)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+import benchmark_scripts
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _coverage():
-    spec = importlib.util.spec_from_file_location("diagnosis_coverage", ROOT / "benchmarks" / "diagnosis_coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["diagnosis_coverage"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("diagnosis_coverage")
 
 # Cheap labs; labelled entries and entries labelled None (precision), one of them a cross-question cascade; lab10's
 # loader returns the model it was given (its handle, numbered in the submission's process), lab10's and lab11's
@@ -29,7 +24,8 @@ SUBSET = {
     "lab02": ["noise_unnormalised", "similar_query_kept"],
     "lab06": ["split_reshape_no_transpose", "mha_single_head", "mha_keys_values_swapped"],
     "lab10": ["mask_skips_pad_id_only", "gpt2_weights_only", "bert_too_long_index_error"],
-    "lab11": ["patchify_columns_first", "rollout_first_layer_on_the_left", "embed_scaled_by_sqrt_d"],
+    "lab11": ["patchify_columns_first", "rollout_first_layer_on_the_left", "embed_scaled_by_sqrt_d",
+              "clip_logit_scale_is_tau"],
 }
 
 

@@ -266,3 +266,85 @@ def test_written_questions_are_manually_graded_cells_and_a_gradebook_mark_reache
     scores = _scores(course, tmp_path / "grades.csv")
     assert scores["solution"] == (code + written[0].points - 0.5, full), scores
     assert scores["blank"] == (0.0, full), scores
+
+
+def test_a_course_named_with_spaces_and_a_slash_goes_round_nbgraders_exchange(tmp_path):
+    """A course named ``DL for Text, winter 2026/27``: its course_id is the slug, so release_assignment, a
+    student's list, fetch_assignment and submit, then collect and autograde work through a real exchange; the lab's
+    due date is nbgrader's duedate, attnlab reads the collected submission's time from nbgrader's timestamp, and a
+    submission two days late under 10% per day loses 20% of its points in nbgrader's own gradebook (the course's
+    late plugin, ``grading/bridges/nbgrader_late.py``), kept as nbgrader's late penalty, not in the questions; and
+    attnlab's feedback page, written by ``attnlab feedback --nbgrader``, reaches the student by release_feedback
+    and fetch_feedback."""
+    from datetime import datetime, timezone
+
+    from nbgrader.api import Gradebook
+
+    from attnlab.cli import main
+    from attnlab.grading.outputs.gradebook import open_gradebook
+    from attnlab.grading.outputs.score_text import format_score
+    from attnlab.grading.scale.submission_times import submission_time
+    from attnlab.late_policy import LatePolicy
+
+    due = datetime(2027, 2, 14, 23, 59, tzinfo=timezone.utc)
+    kit = load_course(ROOT)
+    lab = dataclasses.replace(LAB01, due=due, late=LatePolicy(percent=10.0))
+    named = dataclasses.replace(kit, name="DL for Text, winter 2026/27", labs=(lab,))
+    repo = tmp_path / "repo"
+    for path, data in build_lab(named, lab).items():
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("nbgrader", "autograder"):
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_bytes(data)
+    course, exchange, home = repo / "nbgrader", tmp_path / "exchange", tmp_path / "student"
+    slug = "dl-for-text-winter-2026-27"
+    assert f"c.CourseDirectory.course_id = '{slug}'" in (course / "nbgrader_config.py").read_text()
+    where = f"--Exchange.root={exchange}"
+    _nbgrader(course, "generate_assignment", lab.id, "--force")
+    _nbgrader(course, "release_assignment", lab.id, where)
+    assert (exchange / slug / "outbound" / lab.id / f"{lab.id}.ipynb").is_file()  # one folder, not a nested path
+
+    home.mkdir()
+    (home / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.course_id = '{slug}'\n"
+                                             f"c.Exchange.root = {str(exchange)!r}\n")
+    assert f"{slug} {lab.id}" in _nbgrader(home, "list")
+    _nbgrader(home, "fetch_assignment", lab.id)
+    fetched = home / lab.id / f"{lab.id}.ipynb"
+    _write(fetched, _answered(fetched, course / "source" / lab.id / f"{lab.id}.ipynb"))
+    _nbgrader(home, "submit", lab.id)
+
+    _nbgrader(course, "collect", lab.id, where)
+    (student,) = [p.name for p in (course / "submitted").iterdir()]
+    stamp = course / "submitted" / student / lab.id / "timestamp.txt"
+    stamp.write_text("2027-02-16 10:00:00.000000 UTC")  # handed in 34 hours after the deadline: two days late
+    _nbgrader(course, "autograde", lab.id, "--create", "--force")
+    code, full = _points(lab)
+    assert code > 0 and _scores(course, tmp_path / "grades.csv")[student] == (round(code * 0.8, 4), full)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_assignment(lab.id).duedate == due.replace(tzinfo=None)  # nbgrader keeps UTC
+        submission = gb.find_submission(lab.id, student)
+        assert submission.score == pytest.approx(code)  # the questions keep their points
+        assert submission.late_submission_penalty == pytest.approx(code * 0.2)
+    collected = course / "submitted" / student / lab.id / f"{lab.id}.ipynb"
+    when, source = submission_time(f"{student}/{lab.id}.ipynb", collected)
+    assert (source, when) == ("nbgrader", datetime(2027, 2, 16, 10, 0, tzinfo=timezone.utc))
+
+    # attnlab's feedback page through nbgrader's feedback exchange: `attnlab feedback OUT --nbgrader` writes it as
+    # nbgrader's feedback/<student>/<lab>/<notebook>.html, release_feedback releases it, the student fetches it.
+    questions = manifest_questions(lab.autograder_dir)
+    first, *rest = questions
+    result = {"submission": str(collected), "score": questions[first] / 2 + sum(questions[q] for q in rest),
+              "max_score": float(sum(questions.values())), "questions": {
+                  q: {"score": p / 2 if q == first else p, "max_score": p, "messages": []} for q, p in questions.items()}}
+    out = tmp_path / "graded"
+    out.mkdir()
+    with open_gradebook(out) as book:
+        book.record(lab.id, f"{student}/{lab.id}/{lab.id}.ipynb", str(collected), "a" * 64, result)
+    assert main(["--root", str(repo), "feedback", str(out), "--nbgrader", str(course)]) == 0
+    said = _nbgrader(course, "release_feedback", lab.id, where)
+    assert f"Releasing feedback for student '{student}' on assignment '{slug}/{lab.id}/{lab.id}'" in said, said[-2000:]
+    _nbgrader(home, "fetch_feedback", lab.id)
+    (page,) = (home / lab.id / "feedback").glob(f"*/{lab.id}.html")
+    text = page.read_text()
+    assert f"Total: {format_score(result['score'])} / {format_score(result['max_score'])}" in text, text[:2000]
+    assert f"<code>{first}</code>: {format_score(questions[first] / 2)} / {format_score(questions[first])}" in text

@@ -6,7 +6,7 @@ Each ``source`` is run after the reference code, so a redefined ``patchify`` is 
 ``PatchEmbedding`` calls, and the given ``TransformerEncoderBlock`` stays available to every entry.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, Entry
+from attnlab.grading.diagnosis.mutants import MOST, SLIP, Entry
 
 _IMPORTS = '''
 import torch
@@ -87,6 +87,20 @@ def attention_rollout(attentions):
         result = a if result is None else {combine}
     return result
 '''
+
+
+def _clip(body: str) -> str:
+    """A clip_loss whose body (indented 4 spaces) sees image_emb, text_emb and temperature."""
+    return _IMPORTS + """
+
+def clip_loss(image_emb, text_emb, temperature=0.07):
+""" + body
+
+
+_UNIT = """    x = F.normalize(image_emb, dim=-1)
+    t = F.normalize(text_emb, dim=-1)
+    targets = torch.arange(len(x), device=x.device)
+"""
 
 
 MUTANTS = [
@@ -171,6 +185,59 @@ MUTANTS = [
           _rollout("(w.amax(dim=1) + eye) / (w.amax(dim=1) + eye).sum(-1, keepdim=True)", "a @ result"),
           "takes the maximum over the heads instead of the mean",
           hint="your rollout seems to take the maximum over the heads: average them (mean over dim 1)", loses=MOST),
+    # ------------------------------------------------------------------------------------------------ clip_loss
+    Entry("clip_one_direction", "clip_loss", _clip(_UNIT + """
+    return F.cross_entropy(x @ t.T / temperature, targets)
+"""), "only the image-to-text cross-entropy (the rows); CLIP averages it with text-to-image (the columns)",
+      hint=("your loss seems to classify only each image among the texts: add the text-to-image cross-entropy (the "
+            "columns of the similarity matrix) and average the two"), loses=MOST),
+    Entry("clip_no_temperature", "clip_loss", _clip(_UNIT + """
+    logits = x @ t.T
+    return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2
+"""), "ignores the temperature: the logits are the bare cosines",
+      hint="your loss seems not to depend on the temperature: divide the cosine similarities by it", loses=MOST),
+    Entry("clip_temperature_multiplied", "clip_loss", _clip(_UNIT + """
+    logits = x @ t.T * temperature
+    return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2
+"""), "multiplies the cosines by the temperature instead of dividing",
+      hint=("your loss seems to multiply the similarities by the temperature: divide by it (a small temperature "
+            "sharpens the softmax)"), loses=MOST),
+    Entry("clip_no_normalisation", "clip_loss", _clip("""
+    logits = image_emb @ text_emb.T / temperature
+    targets = torch.arange(len(logits), device=logits.device)
+    return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2
+"""), "uses raw dot products: the embeddings are not normalised to unit length",
+      hint=("your loss seems to depend on the lengths of the embeddings: normalise each row to unit length along d "
+            "before the dot products (cosine similarity)"), loses=MOST),
+    Entry("clip_normalised_over_batch", "clip_loss", _clip("""
+    x = F.normalize(image_emb, dim=0)
+    t = F.normalize(text_emb, dim=0)
+    logits = x @ t.T / temperature
+    targets = torch.arange(len(logits), device=logits.device)
+    return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2
+"""), "normalises along the batch (dim 0) instead of along each embedding",
+      hint="your normalisation seems to run down the batch: make each embedding (each row, along d) of unit length",
+      loses=MOST),
+    Entry("clip_labels_off_diagonal", "clip_loss", _clip(_UNIT + """
+    logits = x @ t.T / temperature
+    first = torch.zeros_like(targets)
+    return (F.cross_entropy(logits, first) + F.cross_entropy(logits.T, first)) / 2
+"""), "every target is 0 (the first pair) instead of the diagonal",
+      hint=("your targets seem not to be the diagonal: image i's caption is text i, so the targets are "
+            "torch.arange(B)"), loses=MOST),
+    Entry("clip_directions_summed", "clip_loss", _clip(_UNIT + """
+    logits = x @ t.T / temperature
+    return F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)
+"""), "adds the two cross-entropies without halving them (twice CLIP's loss)",
+      hint="your loss seems twice too large: average the two directions, (rows + columns) / 2", loses=MOST),
+    Entry("clip_softmax_by_hand", "clip_loss", _clip(_UNIT + """
+    e = torch.exp(x @ t.T / temperature)
+    rows = -torch.log(e.diagonal() / e.sum(dim=1))
+    cols = -torch.log(e.diagonal() / e.sum(dim=0))
+    return (rows.mean() + cols.mean()) / 2
+"""), "a softmax by hand, log(exp / sum): exp(100) overflows float32 at a small temperature",
+      hint=("your loss seems to overflow at a small temperature (logits of 100 in float32): use F.cross_entropy or "
+            "log_softmax, which subtract the largest logit first"), loses=SLIP),
 ]
 
 VARIANTS = [
@@ -208,4 +275,16 @@ def attention_rollout(attentions):
     mats = [(w.mean(1) + eye) / (w.mean(1) + eye).sum(-1, keepdim=True) for w in attentions]
     return functools.reduce(lambda acc, m: torch.bmm(m, acc), mats[1:], mats[0])
 ''', "functools.reduce with torch.bmm, the later layer on the left"),
+    Entry("clip_log_softmax_diagonals", "clip_loss", _clip("""
+    x = image_emb / image_emb.norm(dim=1, keepdim=True)
+    t = text_emb / text_emb.norm(dim=1, keepdim=True)
+    s = x @ t.T / temperature
+    return -(s.log_softmax(dim=1).diagonal().mean() + s.log_softmax(dim=0).diagonal().mean()) / 2
+"""), "log_softmax along the rows and along the columns, the diagonals read; norms divided by hand"),
+    Entry("clip_logsumexp_two_matrices", "clip_loss", _clip(_UNIT + """
+    image_to_text = x @ t.T / temperature
+    text_to_image = t @ x.T / temperature
+    diag = image_to_text.diagonal()
+    return ((image_to_text.logsumexp(1) - diag).mean() + (text_to_image.logsumexp(1) - diag).mean()) * 0.5
+"""), "logsumexp minus the diagonal, the text-to-image matrix computed as its own product"),
 ]

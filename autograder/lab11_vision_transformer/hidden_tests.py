@@ -4,15 +4,17 @@
 Every test draws its inputs from ``rng`` only and compares the student's answer with a trusted value computed
 here: ``F.unfold`` (the patches of ``patchify``), ``F.conv2d`` with the embedding's weights (``PatchEmbedding``), a
 ViT assembled from ``F.conv2d``, ``nn.TransformerEncoderLayer(norm_first=True)`` and ``F.layer_norm`` on the same,
-randomised weights (``ViT``), the rollout formula written here in float64, hand-worked answers, and the reference
-(the solution's code) for the gradients. A blank notebook scores 0: the error test checks a value first.
+randomised weights (``ViT``), the rollout formula written here in float64, symmetric InfoNCE written out with
+``logsumexp`` in float64 (``clip_loss``, its gradients by autograd of that formula), hand-worked answers, and the
+reference (the solution's code) for the gradients. A blank notebook scores 0: the error test checks a value first.
 
-Questions and points (21 in all):
+Questions and points (26 in all):
 
     patchify            5
     PatchEmbedding      5
     ViT                 6
     attention_rollout   5
+    clip_loss           5
 
 Tolerances: ``checks.tolerance`` (``patchify`` moves values only: compared exactly; the ViT is ``VIT_DEPTH``
 layers deep, its gradients twice that; the float32 ViT takes its expected values from the reference in float64 and
@@ -20,6 +22,8 @@ layers deep, its gradients twice that; the float32 ViT takes its expected values
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +41,7 @@ suite = HiddenSuite("lab11_vision_transformer", policy_questions=None,
 
 F32, F64 = torch.float32, torch.float64
 PATCHIFY, EMBED, VIT, ROLLOUT = "patchify", "PatchEmbedding", "ViT", "attention_rollout"
+CLIP = "clip_loss"
 VIT_DEPTH = 2 + 4 * 2  # embedding, final norm and head, four sub-layers per block (two blocks at most here)
 
 
@@ -281,3 +286,82 @@ def rollout_float32(student, ref, rng):
     attentions = random_attentions(rng, 4, 2, 3, randint(rng, 5, 30), dtype=F32)
     checks.assert_close(student.call(ROLLOUT, attentions).output, rollout_formula(attentions).to(F32), depth=4,
                         name=f"the rollout of 4 layers of float32 {tuple(attentions[0].shape)} weights")
+
+
+# ------------------------------------------------------------------------------------------------ clip_loss
+def infonce_formula(image_emb: torch.Tensor, text_emb: torch.Tensor, temperature) -> torch.Tensor:
+    """Symmetric InfoNCE written out in float64: S = cos / tau, mean over rows and over columns of
+    logsumexp - the diagonal, halved (no F.normalize, no F.cross_entropy: an independent form)."""
+    x, t = image_emb.to(F64), text_emb.to(F64)
+    x = x / x.pow(2).sum(-1, keepdim=True).sqrt()  # (B, d) unit rows
+    t = t / t.pow(2).sum(-1, keepdim=True).sqrt()
+    tau = temperature.to(F64) if isinstance(temperature, torch.Tensor) else temperature
+    S = (x[:, None, :] * t[None, :, :]).sum(-1) / tau  # (B, B): S[i, j] = cos(image i, text j) / tau
+    diagonal = S.diagonal()
+    return ((S.logsumexp(dim=1) - diagonal).mean() + (S.logsumexp(dim=0) - diagonal).mean()) / 2
+
+
+def clip_inputs(rng, B: int, d: int, dtype=F64):
+    """Random embeddings whose rows have lengths between 0.1 and 10 (normalising them is part of the loss)."""
+    def rows():
+        return (randn(rng, B, d) * torch.exp(randn(rng, B, 1)).clamp(0.1, 10.0)).to(dtype)  # (B, d)
+    return rows(), rows()
+
+
+def hand_loss(a: float) -> float:
+    """The lab's worked example at 1 / tau = a: S = [[a, 0], [a, 0]]; rows log(1 + e^-a), log(1 + e^a); columns ln 2."""
+    return ((math.log1p(math.exp(-a)) + math.log1p(math.exp(a))) / 2 + math.log(2)) / 2
+
+
+@suite.test(CLIP, points=1)
+def clip_known_answers(student, ref, rng):
+    images = torch.tensor([[3.0, 0.0], [2.0, 0.0]], dtype=F64)  # both (1, 0) once normalised
+    texts = torch.tensor([[1.0, 0.0], [0.0, 5.0]], dtype=F64)
+    for tau in (1.0, 0.25):
+        got = student.call(CLIP, images, texts, tau).output
+        checks.assert_close(got, torch.tensor(hand_loss(1 / tau), dtype=F64),
+                            name=f"clip_loss of the worked example at temperature {tau} (S = [[1, 0], [1, 0]] / tau; "
+                            "rows and columns averaged)")
+
+
+@suite.test(CLIP, points=2)
+def clip_equals_formula_float64(student, ref, rng):
+    for B, d in ((randint(rng, 2, 9), randint(rng, 2, 8)), (randint(rng, 10, 33), randint(rng, 3, 16))):
+        image_emb, text_emb = clip_inputs(rng, B, d)
+        tau = 0.05 + 0.95 * float(torch.rand((), generator=rng, dtype=F64))
+        checks.assert_close(student.call(CLIP, image_emb, text_emb, tau).output,
+                            infonce_formula(image_emb, text_emb, tau), depth=3,
+                            name=f"clip_loss of ({B}, {d}) raw embeddings at temperature {tau:.3f} against "
+                            "(mean_i [logsumexp_j S_ij - S_ii] + mean_j [logsumexp_i S_ij - S_jj]) / 2, "
+                            "S = cosine / tau")
+    image_emb, text_emb = clip_inputs(rng, 6, 4)
+    tau = torch.tensor(0.2, dtype=F64)
+    checks.assert_close(student.call(CLIP, image_emb, text_emb, tau).output, infonce_formula(image_emb, text_emb, tau),
+                        depth=3, name="clip_loss with the temperature a 0-dim tensor (0.2)")
+
+
+@suite.test(CLIP, points=1)
+def clip_gradients_float64(student, ref, rng):
+    B, d = randint(rng, 3, 12), randint(rng, 2, 8)
+    image_emb, text_emb = clip_inputs(rng, B, d)
+    tau = torch.tensor(0.05 + 0.5 * float(torch.rand((), generator=rng, dtype=F64)), dtype=F64)
+    checks.compare_call(student, ref, CLIP, image_emb, text_emb, tau, grad=True, rng=rng, depth=3)
+    leaves = [t.clone().requires_grad_(True) for t in (image_emb, text_emb, tau)]
+    expected = torch.autograd.grad(infonce_formula(*leaves), leaves)  # d loss / d input, from the formula
+    got = student.call(CLIP, image_emb, text_emb, tau, grad=True, grad_outputs=[torch.ones((), dtype=F64)]).grads
+    for key, what in ((0, "image_emb"), (1, "text_emb"), (2, "the temperature (a learned 0-dim tensor)")):
+        assert got.get(key) is not None, (f"the gradient of clip_loss with respect to {what} is missing: keep the "
+                                          "autograd graph (no .detach(), .item(), float(tau))")
+        checks.assert_close(got[key], expected[key], depth=6,
+                            name=f"the gradient of clip_loss with respect to {what}, against autograd of the formula")
+
+
+@suite.test(CLIP, points=1)
+def clip_float32_small_temperature(student, ref, rng):
+    image_emb, text_emb = clip_inputs(rng, 16, 8, dtype=F32)
+    text_emb[:4] = image_emb[:4] * 2  # four pairs at cosine 1: logits of 100 at tau = 0.01
+    got = student.call(CLIP, image_emb, text_emb, 0.01).output
+    checks.assert_close(got, infonce_formula(image_emb, text_emb, 0.01).to(F32), depth=3,
+                        name="clip_loss in float32 at temperature 0.01 (logits up to 100: exp overflows float32; "
+                        "use F.cross_entropy or log_softmax)")
+    checks.compare_call(student, ref, CLIP, image_emb, text_emb, 0.01, depth=3)  # inputs not changed in place

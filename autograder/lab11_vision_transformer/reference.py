@@ -270,3 +270,18 @@ def attention_rollout(attentions):
         mixed = mixed / mixed.sum(dim=-1, keepdim=True)  # rows sum to 1
         rollout = mixed if rollout is None else mixed @ rollout  # the later layer on the left
     return rollout
+
+
+def clip_loss(image_emb, text_emb, temperature=0.07):
+    """Symmetric InfoNCE (CLIP): pair i of the batch is (image i, text i), the targets are the diagonal.
+
+    Shapes:
+        image_emb: (B, d), text_emb: (B, d), raw (normalised here, along d)
+        temperature: a positive float or a 0-dim tensor
+        returns:   () scalar, the mean of the image-to-text and text-to-image cross-entropies
+    """
+    image_emb = F.normalize(image_emb, dim=-1)  # (B, d), unit rows
+    text_emb = F.normalize(text_emb, dim=-1)  # (B, d)
+    logits = image_emb @ text_emb.T / temperature  # (B, B): row i = image i against every text
+    targets = torch.arange(logits.shape[0], device=logits.device)  # (B,): the diagonal
+    return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets)) / 2

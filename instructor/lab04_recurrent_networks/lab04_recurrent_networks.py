@@ -39,6 +39,9 @@
 # code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+# A lab's forbidden library calls are checked on the operations your code runs as well as on its text:
+# reaching one another way (another name, `torch.ops`, a string a library evaluates, an unpickled object)
+# costs the question the same, named by its cell and line.
 #
 # **Rules of this lab.**
 #
@@ -46,10 +49,10 @@
 #   versions of what you are building are **not allowed** in the graded cells: `nn.RNN`, `nn.RNNCell`,
 #   `nn.LSTMCell`, `nn.GRU`, `nn.GRUCell`, and the functions behind them (`torch.rnn_tanh`,
 #   `torch.rnn_tanh_cell`, `torch.lstm_cell`, `torch.gru_cell`, ...). The grader reads your code, and a use of
-#   any of them costs the points of the recurrence questions (`rnn_cell`, `ElmanRNN`, `lstm_cell`,
-#   `gru_cell`, `BiGRUEncoder`). The exception is `RNNClassifier`, which
-#   **must** use `nn.LSTM`: once you have written a cell, the fast built-in is yours to use. Everything else
-#   in `torch` and `torch.nn` is fine.
+#   any of them costs the whole recurrence question whose code holds it (`rnn_cell`, `ElmanRNN`,
+#   `lstm_cell`, `gru_cell`, `BiGRUEncoder`: its own cell, or a helper it calls), and no other question.
+#   The exception is `RNNClassifier`, which **must** use `nn.LSTM`: once you have written a cell, the fast
+#   built-in is yours to use. Everything else in `torch` and `torch.nn` is fine.
 # - Tensors are batch-first: a batch of sequences has shape `(B, T, D)` (batch, time steps, features).
 # - Token id 0 is `<pad>`; batches are right-padded, and `lengths[b]` is the number of real tokens of row `b`.
 # - A boolean mask is **True where attention is allowed** (the convention of every lab of this course).

@@ -36,6 +36,9 @@
 # code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+# A lab's forbidden library calls are checked on the operations your code runs as well as on its text:
+# reaching one another way (another name, `torch.ops`, a string a library evaluates, an unpickled object)
+# costs the question the same, named by its cell and line.
 #
 # **Each question graded on its own.** A question whose code calls an earlier graded function is graded with the
 # reference version of that function: `SelfAttention` and `AttentionClassifier` run with the reference
@@ -49,8 +52,9 @@
 #
 # - Build attention by hand from matrix products and `torch.softmax`. `F.scaled_dot_product_attention`
 #   and `nn.MultiheadAttention` are **not allowed** anywhere in the graded cells: the grader reads your
-#   code, and a use of either costs the points of the attention questions. (Lab 09 lets you use the fast
-#   built-in, once you have built it yourself.) Everything else in `torch` and `torch.nn` is fine.
+#   code, and a use of either costs the whole question whose code holds it (its own cell, or a helper it
+#   calls), and no other question. (Lab 09 lets you use the fast built-in, once you have built it yourself.)
+#   Everything else in `torch` and `torch.nn` is fine.
 # - A boolean mask is **True where attention is allowed**. This is the convention of
 #   `F.scaled_dot_product_attention`, and the opposite of the `key_padding_mask` of `nn.MultiheadAttention`.
 # - Tensors are batch-first, and functions accept any number of leading (batch) dimensions `...`.

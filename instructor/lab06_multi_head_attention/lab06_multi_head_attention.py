@@ -36,12 +36,16 @@
 # code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
 # `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+# A lab's forbidden library calls are checked on the operations your code runs as well as on its text:
+# reaching one another way (another name, `torch.ops`, a string a library evaluates, an unpickled object)
+# costs the question the same, named by its cell and line.
 #
 # **Rules of this lab.**
 #
 # - `nn.MultiheadAttention` and `F.scaled_dot_product_attention` are **not allowed** in the graded cells:
-#   the grader reads your code, and a use of either costs points. This lab gives you a working
-#   `scaled_dot_product_attention` (Lab 05's, in section 0): call **that** one, by its bare name.
+#   the grader reads your code, and a use of either costs the whole question whose code holds it. This lab
+#   gives you a working `scaled_dot_product_attention` (Lab 05's, in section 0): call **that** one, by its
+#   bare name.
 # - Name the sub-layers exactly as asked (`q_proj`, `k_proj`, `v_proj`, `out_proj`): the grader loads
 #   weights by these names.
 # - A boolean mask is **True where attention is allowed** (the opposite of `nn.MultiheadAttention`'s

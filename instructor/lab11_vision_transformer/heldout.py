@@ -155,3 +155,38 @@ def attention_rollout(attentions):
     return result
 ''', None, why="sums the heads instead of averaging them, so the identity weighs 1/h as much"),
 ]
+
+# ------------------------------------------------------------------------------------------------ clip_loss
+HELDOUT += [
+    HeldOut("clip_images_classify_texts_only", "clip_loss", '''
+import torch
+import torch.nn.functional as F
+
+def clip_loss(image_emb, text_emb, temperature=0.07):
+    a = image_emb / image_emb.norm(dim=1, keepdim=True)
+    b = text_emb / text_emb.norm(dim=1, keepdim=True)
+    scores = (a @ b.t()) / temperature
+    return -scores.log_softmax(dim=1).diagonal().mean()
+''', "clip_one_direction", why="log_softmax over the rows only: each image among the texts, never the reverse"),
+    HeldOut("clip_logit_scale_is_tau", "clip_loss", '''
+import torch
+import torch.nn.functional as F
+
+def clip_loss(image_emb, text_emb, temperature=0.07):
+    image_emb = F.normalize(image_emb, p=2, dim=1)
+    text_emb = F.normalize(text_emb, p=2, dim=1)
+    logit_scale = temperature
+    logits_per_image = logit_scale * image_emb @ text_emb.t()
+    labels = torch.arange(image_emb.shape[0], device=image_emb.device)
+    return 0.5 * (F.cross_entropy(logits_per_image, labels) + F.cross_entropy(logits_per_image.t(), labels))
+''', "clip_temperature_multiplied", why="the temperature used as CLIP's logit_scale, a multiplier"),
+    HeldOut("clip_raw_dot_products", "clip_loss", '''
+import torch
+import torch.nn.functional as F
+
+def clip_loss(image_emb, text_emb, temperature=0.07):
+    sim = torch.einsum("id,jd->ij", image_emb, text_emb) / temperature
+    target = torch.arange(sim.size(0), device=sim.device)
+    return (F.cross_entropy(sim, target) + F.cross_entropy(sim.T, target)) / 2
+''', "clip_no_normalisation", why="einsum of the raw embeddings: the lengths count"),
+]

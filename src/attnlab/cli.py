@@ -18,11 +18,24 @@ def _gradebook(sub) -> None:
     gb.add_argument("--check", default=S, metavar="SUBMISSIONS",
                     help="list the missing, stale and errored rows of the submissions in this folder; exit 1 if any")
     gb.add_argument("--lab", default=S, help="the lab, when the gradebook holds several")
+    gb.add_argument("--student-from", default=S, metavar="REGEX|folder",
+                    help="--check: the resubmission rule the batch took (default: student_from in course.yml)")
     gb.set_defaults(func=commands.gradebook)
+    fb = sub.add_parser("feedback", help="each student's feedback as an HTML page, one folder per roster id")
+    fb.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
+    fb.add_argument("--to", default=S, metavar="DIR", help="where the folders go (default: OUT/handback)")
+    fb.add_argument("--lab", default=S, help="the lab, when the gradebook holds several")
+    fb.add_argument("--nbgrader", default=S, metavar="COURSE_ROOT",
+                    help="instead, into the nbgrader course's feedback/ for nbgrader release_feedback")
+    fb.set_defaults(func=commands.feedback)
     mk = sub.add_parser("mark", help="mark written answers and change scores in a local web application")
     mk.add_argument("target", help="a grading output folder, a .db file, or a postgresql:// URL")
     mk.add_argument("--host", default=S, help="the address to listen on (default: 127.0.0.1, this machine only)")
     mk.add_argument("--port", type=int, default=S, help="the port (default: a free one)")
+    mk.add_argument("--add-marker", default=S, metavar="NAME",
+                    help="print a new token of NAME's own (a marker; the audit log names them by it) and exit")
+    mk.add_argument("--import-requests", default=S, metavar="FILE",
+                    help="import regrade requests from a CSV (columns student, question, text, time) and exit")
     mk.set_defaults(func=commands.mark)
 
 
@@ -31,7 +44,8 @@ def _add_grade(sub) -> None:
     g = sub.add_parser("grade", help="grade submissions of a lab", epilog=(
         f"exit status: {commands.EXIT_OK} done, {commands.EXIT_USAGE} usage error, {commands.EXIT_GRADER_ERROR} a "
         f"grader error, {commands.EXIT_UNWRITTEN} a gradebook row not written, {commands.EXIT_STOPPED} a file not "
-        f"written (the batch stopped), {commands.EXIT_INTERRUPTED} interrupted (docs/GRADING_AT_SCALE.md)"))
+        f"written (the batch stopped), {commands.EXIT_GRADEBOOK} the gradebook unusable (down at the start, its tables "
+        f"changed), {commands.EXIT_INTERRUPTED} interrupted (docs/GRADING_AT_SCALE.md)"))
     g.add_argument("lab")
     g.add_argument("paths", nargs="+", help="submission notebooks or folders of them")
     g.add_argument("--json", dest="as_json", action="store_true", default=S, help="print results as JSON")
@@ -44,7 +58,11 @@ def _add_grade(sub) -> None:
     g.add_argument("--regrade", action="store_true", default=S, help="grade again what the gradebook already has")
     g.add_argument("--student-from", default=S, metavar="REGEX|folder",
                    help="one row per student, from the newest of their files: the group 'student' (or the first) of "
-                        "the file's stem, or 'folder' for one folder per student (docs/GRADING_AT_SCALE.md)")
+                        "the file's stem, or 'folder' for one folder per student (default: student_from in "
+                        "course.yml; docs/GRADING_AT_SCALE.md)")
+    g.add_argument("--times", default=S, metavar="CSV",
+                   help="submission times (columns submission,submitted_at) for the late policy, where neither "
+                        "Gradescope's metadata nor nbgrader's timestamp.txt has them (default: the files' times)")
     g.set_defaults(func=commands.grade)
 
 

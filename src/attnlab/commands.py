@@ -17,6 +17,7 @@ from pathlib import Path
 from attnlab.grading.outputs.score_table import abbreviated, json_rows, score_table  # noqa: F401 - re-exported
 
 from .course import CourseError, load_course
+from .process_exit import terminated_as_interrupt
 
 EXIT_OK = 0  # done: every submission graded and its gradebook row written
 EXIT_FOUND = 1  # ran and found a problem (build --check, catalogue, gradebook --check)
@@ -24,6 +25,7 @@ EXIT_USAGE = 2  # a usage error: one line, nothing graded
 EXIT_GRADER_ERROR = 3  # grade: the grader failed on a submission (a grader process died...): stored as 0, rerun
 EXIT_UNWRITTEN = 4  # grade: a gradebook row could not be written after the retries (takes precedence over 3)
 EXIT_STOPPED = 5  # grade: a results or feedback file could not be written (full disk...): the batch stopped, rerun
+EXIT_GRADEBOOK = 6  # grade, gradebook: the gradebook cannot be used (down at the start, a table or column changed)
 EXIT_INTERRUPTED = 130  # grade: Ctrl-C; what was recorded stays, the same command resumes
 
 
@@ -71,20 +73,31 @@ def build(*, labs: list[str] = (), check: bool = False, root: str | None = None)
 
 def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None = None, jobs: int = 1,
           shard: str | None = None, gradebook: str | None = None, regrade: bool = False,
-          root: str | None = None, student_from: str | None = None) -> int:
-    """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook."""
+          root: str | None = None, student_from: str | None = None, times: str | None = None) -> int:
+    """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook,
+    and, for a lab with a due date, each submission's time and late penalty recorded (``times``: a CSV of them)."""
     from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.scale.submission_times import TimesError, read_times_csv
 
     course = _course(root)
     lab_info = _lab(course, lab)
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or folder: {', '.join(missing)}")
+    try:
+        known_times = read_times_csv(times) if times else None
+    except TimesError as exc:
+        raise UsageError(str(exc)) from None
     if out or gradebook or shard or student_from:
         code, results, last = _grade_batch(lab_info, paths, out=out or "grading-out", jobs=jobs, shard=shard,
-                                           gradebook=gradebook, regrade=regrade, student_from=student_from)
+                                           gradebook=gradebook, regrade=regrade,
+                                           student_from=course.student_from if student_from is None else student_from)
         if results is None:
             return code
+        if lab_info.deadline is not None:
+            from .report.late_record import record_late
+
+            record_late(lab_info, gradebook or out or "grading-out", out or "grading-out", known_times)
     else:
         from attnlab.grading.scale.batch import collect_submissions
 
@@ -92,7 +105,13 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
             files = [f for p in paths for f in collect_submissions([p]).values()]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        results = [grade_submission(lab_info.autograder_dir, f) for f in files]
+        from attnlab.grading.worker.deaths import WorkerKilled
+
+        try:
+            results = [grade_submission(lab_info.autograder_dir, f) for f in files]
+        except WorkerKilled as exc:  # not the student's: no score to show, one line
+            print(f"attnlab grade: {exc}", file=sys.stderr)
+            return EXIT_GRADER_ERROR
         code, last = EXIT_OK, None
     if as_json:
         print(json.dumps(json_rows(results), indent=2))
@@ -108,7 +127,9 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
                  student_from: str | None):
     """``attnlab grade --out/--gradebook/--shard/--student-from``: (exit status, results or None when interrupted
     or stopped, the line that says what to rerun or None)."""
+    from attnlab.grading.outputs.gradebook import GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import rerun_line
+    from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
     from attnlab.grading.scale.submissions import student_rule
 
@@ -117,14 +138,19 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
         if shard is not None:
             parse_shard(shard)  # --shard auto without a scheduler: one line, before anything is opened
         Path(out).mkdir(parents=True, exist_ok=True)
-        summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out, jobs=jobs, shard=shard,
-                              gradebook=gradebook, regrade=regrade, student_from=rule)
+        with terminated_as_interrupt() as terminated:
+            summary = grade_batch(lab_info.autograder_dir, paths, out_dir=out, jobs=jobs, shard=shard,
+                                  gradebook=gradebook, regrade=regrade, student_from=rule)
     except BatchInterrupted as exc:
-        print(f"interrupted: {exc.summary}; run the same command again to resume", file=sys.stderr)
+        how = "stopped by SIGTERM (scancel, a requeue, the time limit)" if terminated else "interrupted"
+        print(f"{how}: {exc.summary}; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED, None, None
     except BatchWriteFailed as exc:  # a full disk, a folder without permission: what is recorded stays
         print(f"stopped: {exc}", file=sys.stderr)
         return EXIT_STOPPED, None, None
+    except (GradebookUnavailable, GradebookSchemaError) as exc:  # not a usage error: the database, not the command
+        print(f"attnlab grade: {exc}", file=sys.stderr)
+        return EXIT_GRADEBOOK, None, None
     except ValueError as exc:  # a bad shard, jobs, gradebook URL or name clash, found before grading starts
         raise UsageError(str(exc)) from None
     except OSError as exc:
@@ -133,7 +159,8 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
         raise UsageError(f"cannot make the output folder {out} ({exc.strerror}): pass a writable --out") from None
     print(summary, file=sys.stderr)
     code = EXIT_UNWRITTEN if summary.unwritten else EXIT_GRADER_ERROR if summary.failed else EXIT_OK
-    last = rerun_line(lab_info.id, summary.left, out=out, gradebook=gradebook) if code else None
+    last = rerun_line(lab_info.id, summary.left, out=out, gradebook=gradebook,
+                      student_from=student_from) if code else None
     return code, summary.results, last
 
 
@@ -169,46 +196,87 @@ def release(*, out: str, url: str, labs: list[str] = (), closed: list[str] = (),
 
 
 def gradebook(*, target: str, csv: str | None = None, check: str | None = None, lab: str | None = None,
-              root: str | None = None) -> int:
+              student_from: str | None = None, root: str | None = None) -> int:
     """Export a gradebook (a grading output folder, a .db file or a postgresql:// URL) to CSV, with the course's
     roster (``roster:`` in course.yml) when it has one (``csv`` ``-``: to standard output, the count to standard
-    error), and/or ``check`` it against a folder of submissions: one line per missing, stale or errored row, then
-    a summary; ``EXIT_FOUND`` when anything is listed."""
-    from attnlab.grading.outputs.gradebook import GradebookError
+    error), and/or ``check`` it against a folder of submissions, keyed by the resubmission rule the batch took
+    (``student_from``, else course.yml's ``student_from:``): one line per missing, stale or errored row, then a
+    summary; ``EXIT_FOUND`` when anything is listed."""
+    from attnlab.grading.outputs.gradebook import GradebookError, GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import print_check
+    from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import export_gradebook
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
     if check is not None and not Path(check).exists():
         raise UsageError(f"no such file or folder: {check}")
+    course = _course_if_any(root)
+    rule = student_from if student_from is not None else course.student_from if course else None
     try:
         if csv is not None:
-            rows = export_gradebook(target, csv, lab=lab, roster=_roster(root))
+            rows = export_gradebook(target, csv, lab=lab, roster=course.roster or None if course else None)
             print(f"wrote {rows} rows to {'standard output' if csv == '-' else csv}",
                   file=sys.stderr if csv == "-" else None)
-        return EXIT_FOUND if check is not None and print_check(target, check, lab=lab) else EXIT_OK
+        return EXIT_FOUND if check is not None and print_check(target, check, lab=lab, student_from=rule) else EXIT_OK
+    except (GradebookUnavailable, GradebookSchemaError) as exc:  # the database, not the command: one line
+        print(f"attnlab gradebook: {exc}", file=sys.stderr)
+        return EXIT_GRADEBOOK
     except (FileNotFoundError, GradebookError, ValueError) as exc:  # ValueError: several labs, two files with one name
         raise UsageError(str(exc)) from None
     except OSError as exc:  # the CSV cannot be written there
         raise UsageError(f"cannot write {exc.filename or csv} ({exc.strerror}): pass a CSV file path") from None
 
 
-def _roster(root):
-    """The course's roster, or None outside a course (a gradebook can be exported anywhere)."""
+def _course_if_any(root):
+    """The course, or None outside one (a gradebook can be exported or checked anywhere)."""
     try:
-        return load_course(root).roster or None
+        return load_course(root)
     except FileNotFoundError:
         return None
     except CourseError as exc:
         raise UsageError(str(exc)) from None
 
 
-def mark(*, target: str, host: str = "127.0.0.1", port: int = 0, root: str | None = None) -> int:
-    """``attnlab mark``: the marking application on a gradebook until Ctrl-C (``marking/serve.py``; port 0: a free one)."""
+def feedback(*, target: str, to: str | None = None, lab: str | None = None, root: str | None = None,
+             nbgrader: str | None = None) -> int:
+    """Each student's feedback page (marks, late penalty applied) into ``to`` (default ``OUT/handback``), one folder
+    per roster id (``report/handback.py``), or into the nbgrader course ``nbgrader`` (``nbgrader_feedback.py``)."""
+    from attnlab.grading.outputs.gradebook import GradebookError
+
+    from .report.handback import hand_back
+    from .report.load import ReportInputError
+    from .report.nbgrader_feedback import to_nbgrader
+
+    if to is None and nbgrader is None and "://" in target:
+        raise UsageError("a postgresql:// gradebook has no output folder: pass --to DIR for the pages")
+    to = to or str((Path(target) if Path(target).is_dir() else Path(target).parent) / "handback")
+    course = _course_if_any(root)
+    roster = (course.roster or None) if course else None
+    try:
+        if nbgrader is not None:
+            done = to_nbgrader(target, nbgrader, lab=lab, roster=roster)
+            print(f"attnlab feedback: {done.lab}: {len(done.pages)} page(s) for release_feedback in {nbgrader}/feedback")
+            sys.stderr.write("".join(f"attnlab feedback: no page for {r}\n" for r in done.refused))
+            return EXIT_FOUND if done.refused else EXIT_OK
+        done = hand_back(target, to, lab=lab, roster=roster)
+    except (FileNotFoundError, ReportInputError, GradebookError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"attnlab feedback: {done.lab}: {len(done.pages)} feedback page(s) in {to}, one folder per student")
+    if done.not_on_roster:
+        print(f"attnlab feedback: {len(done.not_on_roster)} submission(s) not on the roster in instructor/course.yml, "
+              f"their pages in {to}/NOT-ON-ROSTER/: {', '.join(done.not_on_roster[:10])}", file=sys.stderr)
+    return EXIT_OK
+
+
+def mark(*, target: str, host: str = "127.0.0.1", port: int = 0, root: str | None = None,
+         add_marker: str | None = None, import_requests: str | None = None) -> int:
+    """``attnlab mark``: the marking application on a gradebook until Ctrl-C (``marking/serve.py``; port 0: a free one);
+    ``add_marker``: print a new token for that marker instead; ``import_requests``: import regrade requests."""
     from .marking.serve import run_marking
     try:
-        return run_marking(target, host=host, port=port, start=root)
+        return run_marking(target, host=host, port=port, start=root, add_marker=add_marker,
+                           import_requests=import_requests)
     except ValueError as exc:  # marking.serve.MarkingUsageError: a wrong target or port, the extra not installed
         raise UsageError(str(exc)) from None
 

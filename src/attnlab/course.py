@@ -1,12 +1,15 @@
 """The course: where the repository is, which labs exist, how a lab id resolves (``lab05`` -> ``lab05_self_attention``),
 what Gradescope shows students of each lab and when (``gradescope:``, course-wide and per lab: ``Visibility``), who
-each submission is (``roster:``, a list or a CSV file: ``attnlab.roster``),
+each submission is (``roster:``, a list or a CSV file: ``attnlab.roster``), the resubmission rule every grading
+command takes when given none (``student_from:``, as ``--student-from``: ``grading/scale/submissions.py``),
 and which labs are still open (the one owner of that: a lab is closed by ``closed: true``, by a ``due:`` date that has
 passed, or by the release's ``--closed``; otherwise it is open)."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -15,8 +18,10 @@ import yaml
 
 from attnlab.grading.core.bundle import CATALOGUE, HIDDEN_TESTS
 from attnlab.grading.outputs.gradescope import VISIBILITIES, Visibility
+from attnlab.grading.scale.submissions import student_rule
 
 from . import settings
+from .late_policy import LabDeadline, LatePolicy, LatePolicyError, parse_extensions, parse_policy
 from .roster import Roster, RosterError, roster_from
 
 COURSE_FILE = Path("instructor") / "course.yml"
@@ -26,6 +31,27 @@ PLACEHOLDER_SPECS = ("attnlab @ git+https://github.com/attnlab/attnlab",)
 
 class CourseError(ValueError):
     """instructor/course.yml cannot be used as it is; the message says what to set."""
+
+
+SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # what an identifier made from the course may hold
+MAX_SLUG = 64
+
+
+def slug_of(name: str, given: str = "") -> str:
+    """The course's identifier (a folder, nbgrader's ``course_id``, file names): ``slug:`` as given, else ``name``
+    in lowercase ASCII letters and digits joined by ``-`` (``DL for Text, winter 2026/27`` ->
+    ``dl-for-text-winter-2026-27``). Raises ``CourseError`` when neither gives one."""
+    if given:
+        if not SLUG.fullmatch(given) or len(given) > MAX_SLUG:
+            raise CourseError(f"{COURSE_FILE}: slug: {given!r} is not an identifier; write lowercase letters, digits "
+                              f"and single '-' between them, at most {MAX_SLUG} characters (slug: dl-text-2027)")
+        return given
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    slug = "-".join(re.findall(r"[a-z0-9]+", ascii_name))[:MAX_SLUG].strip("-")
+    if not slug:
+        raise CourseError(f"{COURSE_FILE}: the course name {name!r} gives no identifier (lowercase letters, digits "
+                          "and -) for folders and nbgrader's course_id; add one: slug: my-course")
+    return slug
 
 
 def check_install_spec(spec: str) -> str | None:
@@ -58,6 +84,13 @@ class Lab:
     due: date | datetime | None = None  # a date alone: the lab is due at the end of that day
     closed: bool = False  # ``closed: true`` in course.yml, or ``--closed`` on the release command
     visibility: Visibility = Visibility()  # ``gradescope:`` in course.yml: when students see what on Gradescope
+    late: LatePolicy = LatePolicy()  # ``late:``, the lab's or the course's (``attnlab.late_policy``)
+    extensions: dict = field(default_factory=dict, compare=False)  # ``extensions:``: submission id -> more time
+
+    @property
+    def deadline(self) -> LabDeadline | None:
+        """The lab's due date, late policy and extensions, or None without a due date (no work is late)."""
+        return None if self.due is None else LabDeadline(self.due, self.late, self.extensions)
 
     def is_open(self, now: datetime | None = None) -> bool:
         """Open until it is marked closed or its due date has passed (``now``: an aware datetime, default now)."""
@@ -117,6 +150,14 @@ class Course:
     install_spec: str
     labs: tuple[Lab, ...]
     roster: Roster = field(default_factory=Roster, compare=False)  # ``roster:``: who each submission is
+    given_slug: str = ""  # ``slug:`` in course.yml; ``slug`` derives one from the name without it
+    student_from: str | None = None  # ``student_from:``: the resubmission rule (``--student-from``'s default)
+
+    @property
+    def slug(self) -> str:
+        """The identifier of the course (``slug_of``): the student repository's folder, nbgrader's ``course_id``,
+        file names; ``name`` stays for prose. ``CourseError`` for a name that gives none."""
+        return slug_of(self.name, self.given_slug)
 
     def lab(self, name: str) -> Lab:
         """Resolve a lab id or its short form (``lab05``)."""
@@ -193,22 +234,49 @@ def parse_visibility(where: str, value, default: Visibility) -> Visibility:
     return Visibility(**merged)
 
 
-def _lab_entry(item, root: Path, visibility: Visibility) -> Lab:
+def _lab_entry(item, root: Path, visibility: Visibility, late: LatePolicy) -> Lab:
     lab_id = str(item["id"])
     closed = item.get("closed", False)
     if not isinstance(closed, bool):
         raise CourseError(f"{COURSE_FILE}: {lab_id} has closed: {closed!r}; write closed: true or closed: false")
+    try:
+        policy = parse_policy(lab_id, item.get("late"), parse_due, late)
+        extensions = parse_extensions(lab_id, item.get("extensions"), parse_due)
+    except LatePolicyError as exc:
+        raise CourseError(f"{COURSE_FILE}: {exc}") from None
     return Lab(lab_id, str(item.get("title", lab_id)), root, parse_due(lab_id, item.get("due")), closed,
-               parse_visibility(lab_id, item.get("gradescope"), visibility))
+               parse_visibility(lab_id, item.get("gradescope"), visibility), policy, extensions)
 
 
 def load_course(root: str | Path | None = None) -> Course:
     root = Path(root).resolve() if root else find_root()
     data = yaml.load((root / COURSE_FILE).read_text(), Loader=_Loader) or {}
     visibility = parse_visibility("the course", data.get("gradescope"), Visibility())
-    labs = tuple(_lab_entry(item, root, visibility) for item in data.get("labs", []))
+    try:
+        late = parse_policy("the course", data.get("late"), parse_due)
+    except LatePolicyError as exc:
+        raise CourseError(f"{COURSE_FILE}: {exc}") from None
+    labs = tuple(_lab_entry(item, root, visibility, late) for item in data.get("labs", []))
     try:
         roster = roster_from(data.get("roster"), (root / COURSE_FILE).parent)
     except RosterError as exc:
         raise CourseError(f"{COURSE_FILE}: {exc}") from None
-    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs, roster)
+    given = str(data.get("slug") or "").strip()
+    if given:
+        slug_of("", given)  # a malformed slug is refused whatever the command
+    return Course(root, str(data.get("name", "attnlab")), str(data.get("install_spec") or ""), labs, roster, given,
+                  _student_from(data.get("student_from")))
+
+
+def _student_from(value) -> str | None:
+    """``student_from:`` of course.yml: absent, ``folder`` or a pattern with a group (``student_rule``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise CourseError(f"{COURSE_FILE}: student_from: {value!r} is not text: write folder, or a pattern such as "
+                          "'(?P<student>[^-]+)(-v\\d+)?' in quotes")
+    try:
+        student_rule(value)
+    except ValueError as exc:
+        raise CourseError(f"{COURSE_FILE}: student_from: {exc}") from None
+    return value

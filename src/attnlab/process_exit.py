@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 import threading
+from contextlib import contextmanager
 
 
 def exit_without_teardown(code: int | None) -> None:
@@ -28,3 +30,24 @@ def exit_without_teardown(code: int | None) -> None:
         except (OSError, ValueError):  # a closed pipe (`attnlab grade ... | head`): nothing left to say
             pass
     os._exit(status)
+
+
+@contextmanager
+def terminated_as_interrupt():
+    """SIGTERM (what Slurm and Kubernetes send a task they cancel, requeue or time out) ends a batch as Ctrl-C does:
+    what was recorded stays, and the last line says so. Yields a list that is not empty once SIGTERM came."""
+    came: list[int] = []
+
+    def stop(signum, frame):
+        came.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: left as it is
+        yield came
+        return
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
+import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -200,9 +201,9 @@ class CheckResult:
 class Grader:
     """Otter's ``Notebook`` with ``check`` showing ``format_result``; everything else (``export``, ...) is Otter's.
 
-    While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: it raises when a public check
-    fails (``require_checks``) and, while nbgrader autogrades, runs the hidden tests of ``lab_id``
-    (``grading/bridges/nbgrader_bridge.py``, which imports nothing from here: no cycle).
+    While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: while it validates, it raises when
+    a public check fails (``require_checks``); while it autogrades, it returns the question's score from the hidden
+    tests of ``lab_id`` (``grading/bridges/nbgrader_bridge.py``, which imports nothing from here: no cycle).
     """
 
     def __init__(self, notebook, lab_id: str | None = None):
@@ -224,14 +225,22 @@ class Grader:
         result = self._notebook.check(question, global_env)
         return CheckResult(question, result, show_source)
 
-    def _grade_cell(self, question: str, env: dict) -> None:
-        """``check`` while nbgrader runs the notebook: the public checks must pass, then (autograde) the hidden
-        tests. Returns None: nbgrader reads a test cell's result value as partial credit."""
-        require_checks(self._notebook, question, env)
-        if os.environ.get(NBGRADER_EXECUTION) == "autograde":
-            from attnlab.grading.bridges import nbgrader_bridge  # torch and the bundle: only while nbgrader autogrades
+    def _grade_cell(self, question: str, env: dict):
+        """``check`` while nbgrader runs the notebook. Validate: the public checks must pass (``require_checks``).
+        Autograde: the question's score from its hidden tests, as ``attnlab grade`` gives it, returned as the cell's
+        value, which nbgrader reads as partial credit; the public checks are not run, so a failed one never zeroes
+        the cell by itself."""
+        if os.environ.get(NBGRADER_EXECUTION) != "autograde":
+            require_checks(self._notebook, question, env)
+            return None
+        import warnings
+        from contextlib import redirect_stderr
 
-            nbgrader_bridge.run_hidden_tests(env, self._lab_id, question)
+        from attnlab.grading.bridges import nbgrader_bridge  # torch and the bundle: only while nbgrader autogrades
+
+        with warnings.catch_warnings(), redirect_stderr(sys.stdout):  # anything on stderr scores the cell 0
+            warnings.simplefilter("ignore")
+            return nbgrader_bridge.grade_question(env, self._lab_id, question)
 
 
 def require_checks(notebook, question: str, env: dict) -> None:

@@ -162,7 +162,7 @@ def test_autograder_files(built):
 
     assert torch.equal(ns["double"](torch.tensor([1.5])), torch.tensor([3.0]))
     assert "an experiment the grader skips" not in (ag / "reference.py").read_text()
-    # the catalogue goes to attnlab's grader (it names likely mistakes), not to plain Otter beside the student's code
+    # the catalogue goes to every grader (each names likely mistakes), plain Otter's zip too
     catalogue = header.format(LAB, "catalogue.py").encode() + (FIXTURE / "instructor" / LAB / "catalogue.py").read_bytes()
     assert (ag / "catalogue.py").read_bytes() == catalogue
     import zipfile
@@ -170,7 +170,7 @@ def test_autograder_files(built):
     with zipfile.ZipFile(ag / f"{LAB}-gradescope.zip") as zf:
         assert zf.read("bundle/catalogue.py") == catalogue
     with zipfile.ZipFile(ag / f"{LAB}-otter.zip") as zf:
-        assert not [n for n in zf.namelist() if "catalogue" in n]
+        assert zf.read("files/catalogue.py") == catalogue
 
 
 def test_build_lab_refuses_hidden_tests_for_an_unknown_question(tmp_path):

@@ -128,9 +128,11 @@ def test_an_old_bundle_has_no_written_question_and_a_broken_list_says_rebuild(bu
 
 def test_a_written_question_changes_no_other_cell(built, built_course):
     """The student notebook of the plain fixture, plus the prompt and the answer cell (the master ends with the
-    written question), cell for cell, metadata included."""
+    written question) before the hand-in cell that ends both, cell for cell, metadata included."""
     plain = _notebook(built_course, "labs").cells
     written = _notebook(built, "labs").cells
+    assert plain[-1].source.startswith("## Handing in") and written[-1].source == plain[-1].source  # both end so
+    plain, written = plain[:-1], written[:-1]
     assert [c.source for c in written] == [c.source for c in plain] + [EXPORT_BEGIN, PROMPT, PLACEHOLDER, EXPORT_END]
     assert [c.metadata for c in written[:len(plain)]] == [c.metadata for c in plain]
 

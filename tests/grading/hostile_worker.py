@@ -50,7 +50,10 @@ def read_request(stream) -> tuple[dict, list[bytes]]:
     return header["v"], blobs
 
 
-def send(stream, tree, blobs: list[bytes]) -> None:
+def send(stream, tree, blobs: list[bytes], request=None) -> None:
+    """Write one reply frame; the request's id is echoed, as the grader checks (a reply to another id restarts it)."""
+    if request is not None and isinstance(tree, dict) and "__dict__" in tree:
+        tree = {"__dict__": [*tree["__dict__"], ["id", fields(request).get("id")]]}
     header = json.dumps({"v": tree, "blobs": [len(b) for b in blobs]}).encode()
     length = 4 + len(header) + sum(len(b) for b in blobs)
     stream.write(struct.pack("<Q", length) + struct.pack("<I", len(header)) + header)
@@ -92,9 +95,9 @@ def main() -> int:
         if fields(request).get("op") == "load":
             index = fields(fields(request)["cells"][0])["index"]  # a cell the grader sent
             errors = [{"__dict__": [["index", index], ["line", 1], ["error", "cell error " + "x" * 40_000]]}] * 20
-            send(stdout, ok({"__dict__": [["errors", errors], ["failed", 10**9]]}), [])
+            send(stdout, ok({"__dict__": [["errors", errors], ["failed", 10**9]]}), [], request)
             continue
-        send(stdout, *reply(mode, request, blobs))
+        send(stdout, *reply(mode, request, blobs), request)
 
 
 if __name__ == "__main__":

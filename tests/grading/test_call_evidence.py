@@ -1,6 +1,7 @@
 """The second line of defence of a lab's forbidden calls (grading/worker/call_evidence.py): the worker records the
-forbidden callables the student's code runs during graded calls; the grader checks the reports, marks for review a
-question whose source check missed the call, and adds the evidence where the check already costs the question.
+forbidden callables (and, op_guard, the operations) the student's code runs during graded calls; the grader checks the
+reports, costs a question whose own code ran a call its source check missed (a call from code that is not the
+question's goes to review), and adds the evidence where the check already costs the question.
 Every message names the line by its cell, as the student sees it."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from attnlab.course import load_course
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.hidden import HiddenSuite, run_suite
-from attnlab.grading.policy import forbidden_calls, rules
+from attnlab.grading.policy import forbidden_calls, forbidden_ops, rules
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.call_evidence import Use
 
@@ -33,9 +34,11 @@ def test_watched_names_are_what_the_checks_are_given_and_what_reaches_them():
               "    rules.forbidden_uses_in(student, 'f', ['layer_norm'])\n"
               f"def u(student, ref, rng):\n    rules.assert_not_used(student, ['{SDPA}'], why=WHY)\n")
     names = call_evidence.watched_names(source, {"OWN": ["conv1d"], "BIG": ["conv1d", "Conv1d"], "WHY": "no"})
-    assert set(names) == {"conv1d", "Conv1d", "layer_norm", SDPA, "MultiheadAttention",
-                          "multi_head_attention_forward", "Transformer", "TransformerEncoder",
-                          "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer"}
+    named = {"conv1d", "Conv1d", "layer_norm", SDPA, "MultiheadAttention", "multi_head_attention_forward",
+             "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+             "TransformerDecoderLayer"}
+    assert set(names) == named | forbidden_ops.ops_for(named)  # and the operations that carry them (op_guard)
+    assert {"native_layer_norm", "convolution", "_scaled_dot_product_flash_attention_for_cpu"} <= set(names)
     assert call_evidence.watched_names("x = [", {}) == ()
 
 
@@ -73,10 +76,13 @@ def test_the_worker_records_forbidden_calls_from_cells_during_graded_calls_only(
     out = subprocess.run([sys.executable, "-c", WORKER], capture_output=True, text=True, timeout=300, check=True)
     wrapped, graded, trusted, same_class = (json.loads(line) for line in out.stdout.splitlines())
     assert {CALL, "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"} <= set(wrapped)
-    # the direct call (twice), the module built and called from line 6 and 7; not the library's own inner calls
+    # the direct call (twice), the module built and called from line 6 and 7; not the library's own inner calls by
+    # name, but the operations they run, at the student's line (op_guard: aten.<operation>)
     assert graded == [{"call": CALL, "cell": 3, "line": 4, "count": 2},
+                      {"call": "aten.scaled_dot_product_attention", "cell": 3, "line": 4, "count": 2},
                       {"call": "torch.nn.MultiheadAttention", "cell": 3, "line": 6, "count": 1},
-                      {"call": "torch.nn.MultiheadAttention", "cell": 3, "line": 7, "count": 1}]
+                      {"call": "torch.nn.MultiheadAttention", "cell": 3, "line": 7, "count": 1},
+                      {"call": "aten.multi_head_attention_forward", "cell": 3, "line": 7, "count": 1}]
     assert trusted == [] and same_class is True
 
 
@@ -131,15 +137,27 @@ def _suite() -> HiddenSuite:
     return suite
 
 
-def test_a_forbidden_call_the_source_check_missed_is_marked_for_review_with_its_cell_and_line():
+def test_a_forbidden_call_the_source_check_missed_costs_the_question_with_its_cell_and_line():
     student = _FakeWorkerStudent(Use(CALL, 4, 2, 1))
     review: list[str] = []
     res = run_suite(_suite(), student, None, seed=0, review=review)
-    assert res["f"]["score"] == 3 and res["g"]["score"] == 1  # evidence only: no points taken
+    assert res["f"]["score"] == 0 and res["g"]["score"] == 1  # the rule, as a call found in the source costs it
     where = f"{CALL} ran from the cell defining `f`, line 2"
+    assert res["f"]["messages"][0].startswith(
+        "failed: the lab forbids this library call, so it costs the whole question (3 of 3 points set to 0): the "
+        f"grading run saw {where} (the rule is checked on the operations your code runs"), res["f"]
+    assert review == [f"forbidden call seen running in f (3 of 3 points set to 0): {where}"]  # g forbids nothing
+    assert not any("forbid" in m for m in res["g"]["messages"])
+
+
+def test_a_forbidden_call_from_code_that_is_not_the_questions_is_marked_for_review_only():
+    student = _FakeWorkerStudent(Use(CALL, 9, 1, 1))  # `z = 1`'s cell: code f does not use
+    review: list[str] = []
+    res = run_suite(_suite(), student, None, seed=0, review=review)
+    assert res["f"]["score"] == 3, res["f"]
+    where = f"{CALL} ran from the cell starting `z = 1`, line 1"
     assert res["f"]["messages"][0].startswith(f"needs review: while its hidden tests ran, {where}"), res["f"]
-    assert review == [f"forbidden call seen running in f: {where}"]  # g's tests ran it too, but forbid nothing
-    assert not any("needs review" in m for m in res["g"]["messages"])
+    assert review == [f"forbidden call seen running in f: {where}"]
 
 
 def test_the_evidence_is_added_where_the_source_check_already_costs_the_question():
@@ -212,19 +230,20 @@ def test_grading_names_a_planted_forbidden_call_and_an_error_by_cell_and_line(tm
                           for m in errors), errors
 
 
-def test_grading_marks_for_review_a_forbidden_call_the_source_check_cannot_see(tmp_path, monkeypatch):
+def test_grading_costs_a_forbidden_call_the_source_check_cannot_see(tmp_path, monkeypatch):
     """The route is simulated: the source check is made blind (as to a route it does not know); the worker still
-    sees the call run, and the question goes to a person with the cell and line, no points taken."""
+    sees the call run (by name and as the operation it runs), and the question is costed with the cell and line."""
     from attnlab.grading.core.runner import grade_submission
 
     monkeypatch.setattr(forbidden_calls, "_uses", lambda *args, **kwargs: [])
     res = grade_submission(load_course(ROOT).lab("lab05").autograder_dir, _planted_lab05(tmp_path))
     q = res["questions"]["simple_self_attention"]
-    assert q["score"] == q["max_score"] > 0 and not q.get(fields.FORBIDDEN), q["messages"]
-    assert q["messages"][0].startswith(f"needs review: while its hidden tests ran, {CALL} ran from {SIMPLE}, "
-                                       "line 3"), q["messages"]
-    assert any(r.startswith(f"forbidden call seen running in simple_self_attention: {CALL} ran from {SIMPLE}, "
-                            "line 3") for r in res["review"]), res["review"]
+    assert q["score"] == 0 < q["max_score"] and not q.get(fields.FORBIDDEN), q["messages"]
+    assert q["messages"][0].startswith("failed: the lab forbids this library call, so it costs the whole question"), q
+    assert f"the grading run saw {CALL} ran from {SIMPLE}, line 3" in q["messages"][0], q["messages"]
+    assert f"aten.{SDPA} ran from {SIMPLE}, line 3" in q["messages"][0], q["messages"]
+    assert any(r.startswith("forbidden call seen running in simple_self_attention (") and f"{CALL} ran from "
+               f"{SIMPLE}, line 3" in r for r in res["review"]), res["review"]
     assert any(p[fields.CATEGORY] == fields.RULE_BREACH and CALL in p["message"] for p in res[fields.PROBLEMS])
     others = [r for r in res["review"] if "simple_self_attention" not in r]
     assert others == [], others  # no other question ran it
@@ -284,7 +303,8 @@ def _conv_suite() -> HiddenSuite:
 @pytest.mark.parametrize(("source", "marked"), [
     # conv's own line 2: conv is costed with the evidence; causal ran it through conv: conv's, not causal's
     ("def conv(x):\n    return F.conv1d(x, x)\ndef causal(x):\n    return conv(x)\n", []),
-    # a helper on line 2, outside conv's own code: the source check of conv cannot see it; both tests ran it
+    # a helper on line 2, outside conv's own definition: the source check of conv cannot see it; both tests ran it
+    # from their own code (conv's helper; causal's conv and its helper): both are costed
     ("def helper(x):\n    return F.conv1d(x, x)\ndef conv(x):\n    return helper(x)\ndef causal(x):\n    return conv(x)\n",
      ["conv", "causal"]),
 ])
@@ -293,12 +313,13 @@ def test_a_call_at_a_line_the_source_check_found_is_not_marked_again(source, mar
     student.cells = [{"index": 4, "source": source, "where": "the cell defining `conv`"}]
     review: list[str] = []
     res = run_suite(_conv_suite(), student, None, seed=0, review=review)
-    assert [r.split(": ")[0].rsplit(" ", 1)[-1] for r in review] == marked, review
+    assert [r.split(" (")[0].rsplit(" ", 1)[-1] for r in review] == marked, review
     if not marked:
         assert res["conv"]["score"] == 0 and "the grading run saw it" in res["conv"]["messages"][0]
         assert res["causal"]["score"] == 1 and not any("needs review" in m for m in res["causal"]["messages"])
     else:
-        assert res["conv"]["score"] == res["causal"]["score"] == 1
+        assert res["conv"]["score"] == res["causal"]["score"] == 0
+        assert all("ran from the cell defining `conv`, line 2" in res[q]["messages"][0] for q in marked)
 
 
 def test_the_remote_student_keeps_only_checked_evidence_and_a_bounded_amount():

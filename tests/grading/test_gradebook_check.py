@@ -4,7 +4,7 @@ summary; exit 1 when anything is listed, 0 when the run is complete."""
 from __future__ import annotations
 
 from attnlab.cli import main
-from attnlab.grading.outputs.gradebook_check import check_gradebook
+from attnlab.grading.outputs.gradebook_check import attnlab_executable, check_gradebook
 from attnlab.grading.scale.batch import grade_batch
 
 from .test_batch import write_submissions
@@ -38,8 +38,9 @@ def test_check_lists_a_missing_a_stale_and_an_errored_row(tmp_path, capsys):
         f"attnlab gradebook --check: lab01, 5 submission(s) in {subs}: 2 graded and current; 1 missing, 1 stale, "
         "1 errored",
     ]
-    assert captured.err.strip() == (f"attnlab grade: 3 submission(s) left: rerun: attnlab grade lab01 {subs / 'b.ipynb'} "
-                                    f"{subs / 'c.ipynb'} {subs / 'e.ipynb'} --out {out}")
+    assert captured.err.strip() == (f"attnlab grade: 3 submission(s) left: rerun: {attnlab_executable()} grade lab01 "
+                                    f"{subs / 'b.ipynb'} {subs / 'c.ipynb'} {subs / 'e.ipynb'} --out {out}")
+    assert attnlab_executable().startswith("/") and attnlab_executable().endswith("/attnlab")
 
 
 def test_check_of_a_complete_run_lists_nothing_and_exits_0(tmp_path, capsys):

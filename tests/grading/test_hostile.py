@@ -298,13 +298,16 @@ OLD_SCHEMA = """CREATE TABLE submissions (
     lab TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
     score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL,
     isolation TEXT NOT NULL, elapsed_s DOUBLE PRECISION NOT NULL, graded_at TEXT NOT NULL,
-    errors TEXT NOT NULL, grader_error TEXT, PRIMARY KEY (lab, key))"""
+    errors TEXT NOT NULL, grader_error TEXT, PRIMARY KEY (lab, key));
+CREATE TABLE questions (lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, position INTEGER NOT NULL,
+    score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL,
+    PRIMARY KEY (lab, key, question))"""
 
 
 def test_an_older_gradebook_gets_the_review_column_and_keeps_its_rows(tmp_path):
     db = tmp_path / "old.db"
     conn = sqlite3.connect(db)
-    conn.execute(OLD_SCHEMA)
+    conn.executescript(OLD_SCHEMA)
     conn.execute("INSERT INTO submissions VALUES ('lab', 'old.ipynb', '/p', 'sha', 1, 2, 'i', 0.1, 't', "
                  "'[\"hung\"]', NULL)")
     conn.commit()

@@ -5,11 +5,11 @@ docs/ARCHITECTURE.md), measured as the growth of VmHWM in a fresh grading proces
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
 
+import benchmark_scripts
 import pytest
 
 from attnlab.grading.core import notebook_code as nc
@@ -19,10 +19,7 @@ LAB_DIR = ROOT / "autograder" / "lab05_self_attention"
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location("hostile_source", ROOT / "benchmarks" / "hostile_source.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("hostile_source")
 
 
 def _cells(sources: list[str]) -> dict:

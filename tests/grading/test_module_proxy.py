@@ -266,7 +266,10 @@ def test_dropout_in_training_uses_the_same_masks_forward_and_backward():
 # the classes other questions are built on, per lab: a mistake in one costs those questions nothing
 BUILT_ON = {LAB: {"CausalSelfAttention": ("GPTBlock", "MiniGPT"), "GPTBlock": ("MiniGPT",)},
             "lab05_self_attention": {"SelfAttention": ("AttentionClassifier",)},
-            "lab11_vision_transformer": {"PatchEmbedding": ("ViT",)}}
+            "lab11_vision_transformer": {"PatchEmbedding": ("ViT",)},
+            "lab12_modern_decoder": {"GroupedQueryAttention": ("ModernDecoder",), "RMSNorm": ("ModernDecoder",),
+                                     "SwiGLU": ("MoEFeedForward", "ModernDecoder"),
+                                     "MoEFeedForward": ("ModernDecoder",)}}
 
 
 @pytest.mark.parametrize("lab", sorted(BUILT_ON))

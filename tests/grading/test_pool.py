@@ -36,6 +36,27 @@ def test_every_item_comes_back_once_from_two_processes_at_once():
     assert len(peaks) == 2 and all(p > 0 for p in peaks)
 
 
+def test_each_start_is_reported_in_this_process_before_its_result_and_at_most_jobs_run_at_once():
+    events, running, most = [], set(), [0]
+
+    def started(item):
+        events.append(("start", item, os.getpid()))
+        running.add(item)
+        most[0] = max(most[0], len(running))
+
+    def finish(item, outcome):
+        events.append(("finish", item, os.getpid()))
+        running.discard(item)
+
+    items = ["a", "dies", "b", "c", "d"]
+    pool.run_in_processes(items, 2, _work, finish, lost=lambda i, why: ("lost", why), started=started)
+    assert sorted(e[1] for e in events if e[0] == "start") == sorted(items)  # the replacement's item too
+    assert {e[2] for e in events} == {os.getpid()}  # reported here, where the progress line is drawn
+    for item in items:
+        assert events.index(("start", item, os.getpid())) < events.index(("finish", item, os.getpid()))
+    assert most[0] == 2 and not running
+
+
 @pytest.mark.parametrize("bad", ["dies", "killed"])
 def test_a_process_that_dies_loses_no_row_and_is_replaced(bad):
     finished = {}

@@ -186,7 +186,8 @@ def test_an_older_postgres_gradebook_gets_the_review_column(pg_url):
     from .test_hostile import OLD_SCHEMA
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(OLD_SCHEMA)
+        for statement in OLD_SCHEMA.split(";"):
+            conn.execute(statement)
         conn.execute("INSERT INTO submissions VALUES ('lab', 'old.ipynb', '/p', 'sha', 1, 2, 'i', 0.1, 't', "
                      "'[\"hung\"]', NULL)")
     result = {"score": 1.0, "max_score": 2.0, "questions": {}, "review": ["check by hand"]}

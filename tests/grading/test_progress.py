@@ -82,6 +82,8 @@ def test_a_batch_in_a_terminal_shows_progress_within_2_s_of_the_first_submission
     assert first <= started + 2.0, f"the first progress line came {first - started:.1f} s after the first start"
     ticking = [at for at, so_far in shown if re.search(r"0/3 \[00:0[1-3]", so_far)]
     assert ticking and ticking[0] <= started + 3.5, "the line's clock did not run while the first submission graded"
+    while_a = [so_far for at, so_far in shown if at < started + 3.5]  # a.ipynb takes 4 s: still running
+    assert "running=a.ipynb" in while_a[-1], "the live line did not name the file being graded"
     assert "3/3" in text and "failures=0" in text and "\r" in text  # a live line, redrawn in place
     assert proc.returncode == 0
 
@@ -120,6 +122,28 @@ def test_progress_is_silent_when_disabled_and_live_when_asked():
     assert "1/2" in live.getvalue() and "failures=1" in live.getvalue()
 
 
+def test_the_files_still_running_are_named_in_both_kinds_of_line():
+    plain = io.StringIO()
+    p = BatchProgress("lab05", 3, stream=plain, live=False)
+    for key in ("slow.ipynb", "b.ipynb", "c.ipynb"):
+        p.start(key)
+    p.done("b.ipynb", "1/2")
+    p.done("c.ipynb", "2/2")
+    p.start("d.ipynb")
+    p.done("d.ipynb", "2/2")
+    lines = plain.getvalue().splitlines()[1:]
+    assert lines[0].endswith("failures so far: 0; running: slow.ipynb (+1 more)")
+    assert lines[1].endswith("failures so far: 0; running: slow.ipynb")
+    assert lines[2].endswith("running: slow.ipynb")
+    p.done("slow.ipynb", "0/2 (timeout)")
+    assert plain.getvalue().splitlines()[-1].endswith("failures so far: 0")  # none left running
+    live = io.StringIO()
+    p = BatchProgress("lab05", 2, stream=live, live=True)
+    p.start("a\u202e.ipynb")  # a name's control characters are shown, never obeyed
+    p.close()
+    assert "running=a" in live.getvalue() and "\u202e" not in live.getvalue()
+
+
 def test_long_notes_are_abbreviated_with_a_visible_mark_not_cut():
     lost = "lost: " + ", ".join(f"question_{i} 0/2" for i in range(12))
     short = abbreviated(lost, 60)
@@ -134,3 +158,15 @@ def test_long_notes_are_abbreviated_with_a_visible_mark_not_cut():
     table = score_table([row], width=100).splitlines()
     assert len(table[1]) <= 100 and "… (+" in table[1]
     assert score_table([row]).splitlines()[1].endswith("question_11 0/2")  # not a terminal: every note kept
+
+
+def test_a_cut_line_still_shows_a_timeout_or_a_crash():
+    review = [f"needs review item {i}: a long sentence a person reads" for i in range(3)]
+    row = {"submission": "slow.ipynb", "score": 0.0, "max_score": 24.0, "review": review,
+           "errors": ["hung: the submission ran past its 600 s"],
+           "problems": [{"category": "timeout", "cell": None, "message": "hung"},
+                        {"category": "worker_crash", "cell": None, "message": "x"}],
+           "questions": {f"question_{i}": {"score": 0.0, "max_score": 2.0, "messages": []} for i in range(12)}}
+    line = score_table([row], width=100).splitlines()[1]
+    assert len(line) <= 100 and "… (+" in line and "[timeout, worker crash]" in line
+    assert "hung" not in line  # the message itself was cut: the category is what stays

@@ -20,7 +20,9 @@ import time
 import pytest
 
 from attnlab.cli import main
+from attnlab.commands import EXIT_GRADEBOOK
 from attnlab.grading.outputs.gradebook import GradebookUnavailable, open_gradebook
+from attnlab.grading.outputs.gradebook_check import attnlab_executable
 from attnlab.grading.scale import batch, pool
 from attnlab.grading.scale.batch import grade_batch
 
@@ -151,7 +153,7 @@ def test_a_server_down_for_good_exits_4_naming_every_file_left(server, db_url, b
     err = capsys.readouterr().err.strip().splitlines()
     left = [str(src / f"s{i:02d}.ipynb") for i in range(4, 10)]
     assert code == 4
-    assert err[-1] == f"attnlab grade: 6 submission(s) left: rerun: attnlab grade {LAB} {' '.join(left)} " \
+    assert err[-1] == f"attnlab grade: 6 submission(s) left: rerun: {attnlab_executable()} grade {LAB} {' '.join(left)} " \
                       f"--out {out} --gradebook {db_url}"
     assert "6 not written to the gradebook" in err[-2]
     # files and rows agree: the rows written have their files, the six left have none (and no stray temporary file)
@@ -205,14 +207,15 @@ def test_a_listener_that_never_answers_fails_within_the_timeout(silent_listener,
 
 
 @pytest.mark.parametrize("command", ["gradebook", "grade"])
-def test_a_listener_that_never_answers_is_one_line_and_exit_2(silent_listener, built_course, tmp_path, monkeypatch,
+def test_a_listener_that_never_answers_is_one_line_and_exit_6(silent_listener, built_course, tmp_path, monkeypatch,
                                                              capsys, command):
+    """Not a usage error (2): the command is right, the database did not answer (EXIT_GRADEBOOK)."""
     monkeypatch.setenv("ATTNLAB_DB_CONNECT_TIMEOUT_S", "2")
     monkeypatch.setenv("ATTNLAB_DB_RETRIES", "0")
     src = write_submissions(tmp_path / "subs", {"a.ipynb": b"a"})
     argv = {"gradebook": ["gradebook", silent_listener, "--csv", "-"],
             "grade": ["grade", LAB, str(src), "--gradebook", silent_listener]}[command]
-    assert main(["--root", str(built_course), *argv]) == 2
+    assert main(["--root", str(built_course), *argv]) == EXIT_GRADEBOOK == 6
     err = capsys.readouterr().err
     assert err.startswith(f"attnlab {command}: gradebook postgresql://") and len(err.splitlines()) == 1
     assert "did not answer: 1 try" in err
@@ -233,7 +236,8 @@ def test_a_killed_grader_process_makes_the_exit_non_zero(built_course, tmp_path,
     out = tmp_path / "out"
     assert main(["--root", str(built_course), "grade", LAB, str(src), "--out", str(out), "--jobs", "2"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"attnlab grade: 1 submission(s) left: rerun: attnlab grade {LAB} {src / 'b.ipynb'} --out {out}"
+    assert err[-1] == (f"attnlab grade: 1 submission(s) left: rerun: {attnlab_executable()} grade {LAB} "
+                       f"{src / 'b.ipynb'} --out {out}")
     with open_gradebook(out) as book:
         rows = {r["key"]: r for r in book.rows()}
     assert sorted(rows) == ["a.ipynb", "b.ipynb", "c.ipynb"]

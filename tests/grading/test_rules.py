@@ -336,6 +336,16 @@ REACH_ROUTES = {
     "marshal": ("import marshal\nc = marshal.loads(b'')", "import marshal"),
     "type_hints_imported": ("from typing import get_type_hints", "get_type_hints"),
     "namedtuple_hint": ("import typing\nP = typing.NamedTuple('P', [('a', \"exec('1')\")])", "exec"),
+    # paths from data to code: an annotation built at run time (singledispatch evaluates it), unpickling
+    "computed_annotation": ("def h(a: \"F.\" + \"layer_norm(x) or int\"):\n    pass", "annotation computed"),
+    "fstring_annotation": ("def h(a: f\"{'ev'}al('1')\"):\n    pass", "annotation computed"),
+    "computed_return": ("def h(a) -> ''.join(['in', 't']):\n    pass", "annotation computed"),
+    "computed_variable_hint": ("v: 'a' + 'b' = 1", "annotation computed"),
+    "long_string_hint": (f"def h(a: '{' ' * 10_001}int'):\n    pass", "annotation computed"),
+    "npy_allow_pickle": ("a = np.asarray(np.zeros(1), allow_pickle=True)", "allow_pickle= unpickles"),
+    "npy_reader": ("a = np.lib.format.read_array(f, True)", "read_array"),
+    "weights_only_false": ("m = torch.nn.Module().f(weights_only=False)", "weights_only other than True"),
+    "pickle_module": ("m = fetch(pickle_module=p)", "pickle_module= unpickles"),
     "super_with_class": ("class R(nn.LSTM):\n    def __init__(self):\n        super(nn.LSTM, self).__init__('RNN_TANH', "
                          "2, 2)", "super"),
 }

@@ -7,9 +7,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -177,8 +179,86 @@ def test_the_sbatch_script_run_as_a_requeued_task_writes_a_new_log_and_passes_au
         env = base | _slurm_task(700, 5, 1, 8, restarts=restarts)
         subprocess.run(["bash", str(JOB_FILES / "grade.sbatch"), "lab05", "/subs"], env=env, check=True,
                        capture_output=True, timeout=60)
-    logs = sorted(p.name for p in (course / "grading-lab05" / "logs").iterdir())
+    logs = sorted(p.name for p in (course / "logs" / "grading-lab05").iterdir())  # outside OUT
     assert logs == ["grade-700_5-restart0.log", "grade-700_5-restart1.log"]  # the failed attempt's log is kept
-    args = (course / "grading-lab05" / "logs" / logs[1]).read_text()
-    assert "--shard auto/8" in args and "--out grading-lab05" in args
+    args = (course / "logs" / "grading-lab05" / logs[1]).read_text()
+    assert "--shard auto/8" in args and f"--out {course}/grading-lab05 " in args
+    assert args.splitlines()[-1].startswith("attempt 1 of task 5: attnlab grade exited 0 at ")  # the last line
+    assert not (course / "grading-lab05").exists()
     assert shard_from_environment("auto/8", _slurm_task(700, 5, 1, 8, restarts=1)) == "5/8"
+
+
+def _course_with_fake_attnlab(tmp_path, script: str) -> Path:
+    course = tmp_path / "course"
+    (course / ".venv" / "bin").mkdir(parents=True)
+    fake = course / ".venv" / "bin" / "attnlab"
+    fake.write_text("#!/bin/bash\n" + script)
+    fake.chmod(0o755)
+    return course
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_cancelled_task_leaves_a_last_line(tmp_path):
+    """scancel, a requeue or the time limit send the batch script SIGTERM: its log still ends with a line of it."""
+    course = _course_with_fake_attnlab(tmp_path, 'echo started; trap "echo attnlab stopped; exit 130" TERM\n'
+                                                 "sleep 30 & wait\n")
+    env = {"PATH": os.environ["PATH"], "ATTNLAB_COURSE": str(course), "ATTNLAB_GRADEBOOK": "postgresql://h/db",
+           **_slurm_task(800, 2, 1, 8)}
+    task = subprocess.Popen(["bash", str(JOB_FILES / "grade.sbatch"), "lab05", "/subs"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = course / "logs" / "grading-lab05" / "grade-800_2-restart0.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "started" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    task.send_signal(signal.SIGTERM)
+    _, err = task.communicate(timeout=30)
+    assert task.returncode == 143
+    lines = log.read_text().splitlines()
+    assert "attnlab stopped" in lines  # the grader heard it too
+    assert lines[-1].startswith("attempt 0 of task 2: stopped by SIGTERM at ") and "sbatch --array=2 " in lines[-1]
+    assert lines[-1] in err  # and Slurm's own log has it
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="mounts a small tmpfs: root and unshare")
+def test_a_full_out_still_leaves_every_tasks_last_line(tmp_path):
+    """OUT on a full 16 KiB tmpfs: every task's log (outside OUT) ends with the exit status its grade gave."""
+    course = _course_with_fake_attnlab(tmp_path, 'out=$(echo "$@" | sed "s/.*--out \\([^ ]*\\).*/\\1/")\n'
+                                                 'head -c 100000 /dev/zero > "$out/big" 2>/dev/null\n'
+                                                 'echo x > "$out/row" || { echo "stopped: disk full"; exit 5; }\n')
+    out = course / "grading-lab05"
+    out.mkdir()
+    base = {"PATH": os.environ["PATH"], "ATTNLAB_COURSE": str(course), "ATTNLAB_GRADEBOOK": "postgresql://h/db"}
+    tasks = "; ".join(f"SLURM_ARRAY_JOB_ID=900 SLURM_ARRAY_TASK_ID={k} bash {JOB_FILES / 'grade.sbatch'} lab05 /subs"
+                      for k in (1, 2, 3))
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=16k tmpfs {out} || exit 77; {tasks}"],
+                          env=base, capture_output=True, text=True, timeout=120)
+    if proc.returncode == 77:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    for k in (1, 2, 3):
+        lines = (course / "logs" / "grading-lab05" / f"grade-900_{k}-restart0.log").read_text().splitlines()
+        assert lines[-2:] == ["stopped: disk full", lines[-1]]
+        assert lines[-1].startswith(f"attempt 0 of task {k}: attnlab grade exited 5 at ")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_first_task_that_finds_the_gradebook_unusable_stops_the_later_ones(tmp_path):
+    """Exit 6 (the database does not answer, or its tables changed) in task 1: task 2 of the same array stops at
+    once, naming task 1, without starting the grader; a requeued attempt and a new array job try again."""
+    course = _course_with_fake_attnlab(tmp_path, 'echo "$SLURM_ARRAY_TASK_ID" >> "$ATTNLAB_COURSE/ran"\n'
+                                                 'echo "the gradebook does not answer"; exit 6\n')
+    base = {"PATH": os.environ["PATH"], "ATTNLAB_COURSE": str(course), "ATTNLAB_GRADEBOOK": "postgresql://h/db"}
+
+    def task(job, k, restarts=None):
+        return subprocess.run(["bash", str(JOB_FILES / "grade.sbatch"), "lab05", "/subs"],
+                              env=base | _slurm_task(job, k, 1, 8, restarts=restarts), capture_output=True,
+                              text=True, timeout=60)
+
+    assert task(950, 1).returncode == 6
+    second = task(950, 2)
+    assert second.returncode == 6
+    log = (course / "logs" / "grading-lab05" / "grade-950_2-restart0.log").read_text().splitlines()
+    assert log[-1].startswith("attempt 0 of task 2: not started: task 1 found the gradebook unusable at ")
+    assert "sbatch --array=2 " in log[-1] and log[-1] in second.stderr
+    assert (course / "ran").read_text().split() == ["1"]  # task 2 never started the grader
+    assert task(950, 3, restarts=1).returncode == 6 and task(951, 4).returncode == 6
+    assert (course / "ran").read_text().split() == ["1", "3", "4"]

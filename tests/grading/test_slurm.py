@@ -1,7 +1,8 @@
 """docs/scale/grade.sbatch on a real single-node Slurm (Debian's slurm-wlm + munge, bound to loopback, started here
 in a temporary folder): the whole array grades every submission once, and ``sbatch --array=K`` reruns task K's share
-only. Skips where Slurm, munge or root are absent (CI installs none of them: the variables themselves are tested in
-test_scheduler.py, exactly as Slurm 22.05 sets them)."""
+only (a stand-in grader on SQLite, fast); and the real ``attnlab grade`` on a real PostgreSQL server, every row right
+and every log ending with its exit status. Skips where Slurm, munge or root are absent (CI installs none of them: the
+variables themselves are tested in test_scheduler.py, exactly as Slurm 22.05 sets them)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.scale.batch import in_shard
 
 from .test_batch import LAB, write_submissions
+from .test_postgres import pg_server, pg_url  # noqa: F401 - fixtures: a real server on loopback
 
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue")
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in TOOLS),
@@ -133,7 +135,7 @@ def _run(env, course: Path, args: list[str]) -> str:
 def _graded(course: Path, job: str) -> dict[int, list[str]]:
     """Task -> the keys its attnlab graded, from every attempt's log of the array job ``job``."""
     found = {}
-    for log in (course / f"grading-{LAB}" / "logs").glob(f"grade-{job}_*-restart0.log"):
+    for log in (course / "logs" / f"grading-{LAB}").glob(f"grade-{job}_*-restart0.log"):
         line = [t for t in log.read_text().splitlines() if t.startswith("shard ")][-1].split()
         task = re.search(r"_(\d+)-restart", log.name).group(1)
         assert line[1] == "auto/8"  # the job file's count, whatever this job's own array
@@ -175,7 +177,7 @@ def test_the_array_grades_everything_once_and_array_k_reruns_task_ks_share(slurm
     # a requeue of task 3 (a node failure with --requeue, or scontrol requeue): the failed attempt's log stays
     (course / "hold").write_text("")
     job = _submit(env, course, ["--array=3"])
-    logs = course / f"grading-{LAB}" / "logs"
+    logs = course / "logs" / f"grading-{LAB}"
     _wait_for(lambda: (logs / f"grade-{job}_3-restart0.log").exists(), 120, Path(env["SLURM_CONF"]).parent)
     subprocess.run(["scontrol", "requeue", f"{job}_3"], env=env, check=True, timeout=30)
     (course / "hold").unlink()
@@ -186,3 +188,39 @@ def test_the_array_grades_everything_once_and_array_k_reruns_task_ks_share(slurm
     assert sorted(p.name for p in logs.glob(f"grade-{job}_*")) == [f"grade-{job}_3-restart0.log",
                                                                     f"grade-{job}_3-restart1.log"]
     assert "shard auto/8 graded" in (logs / f"grade-{job}_3-restart1.log").read_text()
+
+
+def test_the_real_grader_on_postgresql_in_slurm_gives_every_row_right(slurm, built_course, pg_url, tmp_path):  # noqa: F811
+    """The documented job file, the real grader (this checkout's .venv) and a real PostgreSQL server: 8 tasks grade
+    4 submissions of the fixture lab, each row once with its true score; the logs (outside OUT) end with exit 0, and
+    ``gradebook --check`` of the gradebook afterwards finds nothing to rerun."""
+    import nbformat
+
+    lab = "lab99_demo"
+    course = tmp_path / "course"
+    shutil.copytree(built_course, course)
+    (course / ".venv").symlink_to(Path(sys.executable).parent.parent)  # the checkout's own virtual environment
+    subs = course / "subs"
+    subs.mkdir()
+    solution = nbformat.read(built_course / "solutions" / lab / f"{lab}.ipynb", as_version=4)
+    blank = nbformat.read(built_course / "labs" / lab / f"{lab}.ipynb", as_version=4)
+    for name, nb in (("ada", solution), ("bea", solution), ("cal", blank), ("dov", solution)):
+        nbformat.write(nb, subs / f"{name}.ipynb")
+    env = {**slurm, "ATTNLAB_COURSE": str(course), "ATTNLAB_GRADEBOOK": pg_url}
+    job = subprocess.run(["sbatch", "--parsable", "--mem=200M", "--cpus-per-task=1", str(SBATCH), lab, str(subs)],
+                         env=env, cwd=course, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    _wait_for(lambda: not subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True,
+                                         text=True).stdout.strip(), 600, Path(env["SLURM_CONF"]).parent)
+    logs = sorted((course / "logs" / f"grading-{lab}").glob(f"grade-{job}_*-restart0.log"))
+    assert len(logs) == 8
+    for log in logs:
+        assert re.match(r"attempt 0 of task \d: attnlab grade exited 0 at ", log.read_text().splitlines()[-1]), \
+            log.read_text()[-3000:]
+    with open_gradebook(pg_url, create=False) as book:
+        rows = {r["key"]: r for r in book.rows(lab)}
+    assert {k: (r["score"], r["grader_error"]) for k, r in rows.items()} == {
+        "ada.ipynb": (3.0, None), "bea.ipynb": (3.0, None), "cal.ipynb": (0.0, None), "dov.ipynb": (3.0, None)}
+    check = subprocess.run([str(course / ".venv" / "bin" / "attnlab"), "gradebook", pg_url, "--check", str(subs)],
+                           cwd=course, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0 and check.stdout.strip().endswith("4 graded and current; 0 missing, 0 stale, "
+                                                                   "0 errored"), check.stdout + check.stderr

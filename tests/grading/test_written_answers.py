@@ -191,6 +191,8 @@ class Effective:  # marking.store.Effective's fields (written_spec.md section 4)
     rubric: list
     comment: str | None = None
     reason: str | None = None
+    was: float | None = None
+    changed_by: str | None = None
 
 
 def test_marks_are_laid_over_a_row_and_the_feedback_shows_rubric_comment_and_reason(tmp_path):
@@ -323,3 +325,26 @@ def test_attnlab_report_says_what_awaits_marking_and_what_it_refreshed():
         "3.5 points awaiting marking in 2 submission(s): mark them with `attnlab mark`",
         "3 feedback file(s) written again with the marks"]
     assert marking_lines([SimpleNamespace(awaiting_points=0.0)], 0) == []
+
+
+def test_answer_metadata_not_as_built_is_never_taken_silently():
+    from attnlab.grading.core.written_answers import answer_notes
+
+    q, names = Question("mirror_pairs", 2.0, PROMPT), {"mirror_pairs", "var_qk"}
+    on_code = {**code("# my answer: 0.5"), "metadata": {"attnlab": {"written": "mirror_pairs"}}}
+    text, notes = answer_notes([md(PROMPT), on_code, md("what I wrote")], q, names)
+    assert text == "what I wrote"  # the prompt's fallback, said so
+    assert [n.split(":")[0] for n in notes] == ["a code cell is marked as the answer to mirror_pairs",
+                                               "no cell is marked as the answer to mirror_pairs (its metadata was lost)"]
+    twice = [answer_cell("mirror_pairs", "first part"), md("x"), answer_cell("mirror_pairs", "second part")]
+    text, notes = answer_notes(twice, q, names)
+    assert text.startswith("first part") and text.endswith("second part")  # the marker reads both
+    assert notes == ["2 Markdown cells are marked as the answer to mirror_pairs: all are shown, in the notebook's "
+                     "order"]
+    text, notes = answer_notes([answer_cell("mirror_pairs", "mine"), answer_cell("var_q", "typo'd")], q, names)
+    assert (text, notes) == ("mine", ["a cell is marked as the answer to 'var_q', which is no written question of "
+                                      "this lab: not read"])
+    assert answer_notes([answer_cell("mirror_pairs", "fine")], q, names) == ("fine", [])
+    result = add_written(code_result(), MANIFEST, notebook(*twice))
+    assert result["questions"]["mirror_pairs"]["messages"] == [
+        "2 Markdown cells are marked as the answer to mirror_pairs: all are shown, in the notebook's order"]

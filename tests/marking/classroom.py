@@ -15,12 +15,13 @@ def add_written_columns(gradebook) -> None:
     gradebook.transaction(alter, write=True)
 
 
-def record_student(gradebook, lab: str, key: str, *, code: dict, written: dict) -> None:
-    """``code``: {question: (score, max_score)}; ``written``: {question: (answer text, points)}."""
+def record_student(gradebook, lab: str, key: str, *, code: dict, written: dict, path=None, sha: str = "0" * 64) -> None:
+    """``code``: {question: (score, max_score)}; ``written``: {question: (answer text, points)}; ``path`` and
+    ``sha``: the notebook graded (none by default) and its digest."""
     add_written_columns(gradebook)
     questions = {q: {"score": s, "max_score": m, "messages": []} for q, (s, m) in code.items()}
     questions |= {q: {"score": 0.0, "max_score": m, "messages": []} for q, (_, m) in written.items()}
-    gradebook.record(lab, key, f"/subs/{key}", "0" * 64, {
+    gradebook.record(lab, key, path or f"/subs/{key}", sha, {
         "score": float(sum(s for s, _ in code.values())), "max_score": float(sum(m for _, m in code.values())),
         "questions": questions})
 

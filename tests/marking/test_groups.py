@@ -7,6 +7,7 @@ import pytest
 
 from attnlab.buildchain.transforms.markers import PLACEHOLDER
 from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.marking.audit import audit_log
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group, tfidf
 from attnlab.marking.store import AWAITING, MARKED, MarkStore, effective_scores
 
@@ -69,3 +70,82 @@ def test_empty_answers_are_marked_zero_in_one_step(book):
         [(0.0, MARKED), (0.0, MARKED)]
     assert scores["a.ipynb"]["mirror"].status == AWAITING
     assert mark_empty(store, "lab05", "mirror", marker="ann") == 0  # already marked: nothing again
+
+
+def _groups_client(book):
+    import re
+
+    from starlette.testclient import TestClient
+
+    from attnlab.marking.app import create_app
+
+    client = TestClient(create_app(book, "t", hosts=["testserver"]), follow_redirects=True)
+    page = client.get("/l/lab05/q/mirror/groups?token=t").text
+    return client, re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+
+def _group_form(page: str, n: int):
+    """The action and member values of group ``n``'s form on the groups page, and the ones ticked."""
+    import re
+
+    section = page.split(f'id="group-{n}"')[1].split("</section>")[0]
+    action = re.search(r'<form method="post" action="([^"]+)"', section).group(1)
+    members = re.findall(r'name="member" value="([^"]+)" id="[^"]+" ?(checked)?', section)
+    return action, [m for m, _ in members], [m for m, ticked in members if ticked]
+
+
+def test_after_marking_the_empty_answers_each_groups_apply_posts_to_the_groups_page(book):
+    client, csrf = _groups_client(book)
+    after = client.post("/l/lab05/q/mirror/empty", data={"csrf": csrf})
+    assert after.url.path == "/l/lab05/q/mirror/groups" and "Marked 2 empty answers 0." in after.text
+    action, members, _ = _group_form(after.text, 1)
+    assert action == "/l/lab05/q/mirror/groups"
+    applied = client.post(action, data={"csrf": csrf, "member": members, "item": ["mirror.0"]})
+    assert applied.status_code == 200 and "Applied to 3 answers." in applied.text
+    scores = effective_scores(book, "lab05")
+    assert [scores[k]["mirror"].score for k in ("a.ipynb", "b.ipynb", "e.ipynb")] == [1.5, 1.5, 1.5]
+
+
+def test_a_group_shows_its_members_already_marked_and_leaves_them_out_unless_ticked(book):
+    MarkStore(book).save_mark("lab05", "b.ipynb", "mirror", items=["mirror.1"], marker="ann", version=0)
+    client, csrf = _groups_client(book)
+    page = client.get("/l/lab05/q/mirror/groups").text
+    action, members, ticked = _group_form(page, 1)
+    assert len(members) == 3 and len(ticked) == 2  # b's own mark: shown, not ticked
+    assert "1 already marked" in page and "[marked: Quotes 0.5]" in page
+    assert "Applied to 2 answers." in client.post(action, data={"csrf": csrf, "member": ticked,
+                                                                "item": ["mirror.0"]}).text
+    scores = effective_scores(book, "lab05")
+    assert [scores[k]["mirror"].score for k in ("a.ipynb", "b.ipynb", "e.ipynb")] == [1.5, 0.5, 1.5]
+    nobody = client.post(action, data={"csrf": csrf, "item": ["mirror.0"]})
+    assert nobody.status_code == 400 and "no answer of the group was ticked" in nobody.text
+
+
+def test_a_groups_label_is_content_words_never_stopwords_nor_latex_commands():
+    answers = {f"{i}.ipynb": text for i, text in enumerate([
+        "The variance is $\\frac{d}{1}$ because the terms are independent and each has variance one.",
+        "Because the terms are independent, the variance is $\\frac{d}{1}$: each has variance one.",
+        "The variance is d because each of the independent terms has variance one."])}
+    (group,) = answer_groups(answers)
+    assert "frac" not in group.terms and not set(group.terms) & {"the", "because", "each", "has", "are"}
+    assert set(group.terms) <= {"variance", "terms", "independent"} and "variance" in group.terms
+
+
+def test_the_last_action_is_undone_a_group_apply_mark_empty_or_one_mark_unless_changed_since(book):
+    store = MarkStore(book)
+    store.save_mark("lab05", "b.ipynb", "mirror", items=["mirror.1"], marker="ann", version=0)
+    client, csrf = _groups_client(book)
+    action, members, _ = _group_form(client.get("/l/lab05/q/mirror/groups").text, 1)
+    page = client.post(action, data={"csrf": csrf, "member": members, "item": ["mirror.0"]}).text
+    assert "Undo the group apply to 3 answers" in page
+    store.save_mark("lab05", "e.ipynb", "mirror", items=[], marker="bob",
+                    version=store.marks("lab05")[("e.ipynb", "mirror")].version)  # bob, since
+    undone = client.post("/undo", data={"csrf": csrf, "back": "/l/lab05/q/mirror/groups"})
+    assert "Undone: 2 changes put back; 1 left as another marker changed them since." in undone.text
+    marks = store.marks("lab05")
+    assert ("a.ipynb", "mirror") not in marks and marks[("b.ipynb", "mirror")].items == ("mirror.1",)
+    assert marks[("e.ipynb", "mirror")].marker == "bob" and "Undo the" not in undone.text  # nothing left to undo
+    client.post("/l/lab05/q/mirror/empty", data={"csrf": csrf})
+    client.post("/undo", data={"csrf": csrf, "back": "/l/lab05/q/mirror/groups"})
+    assert effective_scores(book, "lab05")["d.ipynb"]["mirror"].status == AWAITING
+    assert [r["action"] for r in audit_log(book)][-2:] == ["mark undone", "mark undone"]

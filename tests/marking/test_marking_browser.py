@@ -21,6 +21,7 @@ from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_s
 
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.scale.batch import export_gradebook
+from attnlab.marking.markers import add_marker
 from attnlab.marking.store import CHANGED, MARKED, MarkStore, effective_scores
 from attnlab.report import build_report
 
@@ -99,14 +100,16 @@ def browser():
         b.close()
 
 
-def _marker(browser, url: str, name: str):
-    """A browser context (its own cookies) signed in through the printed URL as ``name``."""
+def _marker(browser, url: str, name: str, db=None):
+    """A browser context (its own cookies) signed in as ``name`` with a token of their own, made as the instructor
+    makes it (``attnlab mark OUT --add-marker NAME``), in place of the printed URL's."""
+    with open_gradebook(db, create=False) as gb:
+        token = add_marker(MarkStore(gb), name)
     context = browser.new_context()
     page = context.new_page()
-    page.goto(url)
-    page.fill("#marker-name", name)
-    page.click("#start")
+    page.goto(url.split("/?token=")[0] + f"/?token={token}")
     page.wait_for_selector(f"text=Marking as {name}")
+    assert token not in page.url
     return context, page
 
 
@@ -122,7 +125,7 @@ def test_requests_without_the_token_or_the_csrf_field_are_refused(served, browse
     assert stranger.request.get(base + "/audit.csv").status == 403
     assert stranger.request.get(base + "/?token=wrong").status == 403
     stranger.close()
-    context, page = _marker(browser, url, "ann")
+    context, page = _marker(browser, url, "ann", db)
     before = _scores(db)
     refused = page.request.post(f"{base}/l/{LAB}/q/{Q}/1", form={"item": RUBRIC[0][0], "version": "0"})
     assert refused.status == 403 and "CSRF" in refused.text()
@@ -134,7 +137,7 @@ def test_requests_without_the_token_or_the_csrf_field_are_refused(served, browse
 
 def test_two_markers_at_once_a_conflicting_edit_is_shown_not_swallowed(served, browser):
     db, url, base = served
-    (ann_ctx, ann), (bob_ctx, bob) = _marker(browser, url, "ann"), _marker(browser, url, "bob")
+    (ann_ctx, ann), (bob_ctx, bob) = _marker(browser, url, "ann", db), _marker(browser, url, "bob", db)
     for page in (ann, bob):
         page.goto(f"{base}/l/{LAB}/q/{Q}/2")
     assert ann.inner_text("#student").startswith("student-")  # anonymous by default
@@ -164,10 +167,15 @@ def test_two_markers_at_once_a_conflicting_edit_is_shown_not_swallowed(served, b
 
 def test_a_group_is_marked_at_once_and_empty_answers_zero_in_one_step(served, browser):
     db, url, base = served
-    context, page = _marker(browser, url, "cat")
+    context, page = _marker(browser, url, "cat", db)
     page.goto(f"{base}/l/{LAB}/q/{Q}/groups")
     group = page.locator("#group-1")
     assert group.locator("li").count() == 3  # alice, bob and carol's paraphrases
+    members = group.locator("input[name=member]")
+    left_out = [i for i in range(3) if not members.nth(i).is_checked()]  # those marked before: left out unless ticked
+    assert len(left_out) == group.locator("li", has_text="[marked").count()
+    for i in left_out:
+        members.nth(i).check()
     group.locator(f"input[value='{RUBRIC[2][0]}']").check()
     group.locator(".apply-group").click()
     page.wait_for_selector("#message")
@@ -183,7 +191,7 @@ def test_a_group_is_marked_at_once_and_empty_answers_zero_in_one_step(served, br
 
 def test_a_rubric_items_points_changed_once_every_affected_score_follows(served, browser):
     db, url, base = served
-    context, page = _marker(browser, url, "dee")
+    context, page = _marker(browser, url, "dee", db)
     with open_gradebook(db, create=False) as gb:  # two answers with item 2 marked here, whatever ran before
         store = MarkStore(gb)
         for key in ("dan.ipynb", "erin.ipynb"):
@@ -206,7 +214,7 @@ def test_a_rubric_items_points_changed_once_every_affected_score_follows(served,
 
 def test_a_code_score_changed_with_a_reason_reaches_the_audit_csv(served, browser, tmp_path):
     db, url, base = served
-    context, page = _marker(browser, url, "eve")
+    context, page = _marker(browser, url, "eve", db)
     page.goto(f"{base}/l/{LAB}/students")
     page.click("#students a >> nth=0")
     row = page.locator("tr#q-simple_self_attention")
@@ -245,7 +253,7 @@ def test_a_code_score_changed_with_a_reason_reaches_the_audit_csv(served, browse
 
 def test_a_script_answer_shows_as_text_and_names_only_on_request(served, browser):
     db, url, base = served
-    context, page = _marker(browser, url, "fay")
+    context, page = _marker(browser, url, "fay", db)
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     for n in range(1, len(ANSWERS) + 1):

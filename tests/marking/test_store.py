@@ -8,10 +8,9 @@ import io
 import threading
 
 import pytest
-from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.marking.audit import audit_csv, audit_log
+from attnlab.marking.audit import audit_csv, audit_log, check_chain
 from attnlab.marking.store import (
     AWAITING,
     CHANGED,
@@ -28,15 +27,6 @@ from .classroom import record_student
 LAB = "lab05"
 RUBRIC = [("mirror.0", "Quotes the measured accuracy", 1.0), ("mirror.1", "Explains the same representation", 1.0),
           ("mirror.2", "No measured number", -0.5)]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request, tmp_path):
-    if request.param == "sqlite":
-        yield tmp_path / "gradebook.db"
-        return
-    with fresh_database(request.getfixturevalue("pg_server")) as url:
-        yield url
 
 
 @pytest.fixture
@@ -210,3 +200,145 @@ def test_reading_scores_takes_no_write_lock_once_the_tables_are_there(tmp_path, 
         finally:
             writer.execute("ROLLBACK")
             writer.close()
+
+
+def _some_audit_rows(book) -> MarkStore:
+    store = MarkStore(book)
+    store.save_mark(LAB, "s0.ipynb", "mirror", items=["mirror.0"], marker="ann", version=0)
+    store.set_item_points(LAB, "mirror", "mirror.0", 0.5, marker="bob")
+    store.change_score(LAB, "s1.ipynb", "attention", 2, reason="appeal", marker="cat", version=0)
+    return store
+
+
+def test_the_audit_log_refuses_truncate_and_a_replacing_insert(book):
+    _some_audit_rows(book)
+    if book.dialect == "postgresql":
+        attacks = ("TRUNCATE audit", "INSERT INTO audit (id, at, who, lab, action) VALUES (1, 't', 'mallory', 'x', "
+                   "'y') ON CONFLICT (id) DO UPDATE SET who = 'mallory'")
+    else:
+        attacks = ("INSERT OR REPLACE INTO audit (id, at, who, lab, action) VALUES (1, 't', 'mallory', 'x', 'y')",
+                   "REPLACE INTO audit (id, at, who, lab, action) VALUES (2, 't', 'mallory', 'x', 'y')")
+    for sql in attacks:
+        with pytest.raises(Exception, match="append-only"):
+            book.transaction(lambda ex, sql=sql: ex(sql), write=True)
+    assert [r["who"] for r in audit_log(book)] == ["ann", "bob", "cat"]
+    assert check_chain(book).holds and check_chain(book).rows == 3
+
+
+def _bypass_triggers(book, sql: str) -> None:
+    """What someone with the database's owner rights can do: drop the guards, write, put them back."""
+    if book.dialect == "postgresql":
+        book.transaction(lambda ex: [ex(s) for s in ("ALTER TABLE audit DISABLE TRIGGER USER", sql,
+                                                     "ALTER TABLE audit ENABLE TRIGGER USER")], write=True)
+    else:
+        names = [r[0] for r in book.transaction(lambda ex: ex(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'audit'").fetchall())]
+        book.transaction(lambda ex: [ex(f"DROP TRIGGER {n}") for n in names] + [ex(sql)], write=True)
+        MarkStore(book)  # the triggers are put back
+
+
+@pytest.mark.parametrize("sql, row, problem", [
+    ("UPDATE audit SET who = 'mallory' WHERE id = 2", 2, "does not match its digest"),
+    ("UPDATE audit SET after_value = '{\"score\": 3.0}' WHERE id = 3", 3, "does not match its digest"),
+    ("DELETE FROM audit WHERE id = 2", 3, "the rows between were removed"),
+    ("DELETE FROM audit WHERE id = 1", 2, "does not match its digest"),
+    ("UPDATE audit SET digest = NULL WHERE id = 3", 3, "has no digest"),
+])
+def test_the_hash_chain_shows_a_row_changed_or_removed_by_direct_sql(book, sql, row, problem):
+    store = _some_audit_rows(book)
+    assert check_chain(book).holds
+    _bypass_triggers(book, sql)
+    broken = check_chain(book)
+    assert (broken.holds, broken.broken_at) == (False, row) and problem in broken.problem
+    assert "altered outside attnlab" in broken.text()
+    store.save_mark(LAB, "s2.ipynb", "mirror", items=[], marker="ann", version=0)  # marking goes on; still shown
+    assert check_chain(book).broken_at == row
+
+
+def test_audit_rows_from_before_the_chain_are_counted_and_the_chain_goes_on_after_them(target):
+    with open_gradebook(target) as gb:
+        record_student(gb, LAB, "s0.ipynb", code={}, written={"mirror": ("an answer", 2.0)})
+        gb.transaction(lambda ex: [ex(sql) for sql in (
+            "CREATE TABLE audit (id INTEGER PRIMARY KEY, at TEXT NOT NULL, who TEXT NOT NULL, lab TEXT NOT NULL, "
+            "key TEXT, question TEXT, action TEXT NOT NULL, before_value TEXT, after_value TEXT, reason TEXT)",
+            "INSERT INTO audit VALUES (1, 't', 'ann', 'lab05', 's0.ipynb', 'mirror', 'mark', NULL, '{}', NULL)")],
+            write=True)
+        store = MarkStore(gb)
+        store.ensure_rubric(LAB, "mirror", RUBRIC)
+        store.save_mark(LAB, "s0.ipynb", "mirror", items=[], marker="bob", version=0)
+        found = check_chain(gb)
+        assert (found.holds, found.rows, found.before_chain) == (True, 2, 1)
+        assert "1 older rows from before the chain" in found.text()
+
+
+def test_a_resubmission_resets_a_score_change_of_what_it_changed_and_says_so(book):
+    store = MarkStore(book)
+    store.change_score(LAB, "s0.ipynb", "mirror", 2, reason="appeal: well argued", marker="ann", version=0)
+    store.change_score(LAB, "s0.ipynb", "attention", 3, reason="mask test", marker="ann", version=0)
+    record_student(book, LAB, "s0.ipynb", code={"attention": (2.0, 3.0)},
+                   written={"mirror": ("It scores 0.5 because both orders look the same.", 2.0)})  # the same again
+    kept = effective_scores(book, LAB)["s0.ipynb"]
+    assert (kept["mirror"].status, kept["attention"].status) == (CHANGED, CHANGED)
+    record_student(book, LAB, "s0.ipynb", code={"attention": (2.0, 3.0)}, written={"mirror": ("New text.", 2.0)})
+    again = effective_scores(book, LAB)["s0.ipynb"]
+    assert (again["mirror"].score, again["mirror"].status) == (None, AWAITING)
+    assert "ann's score change (appeal: well argued) was on an earlier submission: reset" == again["mirror"].note
+    assert again["attention"].status == CHANGED  # the code question's submission is the same file
+
+
+def test_a_code_score_change_is_reset_when_the_submitted_file_changes(book):
+    store = MarkStore(book)
+    store.change_score(LAB, "s1.ipynb", "attention", 3, reason="mask test", marker="ann", version=0)
+    book.transaction(lambda ex: ex("UPDATE submissions SET sha256 = ? WHERE key = 's1.ipynb'", ("1" * 64,)),
+                     write=True)
+    after = effective_scores(book, LAB)["s1.ipynb"]["attention"]
+    assert (after.score, after.status) == (1.0, GRADED) and "was on an earlier submission" in after.note
+    store.change_score(LAB, "s1.ipynb", "attention", 2.5, reason="again", marker="ann", version=1)
+    assert audit_log(book, LAB)[-1]["before"] == '{"score": 1.0}'  # the grader's score, not the reset change's
+    assert effective_scores(book, LAB)["s1.ipynb"]["attention"].score == 2.5
+
+
+def test_an_item_added_to_a_rubric_from_the_lab_gets_a_free_id(book):
+    store = MarkStore(book)
+    store.ensure_rubric(LAB, "other", [])
+    store.gradebook.transaction(lambda ex: ex("DELETE FROM rubric_items WHERE item = 'mirror.0'"), write=True)
+    added = store.add_rubric_item(LAB, "mirror", "Cites a source", 0.5, marker="ann")  # 2 items: mirror.1, mirror.2
+    assert (added.id, added.position) == ("mirror.3", 3)
+    assert [i.id for i in store.rubric(LAB, "mirror")] == ["mirror.1", "mirror.2", "mirror.3"]
+
+
+def test_an_added_item_is_removed_only_while_unused_and_unchanged(book):
+    store = MarkStore(book)
+    added = store.add_rubric_item(LAB, "mirror", "Quotes the table", 1, marker="ann")
+    store.set_item_points(LAB, "mirror", added.id, 0.5, marker="bea")
+    with pytest.raises(MarkConflict, match="changed or removed since"):
+        store.remove_rubric_item(LAB, "mirror", added.id, marker="ann", expected=1)
+    store.save_mark(LAB, "s0.ipynb", "mirror", items=[added.id], marker="bea", version=0)
+    with pytest.raises(MarkConflict, match="a mark applies"):
+        store.remove_rubric_item(LAB, "mirror", added.id, marker="ann", expected=0.5)
+    other = store.add_rubric_item(LAB, "mirror", "Unused", 2, marker="ann")
+    store.remove_rubric_item(LAB, "mirror", other.id, marker="ann", expected=2)
+    assert [i.id for i in store.rubric(LAB, "mirror")] == [i[0] for i in RUBRIC] + [added.id]
+    assert check_chain(book).holds
+
+
+def test_attnlab_mark_checks_the_chain_at_start_and_its_audit_page_says_where_it_broke(book, monkeypatch):
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    from attnlab.marking.app import create_app
+    from attnlab.marking.serve import serve
+
+    _some_audit_rows(book)
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # the start's checks, not the server
+    said = []
+    serve(book, token="t", say=said.append)
+    assert said[0] == f"attnlab mark: audit log: {check_chain(book).text()}" and "the hash chain holds" in said[0]
+    _bypass_triggers(book, "UPDATE audit SET who = 'mallory' WHERE id = 2")
+    said.clear()
+    serve(book, token="t", say=said.append)
+    assert said[0].startswith("attnlab mark: WARNING: the audit log was altered outside attnlab: row 2 ")
+    client = TestClient(create_app(book, "t", hosts=["testserver"]))
+    assert client.get("/?token=t").status_code == 200
+    page = client.get("/audit").text
+    assert '<p id="chain" class="error">the audit log was altered outside attnlab: row 2 ' in page

@@ -1,6 +1,7 @@
 """Colab, simulated: a Python that has torch and Jupyter but not attnlab, the release pushed to a git repository,
 one student notebook alone in an empty folder. The set-up cell installs the kit from the repository, the first
-question (answered) and its check pass, and torch is left exactly as it was."""
+question (answered) and its check pass, and torch is left exactly as it was. Then, in that student install, the
+written answers are handed in as the notebook's 'Handing in' cell says, and each route gets them."""
 
 from __future__ import annotations
 
@@ -80,12 +81,20 @@ def _outputs(cell) -> str:
     return "".join(o.get("text", "") + json.dumps(o.get("data", {})) for o in cell.get("outputs", []))
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_colab_installs_the_released_kit_and_the_first_check_passes(tmp_path):
+@pytest.fixture(scope="module")
+def student_install(tmp_path_factory):
+    """``(folder, release url, the student's python, its Jupyter path)``: the release pushed, the venv made."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    tmp = tmp_path_factory.mktemp("student")
+    url = _push_release(tmp)
+    return (tmp, url, *_colab_python(tmp))
+
+
+def test_colab_installs_the_released_kit_and_the_first_check_passes(student_install):
     from nbclient import NotebookClient
 
-    url = _push_release(tmp_path)
-    python, jupyter_path = _colab_python(tmp_path)
+    tmp_path, url, python, jupyter_path = student_install
     assert subprocess.run([python, "-c", "import attnlab"], capture_output=True).returncode != 0, "attnlab preinstalled"
     before = _torch_fingerprint(python)
 
@@ -115,3 +124,78 @@ def test_colab_installs_the_released_kit_and_the_first_check_passes(tmp_path):
     direct_url = _run([python, "-c", "import importlib.metadata as m; print(m.distribution('attnlab').read_text("
                        "'direct_url.json'))"])
     assert json.loads(direct_url)["url"] == url
+
+
+def _pdf_text(pdf: bytes) -> str:
+    """The text drawn in a PDF written by matplotlib (its content streams, inflated): the strings it shows."""
+    import re
+    import zlib
+
+    out = []
+    for stream in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", pdf, re.S):
+        try:
+            out.append(zlib.decompress(stream).decode("latin-1"))
+        except zlib.error:
+            continue
+    return "".join(re.findall(r"\((.*?)(?<!\\)\)", "".join(out)))
+
+
+def _written_answered(tmp: Path, lab) -> tuple[Path, dict[str, str]]:
+    """The released notebook with each written answer cell typed in (code left as handed out), saved alone in a
+    folder of its own, and ``{question: the answer typed}``."""
+    nb = json.loads((tmp / "student-repo" / "labs" / lab.id / lab.student_notebook.name).read_text())
+    answers = {}
+    for cell in nb["cells"]:
+        question = cell.get("metadata", {}).get("attnlab", {}).get("written")
+        if question:
+            answers[question] = f"Handed in zebra{len(answers) + 1} answer for {question}"
+            cell["source"] = answers[question]
+    folder = tmp / "hand-in"
+    folder.mkdir()
+    (folder / lab.student_notebook.name).write_text(json.dumps(nb))
+    return folder / lab.student_notebook.name, answers
+
+
+def test_written_answers_are_handed_in_on_every_route_from_the_student_install(student_install):
+    """The 'Handing in' cell's ways, from the student's install: the PDF for Gradescope (made there with only the
+    venv on PATH: no LaTeX, pandoc or browser) holds each answer; the notebook itself carries them to
+    `attnlab grade`, the Gradescope zip (awaiting manual grading) and nbgrader (manually graded cells)."""
+    import benchmark_scripts
+
+    from attnlab.grading.core.runner import grade_submission
+
+    tmp, url, python, _ = student_install
+    if subprocess.run([python, "-c", "import attnlab"], capture_output=True).returncode != 0:
+        _run([python, "-m", "pip", "install", "-q", f"attnlab @ git+{url}"])  # what the set-up cell runs
+    lab = load_course(ROOT).lab("lab05")
+    notebook, answers = _written_answered(tmp, lab)
+    assert len(answers) >= 2
+    hand_in = notebook.read_text()
+    assert f"python -m attnlab.written_pdf {notebook.name}" in hand_in  # the way the notebook gives
+
+    bare = {"PATH": str(python.parent), "HOME": str(tmp), "PYTHONNOUSERSITE": "1"}
+    said = _run([python, "-m", "attnlab.written_pdf", notebook.name], cwd=notebook.parent, env=bare)
+    assert f"{len(answers)} written question(s)" in said
+    text = _pdf_text((notebook.parent / f"{lab.id}-written.pdf").read_bytes())
+    assert all(answer in text for answer in answers.values()), text[:2000]
+
+    ours = grade_submission(lab.autograder_dir, notebook)["questions"]
+    assert {q: ours[q]["answer"].strip() for q in answers} == answers
+    assert {ours[q]["score"] for q in answers} == {None}  # awaiting a person, never 0
+
+    ra = benchmark_scripts.load("route_agreement")
+    repo = ra.build_repo([lab], tmp / "repo")
+    bundle = repo / "autograder" / lab.id
+    ra.grade_gradescope(bundle, notebook, tmp / "gradescope", ra.questions_of(bundle))
+    tests = json.loads((tmp / "gradescope" / "autograder" / "results" / "results.json").read_text())["tests"]
+    written = {t["name"].removesuffix(" (written)"): t for t in tests if t["name"].endswith(" (written)")}
+    assert set(written) == set(answers) and all("score" not in t for t in written.values()), written
+
+    ra.grade_nbgrader(repo / "nbgrader", {lab.id: {"student": notebook}}, ra.questions_of)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{repo / 'nbgrader' / 'gradebook.db'}") as gb:
+        grades = {q: gb.find_grade(q, lab.id, lab.id, "student") for q in answers}
+        assert all(g.needs_manual_grade and g.auto_score is None for g in grades.values())
+    graded = (repo / "nbgrader" / "autograded" / "student" / lab.id / notebook.name).read_text()
+    assert all(answer in graded for answer in answers.values())

@@ -82,5 +82,5 @@ def test_the_student_readme_reads_right_in_chromium(served, tmp_path):
     assert notebook_links == [f"labs/{lab.id}/{lab.id}.ipynb" for lab in labs]
     local = next(block for block in code if "jupyter lab" in block)
     assert local.index("--index-url https://download.pytorch.org/whl/cpu") < local.index('pip install -e ".[student]"')
-    assert headings == ["On Google Colab", "On your own machine (JupyterLab)", "Grading"]
+    assert headings == ["On Google Colab", "On your own machine (JupyterLab)", "Handing in", "Grading"]
     assert (shots / "student-readme.png").stat().st_size > 10_000

@@ -24,10 +24,10 @@ from attnlab.release.readme import colab_url
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://github.com/example-course/dl-labs"
-# Labs whose given cells hold code of lab05, lab06, lab07 or lab09 (lab11: lab07's blocks): held back while those
-# are open (no due dates here).
+# Labs whose given cells hold code of lab05, lab06, lab07 or lab09 (lab11: lab07's blocks; lab12: lab09's GPT): held
+# back while those are open (no due dates here).
 GIVING = {"lab06_multi_head_attention", "lab07_transformer_block", "lab08_translation", "lab10_pretrained_transformers",
-          "lab11_vision_transformer"}
+          "lab11_vision_transformer", "lab12_modern_decoder"}
 NOW = datetime(2027, 2, 20, 12, 0, tzinfo=timezone.utc)
 
 
@@ -55,7 +55,8 @@ def test_layout_notebooks_kit_readme_licence_and_nothing_else(course, released):
     files = _files(released)
     for lab in course.labs:
         assert (f"labs/{lab.id}/{lab.id}.ipynb" in files) == (lab.id not in GIVING)
-        assert any(name.startswith(f"src/attnlab/public_tests/{lab.id}/") for name in files)
+        # a lab not released yet ships none of its public checks
+        assert any(name.startswith(f"src/attnlab/public_tests/{lab.id}/") for name in files) == (lab.id not in GIVING)
     assert {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "src/attnlab/__init__.py",
             "docs/CURRICULUM.md"} <= set(files)
     tops = {name.split("/")[0] for name in files}
@@ -194,7 +195,9 @@ def test_wheel_is_written_deterministically_and_holds_the_checks(course, tmp_pat
     assert wa.read_bytes() == wb.read_bytes()
     with zipfile.ZipFile(wa) as zf:
         names = zf.namelist()
-    assert any(n.startswith("attnlab/public_tests/lab05_self_attention/") for n in names)
+    first = list(course.labs)[0].id
+    assert any(n.startswith(f"attnlab/public_tests/{first}/") for n in names)  # the released lab's checks
+    assert not any(n.startswith("attnlab/public_tests/lab05_self_attention/") for n in names)  # only those
 
 
 def _scanned_lines(folder: Path):
@@ -215,17 +218,19 @@ def _scanned_lines(folder: Path):
 
 def test_a_release_of_an_open_course_ships_no_line_of_any_solution(course, tmp_path, capsys):
     """The first command an instructor runs: every lab, no due dates. lab06-08 would ship lab05-07's solutions in
-    their given cells, lab10 lab07's and lab09's, lab11 lab07's; they are held back, the rest released, exit 0."""
+    their given cells, lab10 lab07's and lab09's, lab11 lab07's, lab12 lab09's; they are held back, the rest
+    released, exit 0."""
     out = tmp_path / "course-labs"
     assert main(["--root", str(ROOT), "release", str(out), "--url", URL, "--wheel"]) == 0
     said = capsys.readouterr().out
     assert "attnlab release: released lab01_text_as_vectors, lab02_word2vec, lab03_convolutions, " \
-           "lab04_recurrent_networks, lab05_self_attention, lab09_mini_gpt\n" in said
+           "lab04_recurrent_networks, lab05_self_attention, lab09_mini_gpt, lab13_adapt_and_align\n" in said
     assert ("attnlab release: held back: lab06_multi_head_attention gives code from lab05_self_attention "
             "(scaled_dot_product_attention), which is still open (no due date): release lab06 after "
             "lab05_self_attention closes, or mark lab05_self_attention closed in instructor/course.yml") in said
     assert "attnlab release: held back: lab11_vision_transformer gives code from " in said
-    assert said.count("held back:") == 5
+    assert "attnlab release: held back: lab12_modern_decoder gives code from lab09_mini_gpt" in said
+    assert said.count("held back:") == 6
     solutions = {line: where for line, where in secret_lines(course).items() if where.endswith(" solution")}
     # a line a released lab's own master shows outside its solution blocks (an argument check) is no solution
     own = set()

@@ -24,8 +24,12 @@ pytestmark = pytest.mark.slow  # grades 5 notebooks (about 30 s on a loaded 2-co
 PROBLEMS = {  # submission -> (a cell appended to the solution, the Health category it must be listed under)
     "hangs.ipynb": ("def simple_self_attention(x):\n    while True:\n        pass", "timeout"),
     "loops.ipynb": ("while True:\n    pass", "cell_timeout"),
-    "forbidden.ipynb": ("def scaled_dot_product_attention(q, k, v, mask=None):\n"
-                        "    return F.scaled_dot_product_attention(q, k, v)", "rule_breach"),
+    "forbidden.ipynb": ("def scaled_dot_product_attention(q, k, v, mask=None):\n"  # right values, by the library
+                        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+                        "    if mask is not None:\n"
+                        "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+                        "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), scores.softmax(-1)",
+                        "rule_breach"),
     "indent.ipynb": ("def helper():\nreturn 1", "syntax_error"),
 }
 SHORT = {"timeout": "timed out", "cell_timeout": "cell timed out", "rule_breach": "course rules",
@@ -71,7 +75,7 @@ def test_health_lists_the_timeout_the_cell_limit_the_forbidden_call_and_the_synt
     page, report = graded
     for name, (_, category) in PROBLEMS.items():
         assert [k for k, _ in report.health.of(category)] == [name], category
-    assert "did not finish within 3 s" in report.health.of("cell_timeout")[0][1]
+    assert "ran past the 3 s cell limit" in report.health.of("cell_timeout")[0][1]
     assert "IndentationError" in report.health.of("syntax_error")[0][1]
     assert "scaled_dot_product_attention" in report.health.of("rule_breach")[0][1]
     forbidden = next(s for s in report.submissions if s.key == "forbidden.ipynb")
@@ -91,7 +95,7 @@ def test_the_students_view_marks_each_problem_links_the_feedback_and_puts_the_lo
     by_name = {re.search(r"<span id='student-\d+'>([^<]+)</span>", r).group(1): r for r in rows}
     for name, (_, category) in PROBLEMS.items():
         assert f"<b class='bad'>{SHORT[category]}</b>" in by_name[name], name
-        assert f"href='out/submissions/{name[:-6]}/feedback.md'" in by_name[name]
+        assert f"href='out/submissions/{name[:-6]}/feedback.html'" in by_name[name]  # the page beside feedback.md
     assert (page.parent / "out" / "submissions" / "forbidden" / "feedback.md").is_file()
     # lab05: 30 code points and 7 written ones, awaiting marking here
     totals = [float(re.search(r"<span class='nw'>([\d.]+) / 37 \(7 points awaiting marking\)</span>", r).group(1))

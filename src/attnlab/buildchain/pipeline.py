@@ -7,6 +7,7 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
       -> written_answers                      (a written question's reference becomes its one answer cell)
+      -> hand_in_cell                         (the last cell: how to hand the lab in, on each route)
       -> nbgrader_cells                       (nbgrader's metadata, the same on every branch: so before they split)
       -> student:  strip_solutions (written answers: the placeholder) -> lock_cells -> normalize
                    -> add_checksums (on the final sources)
@@ -39,10 +40,12 @@ from attnlab.grading.diagnosis.mutants import load_catalogue
 from attnlab.grading.outputs.gradescope import MANIFEST_KEY
 
 from ..course import Course, Lab, check_install_spec
+from ..late_policy import deadline_to_config
 from .lab_parts import missing_parts
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.gradescope_zip import gradescope_zip
+from .transforms.hand_in import hand_in_cell
 from .transforms.include_given import include_given
 from .transforms.insert_setup_cell import insert_setup_cell
 from .transforms.lock_cells import lock_cells
@@ -71,9 +74,11 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     _check_questions(lab, [q.name for q in code], list(suite.questions()))
     _check_points(lab, {q.name: q.points for q in code}, suite.questions())
 
-    common = nbgrader_cells(written_answers(insert_setup_cell(drop_marker_cells(replace_tests(labelled)),
-                                                              lab_id=lab.id, install_spec=course.install_spec),
-                                            written), lab_id=lab.id, points=suite.questions())
+    common = nbgrader_cells(hand_in_cell(written_answers(insert_setup_cell(drop_marker_cells(replace_tests(labelled)),
+                                                                           lab_id=lab.id,
+                                                                           install_spec=course.install_spec),
+                                                         written), lab_id=lab.id),
+                            lab_id=lab.id, points=suite.questions())
     student = add_checksums(normalize(lock_cells(strip_solutions(common)), lab_id=lab.id, kind="student"))
     public_files = public_test_files(code)
     entries = [e for group in load_catalogue(lab.catalogue) for e in group] if lab.catalogue.exists() else []
@@ -85,19 +90,23 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     ref = reference_code(solution, lab_id=lab.id).encode()
     ag_tests = {f"{q.name}.py": render_test_file(q, [(t.name, t.points) for t in suite.tests
                                                      if t.question == q.name]) for q in code}
-    # attnlab's grader names likely mistakes with the catalogue (grading/diagnosis/diagnose.py); plain Otter runs beside the
-    # student's code and names no mistakes: no catalogue there, and no written question's reference or rubric
+    # every route names likely mistakes with the catalogue (grading/diagnosis/diagnose.py), plain Otter too (it already
+    # holds the reference beside the student's code); plain Otter gets no written question's reference or rubric
     manifest = _manifest(lab, suite, [q for q in questions if q.manual])
     support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref, manifest=manifest,
                            catalogue=lab.catalogue.read_bytes() if lab.catalogue.exists() else None)
     otter_support = bundle_files(lab.id, hidden_tests=lab.hidden_tests.read_bytes(), reference=ref,
-                                 manifest={k: v for k, v in manifest.items() if k != WRITTEN})
+                                 manifest={k: v for k, v in manifest.items() if k != WRITTEN},
+                                 catalogue=lab.catalogue.read_bytes() if lab.catalogue.exists() else None)
 
+    due_dates = {other.id: other.due.isoformat() for other in course.labs if other.due is not None}
+    late = {other.id: deadline_to_config(other.deadline) for other in course.labs
+            if other.due is not None and (other.late.active or other.extensions)}
     out: dict[Path, bytes] = {
         lab.student_notebook: notebook_bytes(student),
         lab.solution_notebook: notebook_bytes(solution),
         lab.nbgrader_source: notebook_bytes(nbgrader),
-        course.root / "nbgrader" / "nbgrader_config.py": nbgrader_config(course.name).encode(),
+        course.root / "nbgrader" / "nbgrader_config.py": nbgrader_config(course.slug, due_dates, late).encode(),
         **{lab.autograder_dir / name: data for name, data in support.items()},
         lab.autograder_dir / otter_zip_name(lab.id): otter_zip(ag_tests, otter_support,
                                                                requirements=course.install_spec + "\n"),

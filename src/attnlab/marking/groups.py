@@ -3,12 +3,15 @@ marker applies rubric items to a whole group at once, then looks at the exceptio
 
 The vectors: word counts (lower-case words and numbers), weighted by the smoothed inverse document frequency
 ``log((1 + n) / (1 + df)) + 1`` (scikit-learn's default), each row of unit length. The clustering: each answer in
-key order joins the first group whose centroid is within ``threshold`` cosine similarity, else starts a group; the
-empty answers are a group of their own. A few lines of numpy; deterministic.
+key order joins the group whose centroid is the most similar by cosine if that is at least ``threshold``, else
+starts a group; the empty answers are a group of their own. A few lines of numpy, deterministic; each answer's
+similarities are computed on its own words' columns only and the centroids' norms kept as answers join, so a class
+of 1,000 answers groups in well under a second (benchmarks/README.md).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -19,6 +22,12 @@ from attnlab.marking.store import WRITTEN, MarkConflict, MarkStore
 
 THRESHOLD = 0.5  # cosine similarity to a group's centroid: near-paraphrases join, different arguments stay apart
 _WORD = re.compile(r"\d+(?:\.\d+)?|[a-z][a-z0-9]*")  # a number (0.5) is one word: measured values matter
+_LATEX = re.compile(r"\\[A-Za-z]+")  # \frac, \cdot: typesetting, not what an answer says
+# words that label no argument (a group's label is its centroid's heaviest content words)
+_STOPWORDS = frozenset("""a an and are as at be because been but by can could does each for from had has have how i
+if in into is it its just may more most much my no not of on one only or our so such than that the their them then
+there these they this those to too very was we were what when where which while who why will with would you your
+also both same all any other""".split())
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ def is_empty(text: str) -> bool:
 
 def tfidf(texts: list[str]) -> tuple[np.ndarray, list[str]]:
     """The unit-length TF-IDF rows of ``texts`` and the vocabulary (sorted) they index."""
-    tokens = [_WORD.findall(t.lower()) for t in texts]
+    tokens = [_WORD.findall(_LATEX.sub(" ", t).lower()) for t in texts]
     vocabulary = sorted({w for words in tokens for w in words})
     index = {w: i for i, w in enumerate(vocabulary)}
     counts = np.zeros((len(texts), len(vocabulary)))
@@ -58,16 +67,20 @@ def answer_groups(answers: dict[str, str], threshold: float = THRESHOLD) -> list
     texts = [k for k in keys if not is_empty(answers[k])]
     vectors, vocabulary = tfidf([answers[k] for k in texts])
     members: list[list[int]] = []
-    centroids: list[np.ndarray] = []
+    centroids = np.zeros_like(vectors)  # row g: the sum of group g's vectors (at most one group per answer)
+    squared = np.zeros(len(vectors))  # each centroid's squared norm, kept as vectors join
     for row, vector in enumerate(vectors):
-        sims = [float(c @ vector) / (float(np.linalg.norm(c)) or 1) for c in centroids]
-        best = int(np.argmax(sims)) if sims else -1
-        if best >= 0 and sims[best] >= threshold:
-            members[best].append(row)
-            centroids[best] = centroids[best] + vector
-        else:
-            members.append([row])
-            centroids.append(vector.copy())
+        words = np.flatnonzero(vector)  # an answer has few words: the dot products need only those columns
+        dots = centroids[:len(members), words] @ vector[words]
+        sims = dots / np.where(squared[:len(members)] > 0, np.sqrt(squared[:len(members)]), 1)
+        best = int(np.argmax(sims)) if len(members) else -1
+        if best < 0 or sims[best] < threshold:
+            best = len(members)
+            members.append([])
+        members[best].append(row)
+        squared[best] += 2 * float(centroids[best, words] @ vector[words]) + float(vector @ vector)
+        centroids[best, words] += vector[words]
+    centroids = centroids[:len(members)]
     groups = [Group(tuple(texts[r] for r in rows), _label(c, vocabulary))
               for rows, c in zip(members, centroids)]
     groups.sort(key=lambda g: (-len(g.keys), g.keys[0]))
@@ -75,15 +88,17 @@ def answer_groups(answers: dict[str, str], threshold: float = THRESHOLD) -> list
 
 
 def _label(centroid: np.ndarray, vocabulary: list[str]) -> tuple[str, ...]:
-    words = [vocabulary[i] for i in np.argsort(-centroid, kind="stable") if centroid[i] > 0]
-    return tuple([w for w in words if len(w) > 2 and w[0].isalpha()][:4])
+    present = np.flatnonzero(centroid > 0)  # ascending: a stable sort keeps ties in vocabulary order
+    words = (vocabulary[i] for i in present[np.argsort(-centroid[present], kind="stable")])
+    return tuple(itertools.islice((w for w in words if len(w) > 2 and w[0].isalpha() and w not in _STOPWORDS), 4))
 
 
 def mark_group(store: MarkStore, lab: str, question: str, seen: dict[str, int], items, *, marker: str,
-               comment: str = "") -> tuple[list[str], list[str]]:
+               comment: str = "", done: list | None = None) -> tuple[list[str], list[str]]:
     """Apply ``items`` to every member ``key`` of a group, each from the mark version the marker saw (``seen``):
     a member's own other items are kept (an exception stays an exception), its comment kept unless one is given.
-    Return ``(saved keys, conflicting keys)``: a member another marker changed meanwhile is left as they saved it."""
+    Return ``(saved keys, conflicting keys)``: a member another marker changed meanwhile is left as they saved it.
+    ``done`` gets ``(key, mark before, version saved)`` per saved member (what an undo puts back)."""
     saved, conflicts = [], []
     current = store.marks(lab, question)
     answers = {a.key: a for a in store.answers(lab, question)}
@@ -91,27 +106,32 @@ def mark_group(store: MarkStore, lab: str, question: str, seen: dict[str, int], 
         mark = current.get((key, question))
         own = mark.items if mark and mark.version == version and key in answers and mark.marks(answers[key]) else ()
         try:
-            store.save_mark(lab, key, question, items=[*own, *items], adjustment=mark.adjustment if mark else 0.0,
-                            comment=comment or (mark.comment if mark else ""), marker=marker, version=version)
+            new = store.save_mark(lab, key, question, items=[*own, *items],
+                                  adjustment=mark.adjustment if mark else 0.0,
+                                  comment=comment or (mark.comment if mark else ""), marker=marker, version=version)
             saved.append(key)
+            if done is not None:
+                done.append((key, mark if mark and mark.version == version else None, new.version))
         except MarkConflict:
             conflicts.append(key)
     return saved, conflicts
 
 
-def mark_empty(store: MarkStore, lab: str, question: str, *, marker: str) -> int:
+def mark_empty(store: MarkStore, lab: str, question: str, *, marker: str, done: list | None = None) -> int:
     """Mark 0 every empty answer of ``question`` that has no mark of its own yet (none, or one of an earlier
     submission's answer): no item, comment ``empty answer``; return how many. A mark saved meanwhile elsewhere is
-    never overwritten (a conflict skips that answer)."""
+    never overwritten (a conflict skips that answer). ``done`` as for ``mark_group``."""
     marked = store.marks(lab, question)
-    done = 0
+    count = 0
     for answer in store.answers(lab, question):
         mark = marked.get((answer.key, question))
         if answer.kind == WRITTEN and is_empty(answer.text) and not (mark and mark.marks(answer)):
             try:
-                store.save_mark(lab, answer.key, question, items=[], comment="empty answer", marker=marker,
-                                version=mark.version if mark else 0)
-                done += 1
+                new = store.save_mark(lab, answer.key, question, items=[], comment="empty answer", marker=marker,
+                                      version=mark.version if mark else 0)
+                count += 1
+                if done is not None:
+                    done.append((answer.key, mark, new.version))
             except MarkConflict:
                 pass
-    return done
+    return count

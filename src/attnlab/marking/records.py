@@ -55,6 +55,11 @@ class Change:
     marker: str
     changed_at: str
     version: int
+    basis: str = ""  # the answer (written) or submission (code) it was changed on: ``Answer.basis``
+
+    def counts(self, answer: Answer) -> bool:
+        """True when this change was made on ``answer`` as it is now; one from before ``basis`` counts."""
+        return not self.basis or self.basis == answer.basis
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,13 @@ class Answer:
     text: str
     score: float | None
     max_score: float
+    submission_sha: str = ""  # the submission's content (``submissions.sha256``)
+    notes: tuple[str, ...] = ()  # the grader's messages: for a written answer, what its metadata got wrong
+
+    @property
+    def basis(self) -> str:
+        """What a score change rests on: a written answer's text, or the whole submission for a code question."""
+        return answer_sha(self.text) if self.kind == WRITTEN else self.submission_sha
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,9 @@ class Effective:
     rubric: list[tuple[str, float]]
     comment: str | None
     reason: str | None
+    note: str | None = None  # a mark or score change reset by a resubmission, said so
+    was: float | None = None  # a changed score's: the score before the change (None: it awaited marking)
+    changed_by: str | None = None  # a changed score's: the marker who changed it
 
 
 def answer_sha(text: str) -> str:

@@ -1,26 +1,23 @@
-"""What every page of the marking application shares (``Marking``: the store and the templates; the marker's name
-and whether names are shown, from cookies), and the pages that are not about one question: the labs with each
-written question's progress, the marker's name, names shown or not, the audit log and its CSV. Students are
-``student-NNN`` (``report.load.Names``: the report's own aliases) unless a marker asks for names."""
+"""What every page of the marking application shares (``Marking``: the store and the templates; the marker and whether
+names are shown, from the server-side session), and the pages that are not about one question: the labs with each
+written question's progress, names shown or not, the audit log (with its hash chain checked) and its CSV. Students
+are ``student-NNN`` (``report.load.Names``: the report's own aliases) unless a marker asks for names."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from types import SimpleNamespace
-from urllib.parse import quote, unquote
 
 from jinja2 import Environment
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from attnlab.grading.outputs.safe_text import escape_controls
 from attnlab.marking import security
-from attnlab.marking.audit import audit_csv, audit_log
-from attnlab.marking.store import WRITTEN, MarkingError, MarkStore
+from attnlab.marking.audit import audit_csv, audit_log, check_chain, readable
+from attnlab.marking.store import WRITTEN, MarkConflict, MarkingError, MarkStore
 from attnlab.report.load import Names
-
-MARKER_COOKIE = "attnlab_mark_marker"
-NAMES_COOKIE = "attnlab_mark_names"
 
 
 @dataclass
@@ -45,6 +42,13 @@ class Marking:
 
     def page(self, request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
         state = request.scope["state"]
+        undone = whole_number(request.query_params.get("undone") or "-", "undone", otherwise=-1)
+        if undone >= 0 and not context.get("message"):
+            kept = whole_number(request.query_params.get("kept"), "kept", otherwise=0)
+            context |= {"message": f"Undone: {undone} changes put back" + (
+                f"; {kept} left as another marker changed them since" if kept else "") + "."}
+        undo = state["session"].undo
+        context |= {"undo": undo[0] if undo else None}
         context |= {"csrf": state["csrf"], "nonce": state["nonce"], "marker": marker_of(request),
                     "show_names": showing_names(request), "path": request.url.path}
         return HTMLResponse(self.env.get_template(template).render(**context), status_code=status)
@@ -53,7 +57,7 @@ class Marking:
         """``who(key)``: the name the marker reads for a submission of ``lab`` (its alias, or its key on request;
         ``(removed)`` for one no longer in the gradebook)."""
         if showing_names(request):
-            return lambda key: key
+            return escape_controls  # a file name: alice\u200b.ipynb never reads as alice.ipynb
         names = self.names(lab)
 
         def alias(key: str) -> str:
@@ -76,38 +80,76 @@ def current(mark, answer) -> bool:
 
 
 def marker_of(request: Request) -> str:
-    return unquote(request.cookies.get(MARKER_COOKIE, ""))
+    """The marker the session's token names (``markers``): the audit log's ``who``."""
+    return request.scope["state"]["session"].marker
 
 
 def showing_names(request: Request) -> bool:
-    return request.cookies.get(NAMES_COOKIE) == "1"
+    return request.scope["state"]["session"].show_names
 
 
 def marking_of(request: Request) -> Marking:
     return request.app.state.marking
 
 
-def set_cookie(response: Response, name: str, value: str) -> Response:
-    response.set_cookie(name, value, path="/", httponly=True, samesite="strict")
-    return response
-
-
 def back_to(path: str) -> RedirectResponse:
     return RedirectResponse(path, status_code=303)
 
 
-def refusal(exc: PermissionError) -> PlainTextResponse:
-    return PlainTextResponse(str(exc), status_code=403)
+def whole_number(text, what: str = "version", *, otherwise: int | None = None) -> int:
+    """A form's or address's whole number (``version``, ``back``: ASCII digits only, empty for 0), the one parse of
+    them all; else ``otherwise`` where given, or ``MarkingError`` naming the value."""
+    text = str(text or "0")
+    if not (text.isascii() and text.isdigit()):
+        if otherwise is not None:
+            return otherwise
+        raise MarkingError(f"the form's {what} {text!r} is not a whole number: reload the page")
+    return int(text)
+
+
+def local_path(back) -> str:
+    """``back``, a path on this server (``/...``), else ``/``: a form's way back never leads elsewhere."""
+    back = str(back or "/")
+    return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/"
 
 
 def need_marker(request: Request) -> str:
-    marker = marker_of(request)
-    if not marker:
-        raise MarkingError("say who you are first (the labs page asks for your name)")
-    return marker
+    return marker_of(request)
 
 
-# -- the labs, the marker's name, names shown or not ---------------------------------------------------------
+def remember(request: Request, what: str, lab: str, question: str, done: list) -> None:
+    """The session's last marking action, for its Undo button (``done``: ``[(key, mark before, version saved)]``,
+    or ``[(None, (item, points before), points saved)]`` for a rubric item's points; points before None: an item
+    added)."""
+    if done:
+        request.scope["state"]["session"].undo = (what, lab, question, list(done))
+
+
+async def undo(request: Request) -> Response:
+    """Undo the session's last marking action: each mark it saved put back as it was, unless changed since."""
+    form = await security.checked_form(request)
+    session = request.scope["state"]["session"]
+    back = local_path(form.get("back"))
+    if session.undo is None:
+        return back_to(back)
+    _, lab, question, done = session.undo
+    session.undo, kept = None, 0
+    store = marking_of(request).store
+    for key, before, version in done:
+        try:
+            if key is None and before[1] is None:  # an item added: taken back unless marked or changed since
+                store.remove_rubric_item(lab, question, before[0], marker=marker_of(request), expected=version)
+            elif key is None:  # a rubric item's points, put back unless changed since
+                store.set_item_points(lab, question, before[0], before[1], marker=marker_of(request),
+                                      expected=version)
+            else:
+                store.undo_mark(lab, key, question, before=before, version=version, marker=marker_of(request))
+        except MarkConflict:
+            kept += 1
+    return back_to(f"{back.split('?')[0]}?undone={len(done) - kept}&kept={kept}")
+
+
+# -- the labs, names shown or not ---------------------------------------------------------
 async def index(request: Request) -> Response:
     m = marking_of(request)
     labs = []
@@ -125,33 +167,29 @@ async def index(request: Request) -> Response:
     return m.page(request, "index.html", labs=labs)
 
 
-async def set_name(request: Request) -> Response:
-    try:
-        form = await security.checked_form(request)
-    except PermissionError as exc:
-        return refusal(exc)
-    name = " ".join(str(form.get("name") or "").split())[:100]
-    return set_cookie(back_to("/"), MARKER_COOKIE, quote(name)) if name else back_to("/")
-
-
 async def toggle_names(request: Request) -> Response:
-    try:
-        form = await security.checked_form(request)
-    except PermissionError as exc:
-        return refusal(exc)
-    back = str(form.get("back") or "/")
-    return set_cookie(back_to(back if back.startswith("/") and not back.startswith("//") else "/"), NAMES_COOKIE,
-                      "0" if showing_names(request) else "1")
+    form = await security.checked_form(request)
+    session = request.scope["state"]["session"]
+    session.show_names = not session.show_names
+    return back_to(local_path(form.get("back")))
 
 
 # -- the audit log -----------------------------------------------------------------------------------------
 async def audit_page(request: Request) -> Response:
     m = marking_of(request)
-    rows = audit_log(m.store.gradebook)
-    namers = {lab: m.who(request, lab) for lab in {r["lab"] for r in rows}}
+    every = audit_log(m.store.gradebook)
+    who, lab = request.query_params.get("who", ""), request.query_params.get("lab", "")
+    rows = [r for r in every if (not who or r["who"] == who) and (not lab or r["lab"] == lab)]
+    namers = {name: m.who(request, name) for name in {r["lab"] for r in rows} if name}
+    criteria = {}
+    for name, question in {(r["lab"], r["question"]) for r in rows if r["question"]}:
+        criteria[(name, question)] = {i.id: (i.criterion, i.points) for i in m.store.rubric(name, question)}
     for r in rows:
         r["student"] = "" if r["key"] is None else namers[r["lab"]](r["key"])
-    return m.page(request, "audit.html", rows=rows)
+        found = criteria.get((r["lab"], r["question"]), {})
+        r["before"], r["after"] = readable(r["before"], found), readable(r["after"], found)
+    return m.page(request, "audit.html", rows=rows, chain=check_chain(m.store.gradebook), who=who, lab=lab,
+                  markers=sorted({r["who"] for r in every}), labs=sorted({r["lab"] for r in every if r["lab"]}))
 
 
 async def audit_download(request: Request) -> Response:

@@ -5,7 +5,7 @@ What it writes (and, but for OUT's ``.git`` and the labs kept from earlier relea
     OUT/README.md                      for students: an "Open in Colab" badge per lab, local set-up, how to submit
     OUT/docs/CURRICULUM.md             the students' copy of the contract the notebooks cite: the released labs
     OUT/LICENSE, OUT/.gitignore
-    OUT/pyproject.toml, OUT/src/attnlab/   the kit with its public checks (``pip install`` works on OUT)
+    OUT/pyproject.toml, OUT/src/attnlab/   the kit with the released labs' public checks (``pip install`` works)
     OUT/labs/<lab>/<lab>.ipynb         the student notebooks, installing the kit from ``attnlab @ git+URL``
     OUT/dist/attnlab-*.whl             with ``wheel=True``, for courses that host a wheel instead
 
@@ -60,11 +60,16 @@ def install_spec_for(url: str) -> str:
     return spec
 
 
-def _package_files(root: Path) -> dict[Path, bytes]:
-    """The kit as students install it: pyproject.toml and src/attnlab (public checks included), no caches."""
+def _package_files(root: Path, labs: list[Lab]) -> dict[Path, bytes]:
+    """The kit as students install it: pyproject.toml and src/attnlab with the public checks of ``labs`` (the labs
+    the release holds: none of a lab not yet released), no caches."""
     files = {Path("pyproject.toml"): (root / "pyproject.toml").read_bytes()}
     package = root / "src" / "attnlab"
+    checks, shipped = package / "public_tests", {lab.id for lab in labs}
     for path in sorted(package.rglob("*")):
+        inside = path.relative_to(checks).parts if path.is_relative_to(checks) else ()
+        if len(inside) > 1 and inside[0] not in shipped:  # a lab's folder of checks: kept for the labs shipped
+            continue
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".typed", ".json", ".txt"):
             files[path.relative_to(root)] = path.read_bytes()
     return files
@@ -149,7 +154,7 @@ def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel
     notebooks, zips = _built(course, ready, spec)
     kept = [] if replace_all else kept_labs(out, {lab.id for lab in ready})
     present = [lab for lab in course.labs if lab in ready or lab.id in kept]
-    files = {**_package_files(course.root), **notebooks,
+    files = {**_package_files(course.root, present), **notebooks,
              Path("README.md"): student_readme(course, present, url=url, branch=branch).encode(),
              Path("LICENSE"): LICENSE.encode(), Path(".gitignore"): GITIGNORE.encode(),
              CONTRACT: student_contract(course.root, present).encode()}

@@ -4,6 +4,8 @@ copy of the contract (``docs/CURRICULUM.md``, which the notebooks cite), holding
 from __future__ import annotations
 
 import re
+import shlex
+from datetime import datetime
 from pathlib import Path
 
 from ..course import Course, Lab
@@ -36,15 +38,42 @@ released so far.
 """
 
 
+# The contract's paragraph on how partial credit is checked cites the course's own files (the catalogue, `make test`,
+# the benchmarks), which students do not have: their copy says what it means for them instead.
+AUTHORS_PARTIAL_CREDIT = re.compile(r"(?ms)^The hidden tests give partial credit by design.*?\n\n")
+STUDENTS_PARTIAL_CREDIT = """The hidden tests give partial credit by design, and this is the rubric they are held to. Each
+mistake the course knows of states the share of its question's points it should lose, as one of the four tiers
+below (or, where a question's tests cannot hold a tier, a range of its own), and the course's own tests check, at
+many grading seeds, that the grader takes exactly what is stated: no more, no less.
+
+"""
+
+
 def student_contract(root: Path, labs: list[Lab]) -> str:
     """The students' copy of ``docs/CURRICULUM.md`` (the notebooks point to it): its conventions and the sections
-    of ``labs``, under an introduction for students in place of the one for the course's authors."""
-    text = (root / CONTRACT).read_text()
+    of ``labs``, under an introduction for students in place of the one for the course's authors, and no citation
+    of a file students do not have (``AUTHORS_PARTIAL_CREDIT``)."""
+    text = AUTHORS_PARTIAL_CREDIT.sub(lambda _: STUDENTS_PARTIAL_CREDIT, (root / CONTRACT).read_text(), count=1)
     sections = re.split(r"(?m)^(?=## )", text)
     numbers = {lab.id[3:5] for lab in labs}
     kept = [part for part in sections[1:] if not part.startswith("## Lab ")
             or re.match(r"## Lab (\d\d)\b", part).group(1) in numbers]
     return CONTRACT_INTRO + "".join(kept).rstrip("\n") + "\n"
+
+
+def deadlines(labs: list[Lab]) -> str:
+    """The README's "Deadlines and late work" section: each lab's due date and late policy (``course.yml``'s
+    ``due:`` and ``late:``), or nothing when no lab has a due date."""
+    due = [lab for lab in labs if lab.due is not None]
+    if not due:
+        return ""
+    lines = [f"- {lab.title}: due {lab.due.isoformat()}"
+             + ("" if isinstance(lab.due, datetime) else " (the end of that day)")
+             + f"; late work: {lab.late.describe()}." for lab in due]
+    return ("\n## Deadlines and late work\n\n" + "\n".join(lines) + "\n\nA submission counts from the time the "
+            "course's submission system records it. The penalty comes off your total; each question keeps the score "
+            "it earned, and your feedback says what was taken and why. Need more time? Ask your instructor for an "
+            "extension before the deadline.\n")
 
 
 def student_readme(course: Course, labs: list[Lab], *, url: str, branch: str) -> str:
@@ -57,7 +86,7 @@ question tells you at once what is right and, when something is off, which prope
 | lab | notebook | Colab |
 |---|---|---|
 {rows}
-
+{deadlines(labs)}
 ## On Google Colab
 
 1. Click the lab's badge (or File › Upload notebook in Colab with the `.ipynb` from this repository).
@@ -66,7 +95,7 @@ question tells you at once what is right and, when something is off, which prope
    repository without touching Colab's torch, and prints "attnlab installed.". If it says "The course set-up is
    incomplete", send that message to your instructor.
 4. Work through the notebook top to bottom; run each `grader.check("...")` cell after its question.
-5. Submit: File › Download › Download .ipynb, and upload that file where your course collects work.
+5. Submit: File › Download › Download .ipynb, and hand that file in as "Handing in" below says.
 
 ## On your own machine (JupyterLab)
 
@@ -75,7 +104,7 @@ instructions (pytorch.org, "Get started") say: otherwise pip takes the default L
 several GB you cannot use (the CPU build is under 1 GB installed). With an NVIDIA GPU, skip that line.
 
 ```bash
-git clone {url.removeprefix("git+")} {course.name}-labs && cd {course.name}-labs
+git clone {shlex.quote(url.removeprefix("git+"))} {course.slug}-labs && cd {course.slug}-labs
 python3 -m venv .venv
 .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu   # no NVIDIA GPU: the CPU build
 .venv/bin/pip install -e ".[student]"     # the kit, its checks and JupyterLab; keeps a torch >= 2.2 you have
@@ -84,7 +113,19 @@ python3 -m venv .venv
 
 On Windows, the same lines with `.venv\\Scripts\\pip` and `.venv\\Scripts\\jupyter`.
 
-Submit: File › Save Notebook, then upload `labs/<lab>/<lab>.ipynb` where your course collects work.
+Submit: File › Save Notebook, then hand in `labs/<lab>/<lab>.ipynb` as "Handing in" below says.
+
+## Handing in
+
+Your course says which way it collects work; each gives every question the same points.
+
+- **Gradescope**: upload the notebook (`<lab>.ipynb`) to the lab's programming assignment. The written answers go
+  to the lab's written assignment as a PDF made by the kit, with nothing more to install (no LaTeX, no browser):
+  `python -m attnlab.written_pdf <lab>.ipynb` in the notebook's folder (on Colab: upload the downloaded `.ipynb` in
+  the Files pane, then run `!python -m attnlab.written_pdf <lab>.ipynb` in a cell) writes `<lab>-written.pdf`, one
+  page per written question with its prompt and your answer; upload it and mark the page of each question.
+- **nbgrader**, or a folder of notebooks your instructor grades with `attnlab grade`: hand in the notebook itself;
+  your written answers are read from it.
 
 ## Grading
 

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import clusters, exports, markdown, page, plots, similarity, stats
+from .handback import write_pages
 from .load import Names, Submission, load_submissions
 from .model import ClassReport
 from .students import feedback_links, refresh_feedback
@@ -25,12 +26,14 @@ class ReportFiles:
 
 def compute(lab: str, subs: list[Submission], *, mutants=(), template=None, anonymise: bool = False,
             threshold: float = similarity.DEFAULT_THRESHOLD, figures: bool = True, reference=None,
-            known=()) -> ClassReport:
+            known=(), roster=None) -> ClassReport:
     """The report of ``subs``. ``mutants`` (the catalogue's ``Entry`` list) name the diagnosed mistakes;
     ``template``: the lab's student notebook, whose cells and fingerprints are left out of the similarity;
     ``reference`` (the solution notebook) and ``known`` (files or folders of solutions the instructor adds):
-    marked where a submission matches them (``clusters.py``)."""
-    names = Names(subs, anonymise=anonymise)
+    marked where a submission matches them (``clusters.py``). ``roster``: every section names a student it lists
+    as ``Alice Smith (alice.ipynb)`` (not when anonymising)."""
+    found = {s.key: roster.find(s.key) for s in subs} if roster else {}
+    names = Names(subs, anonymise=anonymise, roster_names={k: who.name for k, who in found.items() if who})
     total, per_q = stats.distributions(subs)
     ranked = stats.mistakes(subs, names, mutants)
     pairs, matches, labels, compared = _pairs(subs, names, template, threshold, reference, known)
@@ -54,7 +57,7 @@ def _pairs(subs: list[Submission], names: Names, template, threshold: float, ref
     for s in subs:
         code = similarity.graded_code(s.path, sources) if s.path and Path(s.path).is_file() else None
         if code is not None:
-            named.append((names(s.key), code))
+            named.append((names.shown(s.key), code))
     compared = len(named)
     extra = clusters.known_sources(reference, known, sources)
     named += extra
@@ -82,9 +85,10 @@ def build_report(target, *, html=None, lab: str | None = None, mutants=(), templ
     report = compute(lab, subs, mutants=mutants(lab) if callable(mutants) else mutants,
                      template=template(lab) if callable(template) else template, anonymise=anonymise,
                      threshold=threshold, reference=reference(lab) if callable(reference) else reference,
-                     known=known)
+                     known=known, roster=roster)
     html = Path(html) if html else default_html(target)
     refreshed = refresh_feedback(target, subs)  # the students' feedback files get the marks given since the grade
+    write_pages(target, subs, lab)  # and each its page, feedback.html, which the Students view links to
     report.feedback = {} if anonymise else feedback_links(target, subs, html)  # a path names its student
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(page.render(report), encoding="utf-8")

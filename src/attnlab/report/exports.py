@@ -19,6 +19,9 @@ A lab with written questions (``grading/core/written_answers.py``) gets the mark
 written question's cell is empty while it awaits marking (never 0), the total counts the marked points, and a last
 column ``<lab>: points awaiting marking`` holds the points still waiting (in Canvas's layout marked ``(read only)``
 in the ``Points Possible`` row, as Canvas marks the columns its import skips; the plain layout's notes say it).
+A lab whose submission times were recorded (``grading/outputs/late_work.py``) gets a last column ``<lab>: late
+penalty`` (the points taken; ``(read only)`` in Canvas's ``Points Possible`` row): the total is after the penalty,
+the question columns before it.
 Text goes through ``safe_text.for_csv`` (no cell runs as a spreadsheet formula); scores are numbers.
 """
 
@@ -29,12 +32,14 @@ from pathlib import Path
 
 from attnlab.grading.core.written_answers import KIND, WRITTEN
 from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, format_score, row_notes
+from attnlab.grading.outputs.late_work import late_note
 from attnlab.grading.outputs.safe_text import clip, for_csv
 
 from ..roster import CSV_COLUMNS, NOT_ON_ROSTER, Roster, Student
 from .model import ClassReport
 
 AWAITING_ITEM = "points awaiting marking"  # the column of a lab with written questions
+LATE_ITEM = "late penalty"  # the column of a lab with recorded submission times: the points taken (total: after)
 CANVAS_IDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDS = ["First name", "Last name", "ID number", "Institution", "Department", "Email address"]
 
@@ -59,13 +64,15 @@ def _who(r: ClassReport, key: str, roster: Roster | None) -> tuple[Student, bool
 def plain_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
     names = [d.name for d in r.per_question]
     extra = list(CSV_COLUMNS) if roster and not r.names.anonymise else []
-    rows = [["submission", *extra, "score", "max_score", *map(for_csv, names), "notes"]]
+    late = ["late_penalty"] if _late(r) else []
+    rows = [["submission", *extra, "score", "max_score", *map(for_csv, names), *late, "notes"]]
     for s in r.submissions:
-        notes = r.names.scrub(s.key, " | ".join(row_notes({"review": s.review, "errors": s.errors,
-                                                           "questions": s.questions})))
+        said = row_notes({"review": s.review, "errors": s.errors, "questions": s.questions})
+        notes = r.names.scrub(s.key, " | ".join(said + ([late_note(s.late)] if late_note(s.late) else [])))
         ids = [for_csv(cell) for cell in roster.cells(s.key)] if extra else []
         rows.append([for_csv(r.names(s.key)), *ids, format_score(s.score), format_score(s.max_score),
-                     *(_score(s, q) for q in names), for_csv(clip(notes, MAX_NOTES_CHARS))])
+                     *(_score(s, q) for q in names), *([format_score(s.late["points"]) if s.late else ""] if late
+                                                       else []), for_csv(clip(notes, MAX_NOTES_CHARS))])
     return rows
 
 
@@ -73,19 +80,26 @@ def _written(r: ClassReport) -> bool:
     return any(q.get(KIND) == WRITTEN for s in r.submissions for q in s.questions.values())
 
 
+def _late(r: ClassReport) -> bool:
+    return any(s.late is not None for s in r.submissions)
+
+
 def _items(r: ClassReport) -> list[str]:
     awaiting = [f"{r.lab}: {AWAITING_ITEM}"] if _written(r) else []
-    return [for_csv(f"{r.lab}: {d.name}") for d in r.per_question] + [for_csv(f"{r.lab}: total"), *awaiting]
+    late = [f"{r.lab}: {LATE_ITEM}"] if _late(r) else []
+    return [for_csv(f"{r.lab}: {d.name}") for d in r.per_question] + [for_csv(f"{r.lab}: total"), *awaiting, *late]
 
 
 def _scores(r: ClassReport, s) -> list[str]:
     awaiting = [format_score(s.awaiting_points)] if _written(r) else []
-    return [_score(s, d.name) for d in r.per_question] + [format_score(s.score), *awaiting]
+    late = [format_score(s.late["points"]) if s.late else ""] if _late(r) else []
+    return [_score(s, d.name) for d in r.per_question] + [format_score(s.score), *awaiting, *late]
 
 
 def canvas_rows(r: ClassReport, roster: Roster | None = None) -> list[list[str]]:
     points = ([format_score(d.max_score) for d in r.per_question] + [format_score(r.total.max_score)]
-              + (["(read only)"] if _written(r) else []))  # Canvas's mark of a column its import skips
+              + (["(read only)"] if _written(r) else [])  # Canvas's mark of a column its import skips
+              + (["(read only)"] if _late(r) else []))
     rows = [CANVAS_IDS + _items(r), ["Points Possible", "", "", "", "", *points]]
     for s in r.submissions:
         who, _ = _who(r, s.key, roster)

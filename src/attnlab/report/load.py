@@ -32,6 +32,8 @@ class Submission:
     grader_error: str | None = None
     problems: list[dict] = field(default_factory=list)  # result_fields.PROBLEMS: what went wrong, by category
     awaiting_points: float = 0.0  # written answers no person has marked yet (their score is None)
+    late: dict | None = None  # the late penalty applied (grading/outputs/late_work.py): score is after it
+    regrades: list[dict] = field(default_factory=list)  # the student's regrade requests (marking/regrades.py)
 
 
 class ReportInputError(ValueError):
@@ -63,7 +65,8 @@ def _submission(row: dict) -> Submission:
                       questions=row["questions"], errors=list(row["errors"]), review=list(row["review"]),
                       elapsed_s=float(row["elapsed_s"]), isolation=row["isolation"] or "",
                       grader_error=row["grader_error"], problems=list(row.get("problems") or []),
-                      awaiting_points=float(row.get("awaiting_points") or 0.0))
+                      awaiting_points=float(row.get("awaiting_points") or 0.0), late=row.get("late"),
+                      regrades=list(row.get("regrades") or []))
 
 
 class Names:
@@ -71,8 +74,10 @@ class Names:
 
     MIN_SCRUB = 3  # a stem shorter than this ("a.ipynb") is not replaced inside other words' text
 
-    def __init__(self, submissions: list[Submission], *, anonymise: bool = False):
+    def __init__(self, submissions: list[Submission], *, anonymise: bool = False, roster_names=None):
         self.anonymise = anonymise
+        # key -> the roster's name for the student (never when anonymising: an alias names nobody)
+        self.roster_names = {} if anonymise else {k: v for k, v in dict(roster_names or {}).items() if v}
         order = sorted(submissions, key=lambda s: hashlib.sha256(s.key.encode("utf-8", "replace")).hexdigest())
         width = max(3, len(str(len(order))))
         self._alias = {s.key: f"student-{i:0{width}d}" for i, s in enumerate(order, start=1)}
@@ -81,6 +86,12 @@ class Names:
     def __call__(self, key: str) -> str:
         """The name a person reads: the key as in the gradebook, or its alias."""
         return self._alias[key] if self.anonymise else key
+
+    def shown(self, key: str) -> str:
+        """The student as every section of the report names them: the roster's name and the submission
+        (``Alice Smith (alice.ipynb)``) where a roster names them, else ``self(key)``."""
+        name = self.roster_names.get(key)
+        return f"{name} ({self(key)})" if name else self(key)
 
     def alias(self, key: str) -> str:
         return self._alias[key]

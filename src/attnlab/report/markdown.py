@@ -29,8 +29,8 @@ def _health(r: ClassReport) -> list[str]:
     for category, title in CATEGORIES.items():
         items = h.of(category)
         lines.append(f"- {title}: {len(items)}"
-                     + (" (" + ", ".join(markdown_inline(r.names(k)) for k, _ in items) + ")" if items else ""))
-    slow = ", ".join(f"{markdown_inline(r.names(k))} {s:.1f} s" for k, s in h.slowest)
+                     + (" (" + ", ".join(markdown_inline(r.names.shown(k)) for k, _ in items) + ")" if items else ""))
+    slow = ", ".join(f"{markdown_inline(r.names.shown(k))} {s:.1f} s" for k, s in h.slowest)
     return lines + [f"- Grading time per submission: median {h.median_s:.1f} s; slowest: {slow or '-'}", ""]
 
 
@@ -59,7 +59,7 @@ def _students(r: ClassReport) -> list[str]:
     for s in students.by_total(r.submissions, r.names):
         lost = ", ".join(f"`{q}` {format_score(sc)}/{format_score(mx)}" + (" (not written yet)" if blank else "")
                          for q, sc, mx, blank in students.lost(s))
-        rows.append([markdown_inline(r.names(s.key)), students.total(s),
+        rows.append([markdown_inline(r.names.shown(s.key)), students.total(s),
                      lost or "-", markdown_inline(", ".join(students.mistake_names(s, r.mutants))) or "-",
                      ", ".join(SHORT[p.category] for p in problems(s)) or "-"])
     return ["## Students (lowest total first)", "",
@@ -76,7 +76,7 @@ def render(r: ClassReport) -> str:
     lines += ["## Mistakes", ""]
     for i, m in enumerate(r.mistakes, start=1):
         entries = ", ".join(m.entries) or "no catalogue entry"
-        who = ", ".join(markdown_inline(r.names(k)) for k in sorted(m.students, key=r.names))
+        who = ", ".join(markdown_inline(r.names.shown(k)) for k in sorted(m.students, key=r.names.shown))
         lines += [f"{i}. **{m.count}** x `{m.question}` ({markdown_inline(entries)}): {markdown_inline(m.hint)}", "",
                   f"   Made by: {who}", ""]
         if m.example:

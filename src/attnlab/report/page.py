@@ -72,7 +72,8 @@ def _scores(r: ClassReport) -> str:
 def _mistakes(r: ClassReport) -> str:
     ids = students.anchors(r)
     rows = [[str(i), str(m.count), esc(m.question), esc(", ".join(m.entries) or "-"), esc(m.hint),
-             "<br>".join(f"<a href='#{ids[k]}'>{esc(r.names(k))}</a>" for k in sorted(m.students, key=r.names)),
+             "<br>".join(f"<a href='#{ids[k]}'>{esc(r.names.shown(k))}</a>"
+                         for k in sorted(m.students, key=r.names.shown)),
              f"<pre>{esc(m.example)}</pre>"] for i, m in enumerate(r.mistakes, start=1)]
     failed = [[esc(q), esc(t), str(n)] for q, t, n in r.failed_tests]
     unwritten = [[esc(q), str(n)] for q, n in r.not_written]
@@ -95,14 +96,14 @@ def _listing(r: ClassReport, title: str, items: list[tuple[str, str]]) -> str:
     if not items:
         return f"<h3>{esc(title)}: none</h3>"
     ids = students.anchors(r)
-    rows = [[f"<a href='#{ids[key]}'>{esc(r.names(key))}</a>", f"<pre>{esc(r.names.scrub(key, why))}</pre>"]
+    rows = [[f"<a href='#{ids[key]}'>{esc(r.names.shown(key))}</a>", f"<pre>{esc(r.names.scrub(key, why))}</pre>"]
             for key, why in items]
     return f"<h3>{esc(title)}: {len(items)}</h3>" + _table(["submission", "why"], rows)
 
 
 def _health(r: ClassReport) -> str:
     h = r.health
-    slow = ", ".join(f"{esc(r.names(k))} ({s:.1f} s)" for k, s in h.slowest)
+    slow = ", ".join(f"{esc(r.names.shown(k))} ({s:.1f} s)" for k, s in h.slowest)
     return ("<section id='health'><h2>Health</h2>"
             + "".join(_listing(r, title, h.of(category)) for category, title in CATEGORIES.items())
             + f"<p>Grading time per submission: median {h.median_s:.1f} s; slowest: {slow or '-'}.</p>"
@@ -172,7 +173,8 @@ def _similarity(r: ClassReport) -> str:
 
 def render(r: ClassReport) -> str:
     """The whole page."""
-    who = "anonymised (student-NNN)" if r.names.anonymise else "as in the gradebook (file names)"
+    who = ("anonymised (student-NNN)" if r.names.anonymise else "as the roster does (name and file)"
+           if r.names.roster_names else "as in the gradebook (file names)")
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
             f"<title>{esc(r.lab)}: the class at a glance</title><style>{STYLE}</style></head><body>"

@@ -3,7 +3,7 @@
 The Students view has one row per submission, lowest total first (the page has no script, so the order is
 fixed; an index by name links to each row): the total, the points lost per question with ``not written yet``
 marked, the diagnosed mistakes by catalogue name, the problems of the grading (``categories.problems``) and a
-link to the feedback file the student got (written again with the marks where a submission has any:
+link to the feedback file the student got (written again with the marks, or a late penalty, where a submission has any:
 ``refresh_feedback``). The feedback files are found where ``attnlab grade --out`` wrote
 them (``OUT/<stem>/feedback.md``, ``grading/scale/batch.py: output_folders``); an anonymised page links none (the
 path names the student).
@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from attnlab.grading.core.written_answers import KIND, STATUS, WRITTEN, awaiting_note, total_text
+from attnlab.grading.core.written_answers import KIND, REASON, STATUS, WRITTEN, awaiting_note, change_text, total_text
 from attnlab.grading.outputs.gradebook import format_score, row_notes
+from attnlab.grading.outputs.late_work import late_note
 from attnlab.grading.outputs.safe_text import cap_messages, clip
 
 from .categories import SHORT, diagnosed, problems, unwritten
@@ -61,13 +62,14 @@ def refresh_feedback(target, subs: list[Submission]) -> int:
     how many were written."""
     from attnlab.grading.outputs.feedback import write_feedback
 
-    marked = {s.key: s for s in subs if any(q.get(STATUS) in ("marked", "changed") or q.get(KIND) == WRITTEN
-                                            for q in s.questions.values())}
+    marked = {s.key: s for s in subs if s.late or s.regrades or any(
+        q.get(STATUS) in ("marked", "changed") or q.get(KIND) == WRITTEN for q in s.questions.values())}
     files = feedback_files(target, list(marked.values()))
     for key, path in files.items():
         s = marked[key]
         write_feedback({"submission": s.path or s.key, "score": s.score, "max_score": s.max_score,
-                        "questions": s.questions, "errors": s.errors, "review": s.review}, path)
+                        "questions": s.questions, "errors": s.errors, "review": s.review, "late": s.late,
+                        "regrades": s.regrades}, path)
     return len(files)
 
 
@@ -80,10 +82,12 @@ def marking_lines(subs: list[Submission], refreshed: int) -> list[str]:
 
 
 def feedback_links(target, subs: list[Submission], html: Path) -> dict[str, str]:
-    """Key -> the href of its feedback file, relative to the page ``html`` (URL-quoted)."""
+    """Key -> the href of its feedback page (``feedback.html``, written by ``handback.write_pages``; else the
+    ``feedback.md`` file), relative to the page ``html`` (URL-quoted)."""
     base = Path(html).resolve().parent
-    return {key: quote(Path(os.path.relpath(path.resolve(), base)).as_posix())
-            for key, path in feedback_files(target, subs).items()}
+    pages = {key: path.with_name("feedback.html") if path.with_name("feedback.html").is_file() else path
+             for key, path in feedback_files(target, subs).items()}
+    return {key: quote(Path(os.path.relpath(path.resolve(), base)).as_posix()) for key, path in pages.items()}
 
 
 def by_total(subs: list[Submission], names) -> list[Submission]:
@@ -117,6 +121,20 @@ def anchors(r: ClassReport) -> dict[str, str]:
     return {key: f"student-{i}" for i, key in enumerate(sorted(s.key for s in r.submissions), start=1)}
 
 
+def display_name(r: ClassReport, key: str) -> str:
+    """The student as the Students view names them (``Names.shown``: ``Alice Smith (alice.ipynb)`` with a roster,
+    else the submission as the gradebook has it, or its alias)."""
+    return r.names.shown(key)
+
+
+def changes(s: Submission, esc, scrub) -> list[str]:
+    """Each question whose score a marker changed (``attnlab mark``): the old score, the new, who and why (``scrub``:
+    the student's name taken out of the reason on an anonymised page)."""
+    return [f"<b class='changed'>{esc(q)}: score {esc(change_text(r))}</b>: "
+            f"{esc(clip(scrub(str(r.get(REASON) or '')), NOTE_CHARS))}" for q, r in s.questions.items()
+            if change_text(r)]
+
+
 def render(r: ClassReport, esc, table) -> str:
     """The Students section; ``esc`` and ``table`` are the page's escaping and table helpers."""
     rows, ids = [], anchors(r)
@@ -131,19 +149,22 @@ def render(r: ClassReport, esc, table) -> str:
         notes = cap_messages([n for n in row_notes({"review": review, "errors": s.errors}) if n not in shown],
                              MAX_NOTES)
         trouble += [esc(clip(r.names.scrub(s.key, n), NOTE_CHARS)) for n in notes]
+        trouble += [esc(n) for n in [late_note(s.late)] if n]  # the total shown is after the penalty
+        trouble = changes(s, esc, lambda text, key=s.key: r.names.scrub(key, text)) + trouble
         link = r.feedback.get(s.key)
-        rows.append([str(i), f"<span id='{ids[s.key]}'>{esc(r.names(s.key))}</span>",
+        rows.append([str(i), f"<span id='{ids[s.key]}'>{esc(display_name(r, s.key))}</span>",
                      f"<span class='nw'>{esc(total(s))}</span>",
                      "<br>".join(losses) or "-", "<br>".join(map(esc, mistake_names(s, r.mutants))) or "-",
                      f"<div class='any'>{'<br>'.join(trouble)}</div>" if trouble else "-",
                      f"<a href='{esc(link)}'>feedback</a>" if link else "<i>not found</i>"])
-    index = " · ".join(f"<a href='#{ids[s.key]}'>{esc(r.names(s.key))}</a>"
-                       for s in sorted(r.submissions, key=lambda s: r.names(s.key)))
+    index = " · ".join(f"<a href='#{ids[s.key]}'>{esc(display_name(r, s.key))}</a>"
+                       for s in sorted(r.submissions, key=lambda s: display_name(r, s.key)))
     links = ("feedback links left out (anonymised: a path names its student)" if r.names.anonymise
              else f"{len(r.feedback)} of {len(r.submissions)} feedback files found beside the gradebook")
     return ("<section id='students' class='fit'><h2>Students</h2>"
             "<p>Lowest total first: who needs help. Per question: the points lost (<b class='blank'>not written "
-            "yet</b> marked); the mistakes the grader diagnosed, by catalogue name; what went wrong in grading; "
+            "yet</b> marked); the mistakes the grader diagnosed, by catalogue name; scores changed by a marker, "
+            "with why; what went wrong in grading; "
             f"the feedback the student read ({links}).</p>"
             f"<p class='index'>By name: {index}</p>"
             + table(["#", "student", "total", "lost", "diagnosed mistakes", "problems and notes", "feedback"], rows,

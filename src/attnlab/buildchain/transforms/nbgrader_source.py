@@ -51,7 +51,20 @@ c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
 # autograde stops before anyone is scored when a lab's hidden tests (its autograder/<lab>/ bundle) cannot be found
 # from this folder or a folder above it (copy autograder/ here when this folder leaves the course repository).
 require_bundles(__file__)  # noqa: F821 - traitlets sets __file__ while it runs this file
-'''
+{due_dates}'''
+
+DUE_DATES = """# Each lab's due date (instructor/course.yml's due:), nbgrader's assignment duedate: written into gradebook.db
+# when generate_assignment or autograde runs on the lab (a date alone: the end of that day, this machine's zone).
+from attnlab.grading.bridges.nbgrader_setup import set_due_dates  # noqa: E402
+
+set_due_dates(__file__, {dates!r})  # noqa: F821
+"""
+
+LATE = """# Each lab's late policy and extensions (instructor/course.yml's late: and extensions:): autograde records the
+# penalty of a late submission as nbgrader's late_submission_penalty, apart from the question scores.
+c.AssignLatePenalties.plugin_class = "attnlab.grading.bridges.nbgrader_late.CourseLatePenalty"  # noqa: F821
+c.CourseLatePenalty.deadlines = {deadlines!r}  # noqa: F821
+"""
 
 
 def _solution_source(source: str) -> str | None:
@@ -85,5 +98,11 @@ def nbgrader_source(nb):
     return nb
 
 
-def nbgrader_config(course_name: str) -> str:
-    return CONFIG.format(course=course_name, not_written=NOT_WRITTEN, placeholder=PLACEHOLDER)
+def nbgrader_config(course_id: str, due: dict[str, str] | None = None, late: dict[str, dict] | None = None) -> str:
+    """The course's nbgrader_config.py; ``course_id``: the course's slug (``Course.slug``), never its display name;
+    ``due``: lab -> its ``due:`` as course.yml writes it (the lines that set them only when a lab has one);
+    ``late``: lab -> ``late_policy.deadline_to_config`` of a lab with a policy or extensions (nbgrader's late
+    plugin, ``grading/bridges/nbgrader_late.py``, only when one has)."""
+    dates = DUE_DATES.format(dates=dict(sorted(due.items()))) if due else ""
+    dates += LATE.format(deadlines=dict(sorted(late.items()))) if late else ""
+    return CONFIG.format(course=course_id, not_written=NOT_WRITTEN, placeholder=PLACEHOLDER, due_dates=dates)

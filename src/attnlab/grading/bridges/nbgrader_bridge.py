@@ -2,14 +2,17 @@
 
 The ``grader.check`` cells are nbgrader's autograded test cells (``buildchain/transforms/nbgrader_cells.py``). While
 nbgrader executes the notebook (it sets ``NBGRADER_EXECUTION`` to ``validate`` or ``autograde``), ``grader.check``
-(``public_check.Grader``) raises when a public check fails (``public_check.require_checks``) and, while nbgrader
-autogrades only, calls
+(``public_check.Grader``) raises, while nbgrader validates, when a public check fails
+(``public_check.require_checks``); while nbgrader autogrades, it calls
 
-- ``run_hidden_tests(env, lab, question)``: the question's hidden tests through the
-  narrow interface (``LocalStudent`` over the notebook's globals), as plain Otter does. The bundle (hidden tests,
-  reference, manifest) is ``autograder/<lab>/`` of the course repository, found from the working folder upwards,
-  or ``$ATTNLAB_BUNDLE`` (``bundle.find_bundle``). The notebook never holds them, so the cell's source is the
-  same in every copy and nbgrader's checksums match on an untouched notebook.
+- ``grade_question(env, lab, question)``: the question's score as ``attnlab grade`` gives it (``in_kernel``: the
+  same ``run_suite``, each question graded on its own, the course rules' costs), returned as the cell's value:
+  nbgrader reads a test cell whose output is a number as that many points (``nbgrader.utils.determine_grade``). The
+  public checks are not run then: a failed check never zeroes the cell by itself, the hidden tests decide.
+
+The bundle (hidden tests, reference, manifest) is ``autograder/<lab>/`` of the course repository, found from the
+working folder upwards, or ``$ATTNLAB_BUNDLE`` (``bundle.find_bundle``). The notebook never holds them, so the cell's
+source is the same in every copy and nbgrader's checksums match on an untouched notebook.
 """
 
 from __future__ import annotations
@@ -17,12 +20,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
-from attnlab.grading.core.bundle import find_bundle, grading_seed, load_bundle
-from attnlab.grading.core.hidden import test_seed
+from attnlab.grading.bridges.in_kernel import question_result
+from attnlab.grading.core.bundle import find_bundle
 from attnlab.grading.core.notebook_code import SubmissionError, cells_from_notebook, described_cells, joined_source
-from attnlab.grading.worker.api import LocalStudent, StudentError
 
 
 def _is_test_cell(cell: dict) -> bool:
@@ -63,17 +63,30 @@ def read_student_notebook(lab: str, folder: Path | None = None) -> tuple[bytes, 
                               "as saved by Jupyter and ask for a regrade.") from exc
 
 
-def run_hidden_tests(env: dict, lab: str, question: str) -> None:
-    """All hidden tests of ``question``; raises ``AssertionError`` listing the failed ones with their messages."""
-    bundle = load_bundle(find_bundle(lab))
+def _original(folder: Path, lab: str) -> Path | None:
+    """The notebook as the student submitted it, which nbgrader's autograde rewrote (outputs cleared, locked cells
+    restored) into ``autograded/<student>/<lab>/`` before running it there: ``submitted/<student>/<lab>/<name>`` of
+    the same course folder (nbgrader's default layout), when it is there."""
+    if folder.parent.parent.name != "autograded":
+        return None
+    submitted = folder.parents[2] / "submitted" / folder.parent.name / folder.name
+    if (submitted / f"{lab}.ipynb").is_file():
+        return submitted / f"{lab}.ipynb"
+    found = sorted(submitted.glob("*.ipynb"))
+    return found[0] if len(found) == 1 else None
+
+
+def grade_question(env: dict, lab: str, question: str) -> float:
+    """``question``'s score as ``attnlab grade`` gives it (``in_kernel.question_result``), at the grading seed of the
+    notebook as submitted; its hidden tests' messages are printed (to stdout: nbgrader scores a test cell with
+    anything on stderr 0)."""
+    folder = find_bundle(lab)
     data, code, cells = read_student_notebook(lab)
-    student, failures = LocalStudent(env, code, cells), []
-    tests = [t for t in bundle.suite.tests if t.question == question]
-    for test in tests:
-        rng = torch.Generator().manual_seed(test_seed(grading_seed(bundle, data), test.name))
-        try:
-            test.func(student, bundle.reference, rng)
-        except (AssertionError, StudentError) as exc:
-            failures.append(f"{test.name}: {str(exc)[:500]}")
-    if failures:
-        raise AssertionError(f"{len(failures)} of {len(tests)} hidden tests of {question} failed:\n" + "\n".join(failures))
+    original = _original(Path.cwd(), lab)
+    if original is not None:
+        data = original.read_bytes()
+    entry = question_result(env, folder, data, code, cells, question)
+    print(f"{question}: {entry['score']:g} of {entry['max_score']:g} points")
+    for message in entry["messages"]:
+        print("  " + message[:500].replace("\n", "\n    "))
+    return round(float(entry["score"]), 6)

@@ -18,6 +18,9 @@
   folder above it, or ``$ATTNLAB_BUNDLE``). Without it every ``grader.check`` cell fails and every student scores
   0 with exit status 0: what happened to a course folder copied out of the repository (a JupyterHub course
   directory). The fix it names: copy the repository's ``autograder/`` folder into the course folder.
+- ``set_due_dates(config_file, due)``: the labs' due dates (course.yml's ``due:``) as nbgrader's assignment
+  ``duedate`` in the course's ``gradebook.db``, set when ``generate_assignment`` or ``autograde`` runs on a lab, so
+  that nbgrader's own lateness (``total_seconds_late``, the formgrader) and students' ``nbgrader list`` know them.
 """
 
 from __future__ import annotations
@@ -102,6 +105,30 @@ def require_bundles(config_file: str | Path, argv: list[str] | None = None) -> N
     if missing:
         print(missing_bundle_message(missing, course), file=sys.stderr)
         raise SystemExit(1)
+
+
+def set_due_dates(config_file: str | Path, due: dict[str, str], argv: list[str] | None = None) -> None:
+    """Write ``due`` (lab -> course.yml's ``due:`` text) as the ``duedate`` of the labs that ``nbgrader
+    generate_assignment`` or ``autograde`` (``argv``, default ``sys.argv``) works on, in the course folder's
+    gradebook.db (UTC, as nbgrader keeps it)."""
+    from datetime import date, datetime, time, timezone
+
+    from nbgrader.api import Gradebook
+
+    argv = sys.argv if argv is None else argv
+    if len(argv) < 2 or argv[1] not in ("generate_assignment", "autograde"):
+        return
+    course = Path(config_file).resolve().parent
+    labs = [lab for lab in _labs_named(argv[2:], course) if lab in due]
+    if not labs:
+        return
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for lab in labs:
+            text = due[lab]  # checked by the build (course.parse_due): a date, or a date and time with its zone
+            when = (datetime.fromisoformat(text) if "T" in text or " " in text
+                    else datetime.combine(date.fromisoformat(text), time(23, 59, 59)).astimezone())
+            when = when.astimezone(timezone.utc).replace(tzinfo=None)
+            gb.update_or_create_assignment(lab, duedate=when)
 
 
 class RequireTestCells(NbGraderPreprocessor):

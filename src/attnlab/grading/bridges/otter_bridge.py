@@ -1,21 +1,20 @@
 """Run one hidden test from an Otter test file, in the student's kernel (``otter run``, plain Otter).
 
 Otter copies the bundle's files (``grading/core/bundle.py``) next to the submission, where ``find_bundle`` finds them;
-the generated test files call ``run_hidden_test(env, name)``. The student is reached through the same
-narrow interface as in attnlab's own grader (``LocalStudent`` over the notebook's globals), but here
-student code shares the process with the tests: this path has Otter's isolation, not attnlab's.
+the generated test files call ``run_hidden_test(env, name)``, one Otter test case per hidden test, worth its points.
+The question is scored as ``attnlab grade`` scores it (``in_kernel.question_result``: ``run_suite``, each question
+graded on its own, the course rules' costs), and a case passes when its test counts toward that score, so that
+Otter's sum of the passing cases' points is the question's score. Student code shares the process with the tests:
+this path has Otter's isolation, not attnlab's sandbox.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from attnlab.grading.core.bundle import find_bundle, grading_seed, load_bundle
-from attnlab.grading.core.hidden import test_seed
+from attnlab.grading.bridges.in_kernel import question_result, test_counted, test_message
+from attnlab.grading.core.bundle import find_bundle, load_bundle
 from attnlab.grading.core.notebook_code import SubmissionError, described_cells, joined_source, read_cells
-from attnlab.grading.worker.api import LocalStudent, StudentError
 
 
 def _submission() -> tuple[bytes, str | None, list[dict] | None]:
@@ -32,14 +31,12 @@ def _submission() -> tuple[bytes, str | None, list[dict] | None]:
 
 
 def run_hidden_test(env: dict, name: str) -> None:
-    bundle = load_bundle(find_bundle())
-    tests = {t.name: t for t in bundle.suite.tests}
+    """Pass when hidden test ``name`` counts toward its question's score; else raise ``AssertionError`` with why."""
+    folder = find_bundle()
+    tests = {t.name: t for t in load_bundle(folder).suite.tests}
     if name not in tests:
         raise KeyError(f"no hidden test named {name!r}")
     data, code, cells = _submission()
-    student = LocalStudent(env, code, cells)
-    rng = torch.Generator().manual_seed(test_seed(grading_seed(bundle, data), name))
-    try:
-        tests[name].func(student, bundle.reference, rng)
-    except StudentError as exc:
-        raise AssertionError(str(exc)) from None
+    entry = question_result(env, folder, data, code, cells, tests[name].question)
+    if not test_counted(entry, name):
+        raise AssertionError(test_message(entry, name))

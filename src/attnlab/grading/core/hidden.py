@@ -27,10 +27,11 @@ from typing import Any, Callable
 import torch
 
 from attnlab.grading.core import result_fields as fields
-from attnlab.grading.policy import rule_costs, rules
+from attnlab.grading.policy import forbidden_calls, rule_costs, rules
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import reference_note
+from attnlab.grading.worker.reference_host import ReferenceOverBudget
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,9 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     results: dict[str, dict] = {}
     forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
     on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
+    on_own: dict[str, dict] = {}  # question -> {name: why its stand-in fell short}: graded on the student's own since
     evidence = call_evidence.Tracker(student)  # what the worker saw run, per question
+    uses = rule_costs.uses_by_name(rules.student_cells(student))  # the forbidden calls a question answers for
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -114,10 +117,12 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
         evidence.start()
-        passed, message, forbidden = _outcome(suite, test, student, ref, rng, on_reference)
+        scope = _question_code(suite, test.question, uses)
+        with forbidden_calls.question_scope(scope):
+            passed, message, forbidden = _outcome(suite, test, student, ref, rng, (on_reference, on_own))
         if set_deadline is not None:
             set_deadline(None)
-        evidence.stop(test.question)
+        evidence.stop(test.question, scope)
         entry = results[test.question]
         if passed:
             entry["score"] += test.points
@@ -130,10 +135,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    for q, used in on_reference.items():
-        if used and q in results:
-            results[q]["messages"].insert(0, reference_note(used))
-            results[q][fields.ON_REFERENCE] = sorted(used)
+    _reference_notes(results, on_reference, on_own)
     forbidden_costs_question(results, forbidden_met, student)
     found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results, forbidden_met)
     if review is not None:
@@ -141,10 +143,33 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     return results
 
 
-def _outcome(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_reference: dict) -> tuple[bool, str, Any]:
+def _reference_notes(results: dict, on_reference: dict[str, set], on_own: dict[str, dict]) -> None:
+    """The feedback lines of the questions graded with the reference (``reference_note``) and of those graded on the
+    student's own version of a name whose stand-in could not give what their code needed (``fell_short``)."""
+    for q, own in on_own.items():
+        if q in results:
+            for name, why in own.items():
+                results[q]["messages"].insert(0, f"note: graded on your own `{name}`, not the reference's: {why}, "
+                                                 "which the grader's stand-in for the reference cannot give")
+    for q, used in on_reference.items():
+        used = used - set(on_own.get(q, ()))
+        if used and q in results:
+            results[q]["messages"].insert(0, reference_note(used))
+            results[q][fields.ON_REFERENCE] = sorted(used)
+
+
+def _question_code(suite: HiddenSuite, question: str, uses: dict[str, set[str]]) -> set[str] | None:
+    """The top-level names whose code is ``question``'s (``rule_costs.question_code``), None when the student's code
+    could not be read by name (every graded cell is then read)."""
+    if not uses:
+        return None
+    return rule_costs.question_code(question, uses, suite.graded_on_reference.get(question, ()))
+
+
+def _outcome(suite: HiddenSuite, test: HiddenTest, student, ref, rng, seen: tuple) -> tuple[bool, str, Any]:
     """``(passed, message, the rules.ForbiddenUse it raised or None)`` of one test."""
     try:
-        _run_test(suite, test, student, ref, rng, on_reference)
+        _run_test(suite, test, student, ref, rng, *seen)
         return True, "", None
     except AssertionError as exc:
         return False, str(exc) or "assertion failed", exc if isinstance(exc, rules.ForbiddenUse) else None
@@ -154,31 +179,47 @@ def _outcome(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_referen
         return False, f"could not test your code: {type(exc).__name__}: {exc}", None
 
 
-def _run_test(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_reference: dict) -> None:
+def _run_test(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_reference: dict, on_own: dict) -> None:
     """Run one test, with the reference's version of the functions its question builds on where the suite says so
-    and the student supports it (``StudentAPI.graded_on_reference``); records in ``on_reference`` those called."""
-    names = suite.graded_on_reference.get(test.question, ())
+    and the student supports it (``StudentAPI.graded_on_reference``); records in ``on_reference`` those called.
+
+    A test that fails after the student's code needed of a stand-in what it cannot give (``reference_shortfalls``:
+    an attribute the reference does not hold, a sub-layer's own forward) runs again, on the same draws, with the
+    student's own version of that name, as do the question's later tests (recorded in ``on_own``); not one that went
+    over the reference's caps (``ReferenceOverBudget``: the test is lost)."""
+    own = on_own.get(test.question, {})
+    names = tuple(n for n in suite.graded_on_reference.get(test.question, ()) if n not in own)
     if not names or not hasattr(student, "graded_on_reference"):
         test.func(student, ref, rng)
         return
-    with student.graded_on_reference(names, ref) as used:
-        try:
-            test.func(student, ref, rng)
-        finally:
-            on_reference.setdefault(test.question, set()).update(used)
+    state = rng.get_state()
+    try:
+        with student.graded_on_reference(names, ref) as used:
+            try:
+                test.func(student, ref, rng)
+            finally:
+                on_reference.setdefault(test.question, set()).update(used)
+    except Exception as exc:
+        short = {n: why for n, why in dict(getattr(student, "reference_shortfalls", None) or {}).items() if n in names}
+        if not short or isinstance(exc, ReferenceOverBudget):  # over the reference's caps: lost, not regraded
+            raise
+        on_own.setdefault(test.question, {}).update(short)
+        rng.set_state(state)
+        _run_test(suite, test, student, ref, rng, on_reference, on_own)
 
 
 def forbidden_costs_question(results: dict[str, dict], met: dict[str, list], student) -> None:
-    """A lab's forbidden library call costs the whole question it is written in, as the notebook says, whichever of
-    the question's hidden tests met it: a question whose test raised ``rules.ForbiddenUse`` (``met``) and whose own
-    definition (``student.source(question)``) holds one of its forbidden functions (or whose test named none) gets
-    0, its first message naming the call from the exception's ``hits``. A question that fails such a test only
-    because another question's code holds the call keeps what its tests gave (each question graded on its own)."""
+    """A lab's forbidden library call costs the whole question whose code holds it, as the notebook says, whichever
+    of the question's hidden tests met it: a question whose test raised ``rules.ForbiddenUse`` (``met``) in its own
+    code (the question's definition and the helpers it calls, not the graded names it is graded on the reference for:
+    ``forbidden_calls.question_scope``; or, read without that scope, its own definition) gets 0, its first message
+    naming the call from the exception's ``hits``. A call in another question's code costs that question only."""
     for q, raised in met.items():
         entry = results[q]
         names = {name for exc in raised for name in exc.names}
         try:
-            own = rules.forbidden_uses(student.source(q), names) if names else True
+            own = (any(getattr(exc, "scoped", False) for exc in raised)  # found in this question's code only
+                   or (rules.forbidden_uses(student.source(q), names) if names else True))
         except Exception:  # noqa: BLE001 - a student without that definition: the tests' verdict stands
             own = False
         if not own or entry["score"] == 0.0:

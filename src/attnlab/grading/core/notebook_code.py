@@ -56,6 +56,11 @@ class SubmissionError(Exception):
     """The submission file cannot be read as a notebook."""
 
 
+class SubmissionUnreadable(SubmissionError):
+    """The file could not be opened at all (gone, no permission, an I/O error): the file system's doing, not the
+    notebook's; a batch records it as a grader error (``scale/batch.py``), to grade again."""
+
+
 class SourceTooLarge(SubmissionError):
     """The graded code is past a limit of the grader's own analysis (``MAX_*``); ``cell`` names the cell."""
 
@@ -197,7 +202,7 @@ def read_submission(path: str | Path) -> bytes:
         _check_stat(os.lstat(path))
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        raise SubmissionError(f"cannot read the submission: {exc.strerror}") from None
+        raise SubmissionUnreadable(f"cannot read the submission: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
         _check_stat(os.fstat(fd))  # the file may have been swapped between lstat and open
         data = f.read(MAX_NOTEBOOK_BYTES + 1)

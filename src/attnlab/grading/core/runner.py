@@ -29,6 +29,7 @@ from attnlab.grading.core.notebook_code import (
     read_submission,
 )
 from attnlab.grading.core.written_answers import add_written
+from attnlab.grading.worker.deaths import WorkerKilled
 
 if TYPE_CHECKING:
     from attnlab.grading.worker.remote import RemoteStudent
@@ -44,6 +45,16 @@ DEFAULT_TEST_TIMEOUT = 60.0
 # The whole submission: load, restarts and tests. An honest lab05-07 solution takes 20-30 s on a shared 2-core
 # CPU, so this is 20x that; a submission past it gets a row whose remaining tests say why they scored 0.
 DEFAULT_SUBMISSION_TIMEOUT = 600.0
+
+
+def worst_case_s(timeout: float = DEFAULT_SUBMISSION_TIMEOUT) -> float:
+    """The longest one submission can hold a grading slot, whatever its code does: its ``timeout`` (the bundle, the
+    load, restarts and tests: the grader enforces every limit from outside the worker, ``worker/deadlines.py``),
+    then the kill of a worker that outlived it and the diagnosis at its wall backstop (a loaded machine)."""
+    from attnlab.grading.diagnosis.diagnose import DEFAULT_BUDGET_S, WALL_BACKSTOP
+    from attnlab.grading.worker.sandbox.running import KILL_DEADLINE_S
+
+    return timeout + KILL_DEADLINE_S + DEFAULT_BUDGET_S * WALL_BACKSTOP
 
 
 def _start_worker(workdir: Path, hide: list[Path]):
@@ -128,7 +139,8 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
                      test_timeout: float = DEFAULT_TEST_TIMEOUT, timeout: float = DEFAULT_SUBMISSION_TIMEOUT,
                      seed: int | None = None, hide=()) -> dict:
     """Grade the notebook at ``path`` against the built autograder in ``lab_dir``; never raises for
-    anything the submission does. ``timeout`` bounds the whole submission (load, restarts, tests).
+    anything the submission does (``deaths.WorkerKilled`` when its worker was killed from outside: a grader error).
+    ``timeout`` bounds the whole submission (load, restarts, tests).
     ``hide``: more folders the student's code must not read, besides the bundle and ``path``'s folder (a batch
     grades a private copy of the file, and hides the folder of the original, with the other submissions).
     A written question is not graded here: its answer is read from the notebook and recorded as awaiting marking
@@ -170,11 +182,14 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
         unparsed = syntax_problems(cells, sent)
         student = RemoteStudent(spawn, sent, code,
                                 cell_timeout=cell_timeout, load_timeout=load_timeout, call_timeout=call_timeout,
-                                deadline=start + timeout, watch=bundle.suite.watched_calls)
+                                deadline=start + timeout, submission_timeout=timeout,
+                                watch=bundle.suite.watched_calls)
         try:
             result = _grade_with(bundle, student, path, seed=seed, test_timeout=test_timeout, start=start)
         finally:
             student.close()
+    if student.grader_fault:  # killed from outside (worker/deaths.py): a grader error, never the student's 0
+        raise WorkerKilled(student.grader_fault)
     result.update(isolation=isolation[0], elapsed_s=round(time.monotonic() - start, 3))
     result[fields.PROBLEMS] = unparsed + result[fields.PROBLEMS]
     return add_written(result, bundle, data)  # the written answers: plain text of the notebook, read here

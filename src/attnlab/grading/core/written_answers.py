@@ -12,7 +12,11 @@ questions) says how many of them wait for a person.
 The answer is the text of the Markdown cell whose metadata says ``attnlab.written == NAME``; where no cell has it
 (metadata lost), the first Markdown cell after the prompt cell. It is read here, in the grader, from the notebook's
 JSON (plain text: no student code runs for it); it is untrusted: kept as text, never rendered as HTML, and cut to
-``MAX_ANSWER_CHARS`` with a note. An unchanged placeholder or whitespace is an empty answer.
+``MAX_ANSWER_CHARS`` with a note. An unchanged placeholder or whitespace is an empty answer. Metadata that is not
+as the build wrote it is never taken silently (``answer_notes``, in the entry's ``messages``, which the marker and
+the feedback show): an answer marked on a code cell (not read), on more than one written-in cell (the others added
+below the first, so the marker reads them all), or for a question the lab does not have; an answer found by the
+prompt because no cell is marked.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ AWAITING = "awaiting marking"  # a written question's status until a person mark
 KIND, STATUS, ANSWER = "kind", "status", "answer"
 CODE, WRITTEN = "code", "written"
 RUBRIC, COMMENT, REASON = "rubric", "comment", "reason"  # a marked question's (``marks_applied``)
+CHANGED_FROM, CHANGED_BY = "changed_from", "changed_by"  # a changed score's: the score before, the marker
 STATUSES = ("graded", "marked", "changed", AWAITING)  # marking.store.Effective.status
 AWAITING_POINTS = "awaiting_points"  # a result's (and a gradebook row's) points awaiting marking
 MAX_ANSWER_CHARS = 20_000
@@ -101,10 +106,53 @@ def find_answer(cells: list[dict], question: Question) -> str:
     return text
 
 
-def awaiting_entry(points: float, answer: str) -> dict:
-    """A written question's entry in a result, before a person marks it."""
-    return {"score": None, "max_score": float(points), "messages": [], KIND: WRITTEN, STATUS: AWAITING,
-            ANSWER: answer}
+def answer_position(cells: list[dict], question: Question) -> int | None:
+    """The place in ``cells`` of the cell ``find_answer`` reads ``question``'s answer from (the first Markdown cell
+    marked for it, else the first unmarked one after its prompt), or None where there is none."""
+    marked = [i for i, c in enumerate(cells) if c.get("cell_type") == "markdown" and _marked_as(c) == question.name]
+    if marked or not _normal(question.prompt):
+        return marked[0] if marked else None
+    prompt = next((i for i, c in enumerate(cells) if c.get("cell_type") == "markdown"
+                   and _normal(question.prompt) in _normal(_text(c))), None)
+    if prompt is None:
+        return None
+    return next((i for i in range(prompt + 1, len(cells)) if cells[i].get("cell_type") == "markdown"
+                 and _marked_as(cells[i]) is None), None)
+
+
+def _written_in(cells: list[dict], name: str) -> list[dict]:
+    return [c for c in cells if c.get("cell_type") == "markdown" and _marked_as(c) == name
+            and _normal(_text(c)) not in ("", _normal(PLACEHOLDER))]
+
+
+def answer_notes(cells: list[dict], question: Question, names: set[str]) -> tuple[str, list[str]]:
+    """What ``find_answer`` found, with what the marker must know of the notebook's metadata: ``(text, notes)``;
+    ``names``: the lab's written questions (a cell marked for another name is pointed out, once, by the first)."""
+    text, notes = find_answer(cells, question), []
+    name = question.name
+    if any(c.get("cell_type") != "markdown" and _marked_as(c) == name for c in cells):
+        notes.append(f"a code cell is marked as the answer to {name}: its text is not read (an answer is a "
+                     "Markdown cell)")
+    written = _written_in(cells, name)
+    if len(written) > 1:
+        notes.append(f"{len(written)} Markdown cells are marked as the answer to {name}: all are shown, in "
+                     "the notebook's order")
+        extra = "\n\n".join(f"[another cell marked as this answer:]\n\n{_text(c)}" for c in written[1:])
+        text = (text + "\n\n" + extra)[:MAX_ANSWER_CHARS + 200]
+    elif not any(c.get("cell_type") == "markdown" and _marked_as(c) == name for c in cells) and text:
+        notes.append(f"no cell is marked as the answer to {name} (its metadata was lost): the first Markdown cell "
+                     "after the question is shown")
+    if name == min(names, default=name):
+        strays = sorted({str(m) for c in cells if (m := _marked_as(c)) is not None and m not in names})
+        notes += [f"a cell is marked as the answer to {m!r}, which is no written question of this lab: not read"
+                  for m in strays[:5]]
+    return text, notes
+
+
+def awaiting_entry(points: float, answer: str, notes: list[str] | None = None) -> dict:
+    """A written question's entry in a result, before a person marks it; ``notes``: ``answer_notes``'s."""
+    return {"score": None, "max_score": float(points), "messages": list(notes or []), KIND: WRITTEN,
+            STATUS: AWAITING, ANSWER: answer}
 
 
 def add_written(result: dict, bundle, data: bytes | None) -> dict:
@@ -114,9 +162,10 @@ def add_written(result: dict, bundle, data: bytes | None) -> dict:
     refuses the clash; or a second call) is left as it is."""
     questions = result.setdefault("questions", {})
     cells = notebook_cells(data)
-    for w in written_of(bundle):
+    written = written_of(bundle)
+    for w in written:
         if w.name not in questions:
-            questions[w.name] = awaiting_entry(w.points, find_answer(cells, w))
+            questions[w.name] = awaiting_entry(w.points, *answer_notes(cells, w, {q.name for q in written}))
             result["max_score"] = float(result.get("max_score", 0.0)) + w.points
     return set_awaiting(result)
 
@@ -161,7 +210,8 @@ def total_text(score: float, max_score: float, awaiting: float) -> str:
 
 def clean_marks(q: dict, *, awaiting: bool) -> dict:
     """The marking fields of a question's entry, well-formed only: ``status`` (``AWAITING`` when ``awaiting``),
-    ``rubric`` (``[[criterion, points], ...]``: the items a marker applied), ``comment`` and ``reason`` (text)."""
+    ``rubric`` (``[[criterion, points], ...]``: the items a marker applied), ``comment``, ``reason`` and
+    ``changed_by`` (text), a changed score's ``changed_from`` (a number, or None: it awaited marking)."""
     out: dict = {}
     status = AWAITING if awaiting else q.get(STATUS)
     if status in STATUSES and (status == AWAITING) == awaiting:
@@ -171,10 +221,25 @@ def clean_marks(q: dict, *, awaiting: bool) -> dict:
         out[RUBRIC] = [[str(c), float(p)] for c, p in (i for i in rubric if isinstance(i, (list, tuple))
                                                       and len(i) == 2)
                        if isinstance(p, (int, float)) and not isinstance(p, bool)]
-    for key in (COMMENT, REASON):
+    for key in (COMMENT, REASON, CHANGED_BY):
         if isinstance(q.get(key), str) and q[key]:
             out[key] = q[key][:MAX_ANSWER_CHARS]
+    was = q.get(CHANGED_FROM)
+    if out.get(STATUS) == "changed" and CHANGED_FROM in q and (was is None or isinstance(was, (int, float))
+                                                              and not isinstance(was, bool)):
+        out[CHANGED_FROM] = None if was is None else float(was)
     return out
+
+
+def change_text(q: dict) -> str:
+    """``"changed from 1 to 2 by ann"`` for a changed score (``"changed to 2"`` where the rest is not known), or
+    ``""``: the words the report and the feedback use."""
+    if q.get(STATUS) != "changed" or q.get("score") is None:
+        return ""
+    was = (f" from {AWAITING}" if q[CHANGED_FROM] is None else f" from {format_score(q[CHANGED_FROM])}") \
+        if CHANGED_FROM in q else ""
+    by = f" by {q[CHANGED_BY]}" if q.get(CHANGED_BY) else ""
+    return f"changed{was} to {format_score(q['score'])}{by}"
 
 
 def from_row(score, max_score, messages: str, details: str | None, kind: str | None, answer: str | None) -> dict:

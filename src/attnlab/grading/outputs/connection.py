@@ -202,8 +202,11 @@ def connect_postgres(url: str, bounds: Bounds):
     return psycopg.connect(url, **options)
 
 
+# A host name that does not resolve ("Name or service not known": not the temporary "Temporary failure in name
+# resolution", which is retried), a refused password or user, a database that does not exist: no retry makes it right.
 _PG_PERMANENT = ("does not exist", "authentication failed", "pg_hba.conf", "invalid dsn", "invalid connection option",
-                 "could not translate host name")
+                 "could not translate host name", "name or service not known", "nodename nor servname",
+                 "no password supplied")
 
 
 def postgres_may_pass(exc: Exception) -> bool:

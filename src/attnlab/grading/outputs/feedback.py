@@ -3,7 +3,9 @@
 It is built from the student-facing fields of a grading result only: the total (with "N points awaiting
 marking" while written answers wait for a person), each question's score (a written answer's "awaiting marking"),
 messages, what a marker gave (the rubric items applied, the comment, a changed score's reason: ``marks_applied``),
-the notebook-level errors and what a person will review (``result["review"]``). Nothing else of the result
+the notebook-level errors, what a person will review (``result["review"]``) and a late penalty (``result["late"]``,
+``late_work.apply_late``: when it was handed in, the deadline, the points taken) and the student's regrade requests
+with their decisions (``result["regrades"]``, ``regrade_feedback``). Nothing else of the result
 (paths, isolation report, grader internals) is written, so hidden test source can reach a student only if the
 grader put it in a message.
 Everything the submission controls (its file name, question messages, errors) is escaped (``safe_text``):
@@ -24,11 +26,14 @@ from attnlab.grading.core.written_answers import (
     RUBRIC,
     STATUS,
     WRITTEN,
+    change_text,
     points_awaiting,
     total_text,
 )
 from attnlab.grading.outputs.files import write_text_atomic
 from attnlab.grading.outputs.gradebook import format_score, validate_result
+from attnlab.grading.outputs.late_work import LATE
+from attnlab.grading.outputs.regrade_feedback import REGRADES, regrade_lines
 from attnlab.grading.outputs.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
 
 REVIEW_HEADING = "Your instructor will review"  # the items of result["review"], a person's decision
@@ -44,6 +49,7 @@ def feedback_markdown(result: dict) -> str:
     r = validate_result(result)
     name = markdown_inline(readable_name(Path(r["submission"]).name) or "your submission")
     lines = [f"# Feedback: {name}", "", f"**Total: {total_text(r['score'], r['max_score'], points_awaiting(r))}**", ""]
+    lines += late_lines(result.get(LATE))
     if r["errors"]:
         lines += ["## About your notebook", ""] + _block(cap_messages(r["errors"]))
     if r["review"]:
@@ -62,7 +68,22 @@ def feedback_markdown(result: dict) -> str:
             lines += ["All checks passed.", ""]
         else:
             lines += ["No details were given for the points lost here; ask your instructor.", ""]
+    lines += regrade_lines(result.get(REGRADES), r["questions"])  # a student's regrade requests and decisions
     return "\n".join(lines)
+
+
+def late_lines(late: dict | None) -> list[str]:
+    """The "Late work" section of a submission with a recorded time (``late_work.apply_late``), or none."""
+    if not isinstance(late, dict) or not late.get("reason"):
+        return []
+    whose = "your extended deadline" if late.get("extended") else "the deadline"
+    # the grader's own text (times it parsed, a reason it wrote from numbers), not the student's: shown as it is
+    lines = ["## Late work", "", f"Handed in {late['submitted_at']}; {whose} was {late['deadline']}: "
+             f"{late['reason']}."]
+    if late.get("percent"):
+        lines.append(f"The penalty took {format_score(late['points'])} points off the total above; each question "
+                     "below keeps the score it earned.")
+    return lines + [""]
 
 
 def _awaiting_words(s: dict) -> str:
@@ -89,7 +110,7 @@ def _marks(s: dict) -> list[str]:
     if s.get(COMMENT):
         lines += ["Comment from your marker:", ""] + _block([s[COMMENT]])
     if s.get(STATUS) == "changed" and s.get(REASON):
-        lines += ["Your score was changed, for this reason:", ""] + _block([s[REASON]])
+        lines += [f"Your score was {markdown_inline(change_text(s))}, for this reason:", ""] + _block([s[REASON]])
     return lines
 
 

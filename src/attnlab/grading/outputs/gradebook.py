@@ -8,7 +8,8 @@ Tables (primary keys in brackets):
 - ``questions`` [lab, key, question]: position (order in the result), score (NULL: a written answer awaiting
   marking), max_score, messages (JSON list), details (JSON: the question's structured fields), kind (``code`` or
   ``written``), answer (a written question's text, ``written_answers``). Columns added later are NULL in older rows
-  (a NULL kind is a code question); an older gradebook is migrated when opened (``_add_review_column``). The marks
+  (a NULL kind is a code question); an older gradebook is migrated when opened, and a changed one refused, at open
+  and before each write (``gradebook_schema.py``). The marks
   live beside these tables (``marking/store.py``); readers apply them through ``marks_applied``.
 
 The key is the submission's file name (``alice.ipynb``): recording the same key again replaces its rows,
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core import written_answers as written
+from attnlab.grading.outputs import gradebook_schema as schema
 from attnlab.grading.outputs.connection import (  # noqa: F401 - GradebookUnavailable: the error callers catch
     Bounds,
     GradebookError,
@@ -46,22 +48,7 @@ from attnlab.grading.outputs.score_text import format_score  # noqa: F401 - wher
 DEFAULT_NAME = "gradebook.db"
 NEEDS_REVIEW = "needs review: "
 MAX_NOTES_CHARS = 4 * MAX_MESSAGE_CHARS  # the CSV's notes cell of one row
-# Any constant: serialises concurrent schema creation on one PostgreSQL database.
-_PG_SCHEMA_LOCK = 0x61747467  # "attg"
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS submissions (
-        lab TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
-        score DOUBLE PRECISION NOT NULL, max_score DOUBLE PRECISION NOT NULL,
-        isolation TEXT NOT NULL, elapsed_s DOUBLE PRECISION NOT NULL, graded_at TEXT NOT NULL,
-        errors TEXT NOT NULL, grader_error TEXT, review TEXT, problems TEXT,
-        PRIMARY KEY (lab, key))""",
-    """CREATE TABLE IF NOT EXISTS questions (
-        lab TEXT NOT NULL, key TEXT NOT NULL, question TEXT NOT NULL, position INTEGER NOT NULL,
-        score DOUBLE PRECISION, max_score DOUBLE PRECISION NOT NULL, messages TEXT NOT NULL, details TEXT,
-        kind TEXT, answer TEXT, PRIMARY KEY (lab, key, question))""",
-)
-_QUESTION_COLUMNS = "lab, key, question, position, score, max_score, messages, details, kind, answer"
+_QUESTION_COLUMNS = ", ".join(schema.QUESTION_COLUMNS)
 
 _UPSERT_SUBMISSION = """INSERT INTO submissions
     (lab, key, path, sha256, score, max_score, isolation, elapsed_s, graded_at, errors, grader_error, review,
@@ -73,8 +60,7 @@ _UPSERT_SUBMISSION = """INSERT INTO submissions
     graded_at = excluded.graded_at, errors = excluded.errors, grader_error = excluded.grader_error,
     review = excluded.review, problems = excluded.problems"""
 
-_SUBMISSION_COLUMNS = ("lab", "key", "path", "sha256", "score", "max_score", "isolation", "elapsed_s", "graded_at",
-                       "errors", "grader_error", "review", "problems")
+_SUBMISSION_COLUMNS = schema.SUBMISSION_COLUMNS
 
 
 class InvalidResult(ValueError):
@@ -178,7 +164,13 @@ class Gradebook:
         """Run ``transaction()`` (one whole transaction), again on a new connection after a connection failure;
         raises ``GradebookUnavailable`` after the retries (``connection.Link``)."""
         with self._lock:
-            return self._link.run(lambda conn: transaction())
+            try:
+                return self._link.run(lambda conn: transaction())
+            except Exception as exc:
+                changed = schema.schema_error(exc, self.target)  # a table or column gone while in use: one line
+                if changed is None:
+                    raise
+                raise changed from None
 
     @contextmanager
     def _transaction(self, *, write: bool = False):
@@ -200,34 +192,7 @@ class Gradebook:
 
     def _create_schema(self) -> None:
         with self._transaction(write=True):
-            if self._dialect == "postgresql":
-                # Two concurrent CREATE TABLE IF NOT EXISTS can both miss the table and then collide on
-                # the catalog's unique index; an advisory lock makes them take turns.
-                self._execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
-            for ddl in _SCHEMA:
-                self._execute(ddl)
-            self._add_review_column()
-
-    def _add_review_column(self) -> None:
-        """A gradebook written before ``review``, ``problems``, ``details``, ``kind`` or ``answer`` existed gets them
-        (NULL in its rows: a code question), and its ``questions.score`` may then be NULL (awaiting marking)."""
-        for table, column in (("submissions", "review"), ("submissions", "problems"), ("questions", "details"),
-                              ("questions", "kind"), ("questions", "answer")):
-            if self._dialect == "postgresql":
-                self._execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} TEXT")
-            elif column not in {r[1] for r in self._execute(f"PRAGMA table_info({table})")}:
-                self._execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
-        if self._dialect == "postgresql":
-            if self._execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND "
-                             "table_name = 'questions' AND column_name = 'score' AND is_nullable = 'NO'").fetchall():
-                self._execute("ALTER TABLE questions ALTER COLUMN score DROP NOT NULL")
-        elif any(r[1] == "score" and r[3] for r in self._execute("PRAGMA table_info(questions)")):
-            # SQLite cannot drop a NOT NULL: copy the rows into the new table, in this transaction
-            self._execute("ALTER TABLE questions RENAME TO questions_before_written")
-            self._execute(_SCHEMA[1])
-            self._execute(f"INSERT INTO questions ({_QUESTION_COLUMNS}) SELECT {_QUESTION_COLUMNS} "
-                          "FROM questions_before_written")
-            self._execute("DROP TABLE questions_before_written")
+            schema.open_or_create(self._execute, self._dialect, self.target)
 
     # -- API -------------------------------------------------------------------------------------------
     def record(self, lab: str, key: str, path, sha256: str, result: dict, *, grader_error: str | None = None):
@@ -247,6 +212,7 @@ class Gradebook:
 
     def _write(self, lab: str, key: str, row: tuple, questions: dict) -> None:
         with self._transaction(write=True):  # all or nothing: a retried row is never half written
+            schema.check(self._execute, self._dialect, self.target)  # the tables as made, or stop here
             self._execute(_UPSERT_SUBMISSION, row)  # locks the row: same-key writers take turns
             self._execute("DELETE FROM questions WHERE lab = ? AND key = ?", (lab, key))
             for position, (name, q) in enumerate(questions.items()):

@@ -14,10 +14,13 @@ from pathlib import Path
 
 from attnlab.grading.core import written_answers as written
 from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, format_score, row_notes
+from attnlab.grading.outputs.late_work import BEFORE, LATE, late_note
 from attnlab.grading.outputs.marks_applied import marked_rows
 from attnlab.grading.outputs.safe_text import clip, for_csv
 
 AWAITING_COLUMN = "awaiting_marking"
+# A lab with recorded submission times (``late_work``): ``score`` is after the penalty, these say how it was taken.
+LATE_COLUMNS = ("score_before_late", "late_penalty", "late_percent", "submitted_at")
 
 
 def _cell(q: dict | None) -> str:
@@ -28,12 +31,27 @@ def _write_csv(f, rows: list[dict], columns: list[str], roster=None) -> None:
     writer = csv.writer(f, lineterminator="\n")
     extra = ["name", "login", "email"] if roster else []  # attnlab.roster.CSV_COLUMNS: Roster.cells(key)
     awaiting = [AWAITING_COLUMN] if any(written.has_written(r["questions"]) for r in rows) else []
-    writer.writerow(["submission", *extra, "score", "max_score", *map(for_csv, columns), *awaiting, "notes"])
+    late = LATE_COLUMNS if any(LATE in r for r in rows) else ()
+    writer.writerow(["submission", *extra, "score", "max_score", *map(for_csv, columns), *awaiting, *late, "notes"])
     writer.writerows([for_csv(row["key"]), *map(for_csv, roster.cells(row["key"]) if roster else []),
                       format_score(row["score"]), format_score(row["max_score"]),
                       *(_cell(row["questions"].get(n)) for n in columns),
                       *(format_score(written.points_awaiting(row)) for _ in awaiting),
-                      for_csv(clip(" | ".join(row_notes(row)), MAX_NOTES_CHARS))] for row in rows)
+                      *(_late_cells(row) if late else ()),
+                      for_csv(clip(" | ".join(_notes(row)), MAX_NOTES_CHARS))] for row in rows)
+
+
+def _late_cells(row: dict) -> list[str]:
+    """``LATE_COLUMNS`` of a row: empty cells where no time was recorded."""
+    e = row.get(LATE)
+    if e is None:
+        return ["", "", "", ""]
+    return [format_score(row[BEFORE]), format_score(e["points"]), format_score(e["percent"]), for_csv(e["submitted_at"])]
+
+
+def _notes(row: dict) -> list[str]:
+    note = late_note(row.get(LATE))
+    return row_notes(row) + ([note] if note else [])
 
 
 def export_csv(book, path, lab: str | None = None, roster=None) -> int:

@@ -12,6 +12,9 @@ and the feedback files the report refreshes read these rows.
 from __future__ import annotations
 
 from attnlab.grading.core import written_answers as written
+from attnlab.grading.outputs.late_work import apply_late, late_work
+from attnlab.grading.outputs.regrade_feedback import REGRADES
+from attnlab.marking.regrades import feedback_entries
 from attnlab.marking.store import effective_scores
 
 
@@ -22,9 +25,11 @@ def _apply(q: dict, e) -> bool:
     q[written.STATUS] = e.status
     if e.rubric:
         q[written.RUBRIC] = [[str(c), float(p)] for c, p in e.rubric]
-    for key, value in ((written.COMMENT, e.comment), (written.REASON, e.reason)):
+    for key, value in ((written.COMMENT, e.comment), (written.REASON, e.reason), (written.CHANGED_BY, e.changed_by)):
         if value:
             q[key] = str(value)
+    if e.status == "changed":
+        q[written.CHANGED_FROM] = None if e.was is None else float(e.was)
     return changed
 
 
@@ -38,6 +43,9 @@ def apply_marks(row: dict, effective: dict) -> dict:
 
 
 def marked_rows(book, lab: str) -> list[dict]:
-    """``book.rows(lab)`` with the marks of ``lab`` applied (see the module docstring)."""
-    marks = effective_scores(book, lab)
-    return [apply_marks(row, marks.get(row["key"], {})) for row in book.rows(lab)]
+    """``book.rows(lab)`` with the marks of ``lab`` applied (see the module docstring), then any late penalty
+    (``late_work.apply_late``: off the marked total, never off a question), and the student's regrade requests
+    (``REGRADES``: ``marking.regrades.feedback_entries``)."""
+    marks, late, asked = effective_scores(book, lab), late_work(book, lab), feedback_entries(book, lab)
+    return [apply_late(apply_marks(row, marks.get(row["key"], {})), late.get(row["key"])) | {
+        REGRADES: asked.get(row["key"], [])} for row in book.rows(lab)]

@@ -81,13 +81,15 @@ def distinct_names(paths: list) -> list[str]:
 
 
 def _notes(result: dict) -> str:
-    """``row_notes`` (``needs review: ...`` first), then the questions that lost points: ``lost: causal_mask
-    0/2, ...``."""
+    """The problems' categories (``[timeout, worker crash]``, first, so an abbreviated line keeps them), ``row_notes``
+    (``needs review: ...`` first), then the questions that lost points: ``lost: causal_mask 0/2, ...``."""
     from attnlab.grading.outputs.gradebook import row_notes
 
     lost = [f"{q} {v['score']:g}/{v['max_score']:g}" for q, v in result.get("questions", {}).items()
             if v["score"] is not None and v["score"] < v["max_score"]]  # None: a written answer awaiting marking
-    parts = row_notes(result)
+    # what went wrong, by category, first: a cut line still shows a timeout or a crash
+    found = sorted({p.get("category") for p in result.get("problems") or [] if isinstance(p, dict)} - {None})
+    parts = ([f"[{', '.join(c.replace('_', ' ') for c in found)}]"] if found else []) + row_notes(result)
     if lost:
         parts.append("lost: " + ", ".join(lost))
     return "; ".join(parts)

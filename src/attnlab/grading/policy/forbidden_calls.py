@@ -3,21 +3,26 @@
 ``forbidden_uses`` finds a forbidden name used as an attribute of anything (``F.x``, ``_g.x``), an imported name,
 a match-pattern attribute or a string, inside strings that Python can run as code too (a type hint, a timer's
 statement), and the ready-made classes that build a forbidden one inside (``REACHES``: ``nn.TransformerEncoderLayer``
-holds an ``nn.MultiheadAttention`` that a student reads as ``layer.self_attn`` without writing its name). A bare
+holds an ``nn.MultiheadAttention`` that a student reads as ``layer.self_attn`` without writing its name), and the
+names of the operations that carry them (``forbidden_ops``: ``torch.native_group_norm`` for ``layer_norm``). A bare
 call of the student's own function of the same name (``scaled_dot_product_attention(q, k, v)``) is allowed.
 Every use is named by cell and line as the student sees them (``in the cell defining `attention`, line 5``).
 
-Each check notes the names it was asked about (``asked_names``): the grader compares them with what the worker saw
-run (``grading/worker/call_evidence.py``), the second line of defence.
+Names are the first line and the source of the messages; the rule is what runs. Each check notes the names it was
+asked about (``asked_names``): the grader compares them with what the worker saw run (``grading/worker/
+call_evidence.py``: the callables by name, and ``op_guard.py``: the operations, whatever route reached them), and a
+question whose own code ran one is costed as if the name were in its source.
 """
 
 from __future__ import annotations
 
 import ast
 import threading
+from contextlib import contextmanager
 from typing import Iterable
 
-from attnlab.grading.policy.rule_costs import student_cells
+from attnlab.grading.policy import forbidden_ops
+from attnlab.grading.policy.rule_costs import student_cells, top_level_names
 
 _TRANSFORMERS = ("Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
                  "TransformerDecoderLayer")
@@ -60,11 +65,12 @@ def code_in_string(value) -> ast.AST | None:
 
 
 def reaching(names: Iterable[str]) -> set[str]:
-    """``names`` and every library name that reaches one of them (``REACHES``)."""
+    """``names``, every library name that reaches one of them (``REACHES``) and the operations that carry them
+    (``forbidden_ops.FAMILIES``: ``torch.native_group_norm`` for ``layer_norm``)."""
     out = set(names)
     for name in list(out):
         out.update(REACHES.get(name, ()))
-    return out
+    return out | forbidden_ops.ops_for(out)
 
 
 def _uses(tree: ast.AST, names: set[str], line_of) -> list[tuple[int, str]]:
@@ -104,22 +110,56 @@ def forbidden_uses(code: str | None, names: Iterable[str], where: str = "") -> l
 class ForbiddenUse(AssertionError):
     """A hidden test failed because the code uses a lab's forbidden function (``assert_not_used``): the suite
     records it as a course-rule breach by this type, never by its text. ``names``: the forbidden functions;
-    ``hits``: where the code uses them (``forbidden_uses``), for the feedback."""
+    ``hits``: where the code uses them (``forbidden_uses``), for the feedback; ``scoped``: the hits were looked for
+    in the code of the test's question only (``question_scope``)."""
 
-    def __init__(self, message: str, names: Iterable[str] = (), hits: Iterable[str] = ()):
+    def __init__(self, message: str, names: Iterable[str] = (), hits: Iterable[str] = (), scoped: bool = False):
         super().__init__(message)
-        self.names, self.hits = tuple(names), tuple(hits)
+        self.names, self.hits, self.scoped = tuple(names), tuple(hits), scoped
+
+
+@contextmanager
+def question_scope(names: Iterable[str] | None):
+    """While a hidden test runs: the top-level names whose code is its question's (``rule_costs.question_code``),
+    so that ``assert_not_used`` reads only that code (None: every graded cell)."""
+    before = getattr(_ASKED, "scope", None)
+    _ASKED.scope = None if names is None else frozenset(names)
+    try:
+        yield
+    finally:
+        _ASKED.scope = before
+
+
+def _scoped_uses(code: str, names: list[str], where: str, scope: frozenset | None) -> list[str]:
+    """``forbidden_uses`` over the top-level statements of ``code`` that bind a name of ``scope`` or bind nothing
+    (top-level code that binds nothing can change anything); every statement when ``scope`` is None."""
+    if scope is None:
+        return forbidden_uses(code, names, where)
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    prefix = f"in {where}, " if where else ""
+    hits = []
+    for statement in tree.body:
+        bound = top_level_names(statement)
+        if not bound or scope.intersection(bound):
+            hits += _uses(statement, reaching(names), lambda node: getattr(node, "lineno", 0))
+    return [f"{prefix}line {line}: {text}" for line, text in hits]
 
 
 def assert_not_used(student, names: Iterable[str], *, why: str) -> None:
     """Fail (``ForbiddenUse``) when the submission's graded cells use any of the library functions in ``names``,
-    naming each use by cell and line as the student sees them (a submission without cells: by line of its source)."""
+    naming each use by cell and line as the student sees them (a submission without cells: by line of its source).
+    While ``run_suite`` runs a test, only its question's code is read (``question_scope``): a call written in
+    another question's cell costs that question, not this one."""
 
     names = list(names)
     _note_asked(names)
-    hits = [hit for where, code in student_cells(student) for hit in forbidden_uses(code, names, where)]
+    scope = getattr(_ASKED, "scope", None)
+    hits = [hit for where, code in student_cells(student) for hit in _scoped_uses(code, names, where, scope)]
     if hits:
-        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}", names, hits)
+        raise ForbiddenUse(f"{why}; found {', '.join(hits[:5])}", names, hits, scoped=scope is not None)
 
 
 def forbidden_uses_in(student, name: str, names: Iterable[str]) -> list[str]:

@@ -72,3 +72,17 @@ def costed_questions(scope: tuple, questions: list[str], uses: dict[str, set[str
         if seen & set(scope):
             out.append(question)
     return out
+
+
+def question_code(question: str, uses: dict[str, set[str]], on_reference=()) -> set[str]:
+    """The top-level names whose code is ``question``'s: its own and what it uses, directly or through other
+    helpers, but not the graded names its tests run with the reference's version (``on_reference``): a forbidden
+    call there is the other question's."""
+    seen, todo = set(), [question]
+    while todo:
+        name = todo.pop()
+        if name in seen or name in on_reference and name != question:
+            continue
+        seen.add(name)
+        todo += [n for n in uses.get(name, ()) if n in uses]
+    return seen

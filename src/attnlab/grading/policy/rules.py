@@ -20,7 +20,7 @@ The rules:
    ``super`` with none, no ``.mro()`` (a class's ancestors: ``nn.LSTM.mro()[1]`` is ``RNNBase``);
    no dunder name (``__loader__``), no dunder method outside ``ALLOWED_DUNDERS``, no ``metaclass=``. A string
    that parses as Python code (a type hint that ``typing``/``functools.singledispatch`` evaluate, a timer's
-   statement) is checked as code, by these same rules.
+   statement) is checked as code, by these same rules; so are paths from data to code (``reflection``).
 5. Lab rules (``forbidden_calls``): a lab's forbidden library functions (``assert_not_used``) are refused as
    attributes of anything, as imported names, as strings, inside strings that run as code, and through the
    library classes that hold them (``REACHES``: ``nn.TransformerEncoderLayer`` holds an ``nn.MultiheadAttention``);
@@ -45,6 +45,8 @@ import ast
 import sys
 from dataclasses import dataclass
 from typing import Iterable
+
+from attnlab.grading.policy import reflection
 
 # rule 5 (a lab's forbidden calls) lives in forbidden_calls; hidden tests reach it through this module
 from attnlab.grading.policy.forbidden_calls import (  # noqa: F401
@@ -83,7 +85,7 @@ DENIED_ATTRIBUTES = frozenset({
     # frames and code objects (a frame's globals hold the built-ins), names resolved or evaluated from strings
     "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "f_globals",
     "f_locals", "f_builtins", "f_back", "f_code", "co_code", "co_consts", "get_type_hints", "ForwardRef",
-    "Formatter", "get_field", "attrgetter", "methodcaller",
+    "Formatter", "get_field", "attrgetter", "methodcaller", "read_array", "NpzFile", "npyio",
     # a class's ancestors: nn.LSTM.mro()[1] is the forbidden RNNBase
     "mro",
 })
@@ -351,6 +353,21 @@ class _Scan(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._dunder_definition(node, node.name)
+        self._annotation(node.returns)
+        self.generic_visit(node)
+
+    def _annotation(self, node: ast.AST | None) -> None:
+        if why := reflection.computed_annotation(node):  # rule 4: data a library turns into code
+            self.hit(node, why)
+
+    def visit_arg(self, node: ast.arg) -> None:  # an argument's annotation (and an annotated assignment's)
+        self._annotation(node.annotation)
+        self.generic_visit(node)
+    visit_AnnAssign = visit_arg
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if why := reflection.unpickling_keyword(node):  # rule 4: unpickling turns data into objects
+            self.hit(node.value, why)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef

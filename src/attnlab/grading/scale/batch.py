@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnlab.grading.core.bundle import manifest_lab, manifest_questions, read_manifest
-from attnlab.grading.core.notebook_code import SubmissionError, read_submission
+from attnlab.grading.core.notebook_code import SubmissionError, SubmissionUnreadable, read_submission
 from attnlab.grading.core.result_fields import GRADER_ERROR, problem
 from attnlab.grading.core.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.core.written_answers import add_written, awaiting_note, points_awaiting
@@ -47,6 +47,7 @@ from attnlab.grading.outputs.gradebook import (
 )
 from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.gradescope import Visibility, results_json_text
+from attnlab.grading.outputs.safe_text import readable_name
 from attnlab.grading.scale import pool
 from attnlab.grading.scale.progress import BatchProgress
 from attnlab.grading.scale.scheduler import is_auto, shard_from_environment
@@ -175,11 +176,21 @@ def _as_original(result: dict, graded: Path, path: Path) -> dict:
     return json.loads(text.replace(json.dumps(str(graded))[1:-1], json.dumps(str(path))[1:-1]))
 
 
+class SubmissionVanished(Exception):
+    """A listed submission could not be read when its turn came (removed, moved, made unreadable): a grader error,
+    so its row is errored and the next run grades it, never a 0 that looks current."""
+
+
 def _private_copy(path: Path, folder: Path) -> tuple[Path, str | None]:
-    """(a copy of ``path``'s bytes in ``folder``, their sha256), or ``(path, None)`` when they cannot be read (a
-    link, a pipe, a file past the size limit: the grader gives that file a row saying so)."""
+    """(a copy of ``path``'s bytes in ``folder``, their sha256), or ``(path, None)`` when the bytes are the
+    submission's problem (a link, a pipe, a file past the size limit: the grader gives that file a row saying so).
+    Raises ``SubmissionVanished`` when the file cannot be read at all."""
     try:
         data = read_submission(path)
+    except SubmissionUnreadable as exc:
+        raise SubmissionVanished(f"{readable_name(str(path))} could not be read when its turn came ({exc}): it was "
+                                 "removed, moved or made unreadable after it was listed; grade it again once it is "
+                                 "back") from None
     except SubmissionError:
         return path, None
     copy = folder / path.name
@@ -241,7 +252,8 @@ def grade_batch(
         todo = _todo(submissions, book, lab, summary, regrade=regrade)
         bar = BatchProgress(lab, len(todo), enabled=progress)
         finish = _recorder(lab, book, summary, bar, folders, Visibility.from_manifest(read_manifest(lab_dir)))
-        _grade_all(todo, lab_dir, grade_fn, jobs, finish, summary, in_processes=in_processes)
+        _grade_all(todo, lab_dir, grade_fn, jobs, finish, summary, in_processes=in_processes,
+                   started=lambda item: bar.start(item[0]))
     except KeyboardInterrupt:
         summary.interrupted = True
         raise BatchInterrupted(summary) from None
@@ -255,23 +267,25 @@ def grade_batch(
     return summary
 
 
-def _grade_all(todo, lab_dir, grade_fn, jobs: int, finish, summary: BatchSummary, *, in_processes: bool) -> None:
+def _grade_all(todo, lab_dir, grade_fn, jobs: int, finish, summary: BatchSummary, *, in_processes: bool,
+               started) -> None:
     """Grade ``todo`` one at a time, in ``jobs`` grader processes (``pool.py``) or on ``jobs`` threads, calling
-    ``finish`` in this thread for each; ``summary.jobs_as`` says which."""
+    ``started`` as each begins and ``finish`` as each ends, in this thread; ``summary.jobs_as`` says which."""
     def work(item):
         return _grade_one(grade_fn, lab_dir, item[1])
 
     if jobs == 1 or len(todo) < 2:
         for item in todo:
+            started(item)
             finish(item, work(item))
     elif in_processes:
         summary.jobs_as = f"{jobs} grader processes"
         warm_up(lab_dir)  # the bundle and the zygote, shared by the forks
         summary.process_peaks_mib = pool.run_in_processes(
-            todo, jobs, work, finish, lambda item, why: (*_grader_failure(lab_dir, item[1], why), None))
+            todo, jobs, work, finish, lambda item, why: (*_grader_failure(lab_dir, item[1], why), None), started)
     else:
         summary.jobs_as = f"{jobs} threads"
-        _run_pool(todo, jobs, work, finish)
+        _run_pool(todo, jobs, work, finish, started)
 
 
 def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *, regrade: bool) -> list[tuple]:
@@ -279,8 +293,11 @@ def _todo(submissions: dict[str, Path], book, lab: str, summary: BatchSummary, *
     counted in ``summary.skipped`` (unless ``regrade``)."""
     todo = []
     for key, path in submissions.items():
-        sha = file_sha256(path)
-        if not regrade and _is_done(book, lab, key, sha):
+        try:
+            sha = file_sha256(path)
+        except OSError:  # gone since it was listed: graded, it gets an errored row naming why
+            sha = ""
+        if not regrade and sha and _is_done(book, lab, key, sha):
             summary.skipped += 1
         else:
             todo.append((key, path, sha))
@@ -338,20 +355,21 @@ def _recorder(lab: str, book, summary: BatchSummary, bar, folders: dict[str, Pat
             summary.graded += 1
         awaiting = points_awaiting(result)
         bar.done(key, f"{format_score(result['score'])}/{format_score(result['max_score'])}"
-                 + (f" ({awaiting_note(awaiting)})" if awaiting else ""), failed=grader_error is not None)
+                 + (f" ({awaiting_note(awaiting)})" if awaiting else ""), failed=key in summary.left)
 
     return finish
 
 
-def _run_pool(todo, jobs: int, work, finish) -> None:
-    """Run ``work(item)`` on ``jobs`` threads, at most ``jobs`` in flight, and ``finish(item, outcome)`` each
-    in this thread. On an exception (Ctrl-C included) nothing new starts and in-flight results are dropped:
-    a grade cut short by Ctrl-C must not be recorded as a 0."""
+def _run_pool(todo, jobs: int, work, finish, started) -> None:
+    """Run ``work(item)`` on ``jobs`` threads, at most ``jobs`` in flight, ``started(item)`` as each is handed to
+    a thread and ``finish(item, outcome)`` as each ends, in this thread. On an exception (Ctrl-C included)
+    nothing new starts and in-flight results are dropped: a grade cut short by Ctrl-C must not be recorded as a 0."""
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attnlab-grade")
     waiting = iter(todo)
     running = {}
     try:
         for item in waiting:
+            started(item)
             running[pool.submit(work, item)] = item
             if len(running) == jobs:
                 break
@@ -362,6 +380,7 @@ def _run_pool(todo, jobs: int, work, finish) -> None:
                 finish(item, future.result())  # re-raises what work raised (KeyboardInterrupt)
                 following = next(waiting, None)
                 if following is not None:
+                    started(following)
                     running[pool.submit(work, following)] = following
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -12,7 +12,8 @@ still runs in its own sandboxed worker, one per submission, as with threads. A c
 for memory, a crash in a library) loses no row: its item gets ``lost(item, why)``'s outcome (a grader error,
 retried next run) and a new child takes its place. Ctrl-C (or an error in ``finish``) stops the children with
 SIGTERM, which ends a grade in progress through its ``finally`` blocks (its worker is killed); their in-flight
-results are dropped, as with threads.
+results are dropped, as with threads. A batch process that dies without a word (SIGKILL) takes its children with
+it: each gets SIGTERM as its parent dies (``PR_SET_PDEATHSIG``), and the zygote watches that process too.
 
 Linux only (``fork`` after torch is imported is not safe on macOS), and ``ATTNLAB_GRADER_POOL=threads`` keeps
 threads (``start_method`` says which is in force).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import signal
 import sys
 from multiprocessing.connection import wait as wait_ready
@@ -59,10 +61,25 @@ def _end_grade(signum, frame) -> None:
     raise SystemExit(128 + signum)  # through the grade's finally blocks: its worker is stopped
 
 
-def _serve(conn, work: Callable[[Any], Any]) -> None:
+def _die_with(parent: int) -> None:
+    """SIGTERM to this process when ``parent`` dies (killed with SIGKILL, the OOM killer): its grade ends through
+    its finally blocks (its worker killed), never left running for good. The thread that forked this child is the
+    batch's own, which lives as long as the pool does."""
+    from attnlab.grading.worker.sandbox import syscalls
+
+    try:
+        syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the pipe's end still stops an idle child
+        return
+    if os.getppid() != parent:  # died before the prctl
+        raise SystemExit(128 + signal.SIGTERM)
+
+
+def _serve(conn, work: Callable[[Any], Any], parent: int) -> None:
     """A child's loop: ``item`` in, ``(outcome, peak MiB)`` out, until ``None`` or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     signal.signal(signal.SIGTERM, _end_grade)
+    _die_with(parent)
     while True:
         try:
             item = conn.recv()
@@ -79,7 +96,8 @@ class _Child:
 
     def __init__(self, context, work):
         ours, theirs = context.Pipe()
-        self.proc = context.Process(target=_serve, args=(theirs, work), daemon=True, name="attnlab-grader")
+        self.proc = context.Process(target=_serve, args=(theirs, work, os.getpid()), daemon=True,
+                                    name="attnlab-grader")
         self.proc.start()
         theirs.close()
         self.conn, self.item, self.peak_mib = ours, None, 0.0
@@ -121,19 +139,26 @@ class _Child:
         self.conn.close()
 
 
-def run_in_processes(todo, jobs: int, work, finish, lost) -> list[float]:
+def run_in_processes(todo, jobs: int, work, finish, lost, started=None) -> list[float]:
     """``work(item)`` for each item of ``todo`` in ``jobs`` forked processes, and ``finish(item, outcome)`` for
     each in this process as it comes back. An item whose process died gets ``lost(item, why)`` as its outcome.
-    Returns each grader process's peak resident memory in MiB (the replacements of dead ones included)."""
+    ``started(item)``, in this process, as each item is handed to a grader process (the progress line names the
+    files running). Returns each grader process's peak resident memory in MiB (the replacements of dead ones
+    included)."""
     context = multiprocessing.get_context("fork")
     waiting = iter(todo)
     children: list[_Child] = []
     peaks: list[float] = []
 
+    def give(child: _Child, item) -> None:
+        if started is not None:
+            started(item)
+        child.give(item)
+
     def start(item) -> None:
         child = _Child(context, work)
         children.append(child)
-        child.give(item)
+        give(child, item)
 
     try:
         for item in itertools.islice(waiting, jobs):
@@ -154,7 +179,7 @@ def run_in_processes(todo, jobs: int, work, finish, lost) -> list[float]:
                 finish(item, outcome)
                 following = next(waiting, None)
                 if following is not None and died is None:
-                    child.give(following)
+                    give(child, following)
                 elif following is not None:
                     start(following)
     finally:

@@ -11,6 +11,7 @@ The rule for resubmissions (``attnlab grade --student-from``):
 - ``--student-from folder``: the layout of Gradescope exports and nbgrader, one folder per student
   (``submissions/alice/lab05.ipynb``): each folder directly in an input folder is a student, named by the folder;
   the files directly in it are that student's submissions. Files beside the folders keep their file names as keys.
+  A file named on its own (``submissions/alice/lab05.ipynb``, as a rerun line names it) is its folder's student's.
 
 With a rule, the newest file of a student (by modification time, then by name) is the one graded, and its row
 replaces the student's earlier row, whatever that file was called. A file or folder is never followed or opened
@@ -80,6 +81,9 @@ def _candidates(inputs, excluded: set[Path], rule) -> list[tuple[str, Path]]:
                 raise ValueError(f"submission {item} is a hidden file (its results would go to a hidden "
                                  "or parent folder of out_dir): rename it without the leading dot")
             files = [item]
+            if rule == FOLDER_RULE:  # named on its own: its folder is the student
+                found.append((readable_name(item.absolute().parent.name), item))
+                continue
         else:
             raise FileNotFoundError(f"submission input {item} is neither a file nor a directory: check it")
         for path in files:

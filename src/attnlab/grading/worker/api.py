@@ -118,6 +118,8 @@ class StudentAPI:
             except StudentError:  # the worker died: the next test starts a fresh one, with the student's own code
                 pass
 
+    reference_shortfalls: dict = {}  # noqa: RUF012 - replaced at each bind: name -> what its stand-in could not give
+
     def _bind_reference(self, functions: dict) -> set:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -235,10 +237,10 @@ class LocalStudent(StudentAPI):
 
     def _bind_reference(self, functions: dict) -> set:
         used: set = set()
-        namespace, self._rebound = self.executor.namespace, {}
+        namespace, self._rebound, self.reference_shortfalls = self.executor.namespace, {}, {}
         for name, fn in functions.items():
             self._rebound[name] = namespace.get(name, ABSENT)
-            namespace[name] = counting(name, fn, used)
+            namespace[name] = counting(name, fn, used, self.reference_shortfalls)
         return used
 
     def _unbind_reference(self) -> None:

@@ -165,7 +165,8 @@ class Executor:
         fn = obj if method in ("forward", "__call__") else getattr(obj, method, None)
         if not callable(fn):
             raise StudentError(f"`{type(obj).__name__}` has no method `{method}`")
-        params = dict(obj.named_parameters()) if grad else None
+        # the parameters that train: a frozen one (requires_grad False, LoRA's base layer) has no gradient to compare
+        params = {n: p for n, p in obj.named_parameters() if p.requires_grad} if grad else None
         return self._invoke(fn, f"`{type(obj).__name__}.{method}`", list(args), dict(kwargs or {}), grad,
                             grad_outputs, params=params)
 

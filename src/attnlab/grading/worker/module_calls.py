@@ -6,8 +6,9 @@ Three kinds, each checked before the reference runs, nothing the worker sends tr
 
 - ``construct`` (plain arguments only): builds the reference module, first on the ``meta`` device to count its
   numbers (at most ``MAX_PARAMETERS``), then for real under a fixed seed (the grader's own generator is left as it
-  was); answers an id, its parameters and buffers and its state attributes (``STATE_ATTRS``: ``cache``, by dotted
-  path). At most ``MAX_MODULES`` per test; one reference instance per proxy instance, kept for the test.
+  was); answers an id, its parameters and buffers, its state attributes (``STATE_ATTRS``: ``cache``, by dotted
+  path), its sub-modules' paths and its plain public attributes (``public_attributes``: ``patch``,
+  ``attn.num_heads``). At most ``MAX_MODULES`` per test; one reference instance per proxy instance, kept for the test.
 - ``module_forward``: the module's id, its parameters and buffers (exactly the reference's names and shapes,
   floating point), its state (the same paths; tensors, plain values), ``training`` and a dropout seed, and the
   arguments (tensors and plain values). The work is bounded (``MAX_WORK``: the numbers sent times their largest
@@ -29,11 +30,13 @@ from torch.func import functional_call
 
 from attnlab.grading.worker.executor import tensor_leaves
 
-__all__ = ["ModuleCalls", "Refused", "MAX_MODULES", "MAX_PARAMETERS", "MAX_WORK", "STATE_ATTRS", "is_module_class"]
+__all__ = ["ModuleCalls", "Refused", "MAX_MODULES", "MAX_PARAMETERS", "MAX_WORK", "STATE_ATTRS", "is_module_class",
+           "public_attributes", "MAX_ATTRIBUTES"]
 
 MAX_MODULES = 256  # reference modules one test may build (a test builds a few; a MiniGPT one per layer)
 MAX_PARAMETERS = 2**21  # numbers in one reference module's parameters and buffers (16 MB in float64)
 MAX_WORK = 2**26  # the numbers of a call's tensors times their largest dimension (attention's scores: B h T^2)
+MAX_ATTRIBUTES = 512  # plain attributes (and sub-module paths) a construct reply mirrors
 STATE_ATTRS = ("cache",)  # the attributes of the reference's modules the proxy mirrors (lab09's key-value cache)
 MODULE_KINDS = ("construct", "module_forward", "module_vjp")
 _INIT_SEED = 0  # the reference's initial values: the same at every construction, whatever the grader drew before
@@ -52,6 +55,27 @@ def _state_keys(module: nn.Module) -> list[str]:
     """The dotted paths of the state attributes of ``module`` and its sub-modules (``cache``, ``attn.cache``)."""
     return [f"{path}.{attr}" if path else attr for path, sub in module.named_modules()
             for attr in STATE_ATTRS if attr in vars(sub)]
+
+
+def _plain_attribute(value: Any) -> bool:
+    """A value the proxy mirrors: a number, bool, short string, None, or a short tuple of them (``normalized_shape``)."""
+    if isinstance(value, tuple):
+        return len(value) <= 16 and all(not isinstance(v, tuple) and _plain_attribute(v) for v in value)
+    return isinstance(value, (type(None), bool, int, float)) or (isinstance(value, str) and len(value) <= 200)
+
+
+def public_attributes(module: nn.Module) -> dict[str, Any]:
+    """The plain public attributes of ``module`` and its sub-modules after construction, by dotted path
+    (``patch``, ``attn.num_heads``, ``proj.in_features``), at most ``MAX_ATTRIBUTES``: what the proxy mirrors, so that
+    student code reading them sees the reference's values. The state (``STATE_ATTRS``) travels on its own."""
+    found = {}
+    for path, sub in module.named_modules():
+        for attr, value in vars(sub).items():
+            if (attr.startswith("_") or attr in STATE_ATTRS or attr == "training" or hasattr(nn.Module, attr)
+                    or not _plain_attribute(value) or len(found) >= MAX_ATTRIBUTES):
+                continue
+            found[f"{path}.{attr}" if path else attr] = value
+    return found
 
 
 def _owner(module: nn.Module, key: str) -> tuple[nn.Module, str]:
@@ -99,7 +123,9 @@ class ModuleCalls:
         return {"id": ident, "parameters": {n: p.detach() for n, p in module.named_parameters()},
                 "buffers": {n: b.detach() for n, b in buffers.items()},
                 "persistent": sorted(n for n in buffers if n in persistent),
-                "state": {key: _plain_state(getattr(*_owner(module, key))) for key in _state_keys(module)}}
+                "state": {key: _plain_state(getattr(*_owner(module, key))) for key in _state_keys(module)},
+                "modules": [path for path, _ in module.named_modules() if path][:MAX_ATTRIBUTES],
+                "attributes": public_attributes(module)}
 
     def _module(self, name: str, ident: Any) -> nn.Module:
         entry = self.modules.get(ident) if type(ident) is int else None

@@ -15,8 +15,12 @@ the arguments, ``self.training``, the state attributes and, in training, a seed 
 is returned and its state set back (``self.cache``, ``self.attn.cache``). The cache comes back as plain tensors: no
 gradient flows through a cached key into a later call. Gradients flow through a ``torch.autograd.Function`` whose
 backward sends a ``module_vjp`` callback (the saved inputs and the output gradients) and returns the gradients of
-the tensor arguments and of the parameters. The parts of a proxy (``block.attn``) hold parameters and state but have
-no forward of their own: the reference runs the whole module.
+the tensor arguments and of the parameters. The parts of a proxy (``block.attn``, every sub-layer of the reference)
+hold parameters, state and the reference's plain attributes (``patch``, ``attn.num_heads``, ``mlp.0.in_features``:
+``module_calls.public_attributes``) but have no forward of their own: the reference runs the whole module. Where the
+student's code needs what the proxy cannot give (a part's forward, an attribute the reference does not hold), the
+proxy records a shortfall (``reference_proxy.fell_short``) and the grader grades the question on the student's own
+class instead (``grading/core/hidden.py``).
 """
 
 from __future__ import annotations
@@ -27,32 +31,57 @@ import torch
 from torch import nn
 
 from attnlab.grading.worker.executor import tensor_leaves
-from attnlab.grading.worker.reference_proxy import detached, floating_tensor, rebuilt, reply_value
+from attnlab.grading.worker.reference_proxy import detached, fell_short, floating_tensor, rebuilt, reply_value
 
 __all__ = ["proxy_class", "ModuleProxy"]
 
 
-class _Part(nn.Module):
-    """A sub-layer of a proxy module (``attn``, ``mlp``): it holds parameters and state, the reference runs it."""
+def _missing(module: nn.Module, attr: str, where: str):
+    """``module.attr`` is not there (``nn.Module.__getattr__`` raised): a public name the student's code reads is a
+    shortfall of the proxy (``reference_proxy.fell_short``); the ``AttributeError`` is raised again."""
+    try:
+        return nn.Module.__getattr__(module, attr)
+    except AttributeError:
+        if not attr.startswith("_"):
+            name = type(module)._attnlab_name if isinstance(module, ModuleProxy) else module.__dict__["_attnlab_of"]
+            fell_short(name, f"your code reads `{where}{attr}`, which the reference's `{name}` does not hold")
+        raise
 
-    def __getitem__(self, index):  # mlp[0], as on an nn.Sequential
-        return self._modules[str(index)]
+
+class _Part(nn.Module):
+    """A sub-layer of a proxy module (``attn``, ``mlp``): it holds parameters, state and plain attributes, the
+    reference runs it; calling it on its own, or reading what it does not hold, is a shortfall of the proxy."""
+
+    def __init__(self, of: str, path: str):
+        super().__init__()
+        self._attnlab_of, self._attnlab_path = of, path
+
+    def __getattr__(self, attr):
+        return _missing(self, attr, f"{self.__dict__.get('_attnlab_path', '?')}.")
+
+    def __getitem__(self, index):  # mlp[0], mlp[-1], as on an nn.Sequential
+        return list(self._modules.values())[index]
+
+    def __iter__(self):
+        return iter(self._modules.values())
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def forward(self, *args, **kwargs):
-        raise RuntimeError("this sub-layer is a part of a module graded with the reference: call the whole module")
+        fell_short(self._attnlab_of, f"your code calls `{self._attnlab_path}` of `{self._attnlab_of}` on its own")
+        raise RuntimeError(f"`{self._attnlab_path}` is a part of the reference's `{self._attnlab_of}`, which the grader "
+                           "runs as a whole")
 
 
 def _owner(root: nn.Module, dotted: str) -> tuple[nn.Module, str]:
     """The module that holds the attribute ``dotted`` (``attn.cache``) below ``root``, creating parts on the way."""
     *path, leaf = dotted.split(".")
     module = root
-    for part in path:
+    for at, part in enumerate(path):
         child = module._modules.get(part)
         if child is None:
-            child = _Part()
+            child = _Part(type(root)._attnlab_name, ".".join(path[: at + 1]))
             module.add_module(part, child)
         module = child
     return module, leaf
@@ -78,6 +107,8 @@ class ModuleProxy(nn.Module):
         super().__init__()
         built = self._ask({"kind": "construct", "args": list(args), "kwargs": dict(kwargs)})
         self._attnlab_id = built["id"]
+        for path in built.get("modules", ()):  # every sub-layer, in the reference's order (mlp[1], a GELU, too)
+            _owner(self, f"{path}.-")
         for name, value in built["parameters"].items():
             module, leaf = _owner(self, name)
             module.register_parameter(leaf, nn.Parameter(value.clone()))
@@ -87,6 +118,13 @@ class ModuleProxy(nn.Module):
         self._attnlab_state = tuple(built["state"])
         for key, value in built["state"].items():
             _state_set(self, key, value)
+        for key, value in built.get("attributes", {}).items():  # plain values: patch, attn.num_heads, proj.in_features
+            module, leaf = _owner(self, key)
+            if not hasattr(type(module), leaf) and leaf not in module._modules:
+                setattr(module, leaf, value)
+
+    def __getattr__(self, attr):
+        return _missing(self, attr, "")
 
     def _ask(self, message: dict) -> Any:
         name = type(self)._attnlab_name

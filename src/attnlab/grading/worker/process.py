@@ -7,12 +7,12 @@ Started by the grader as ``python -m attnlab.grading.worker.process`` (inside th
 Requests: ``{"op": "load", "cells": [{"index": i, "source": str}], "cell_timeout": s}`` first (answered by
 ``{"progress": i}`` before each cell, then ``{"errors": [the first 20 cell errors], "failed": count}``, each error
 ``{"index", "line", "error"}``; its ``watch``: the lab's forbidden callables, wrapped before the cells run, see
-``call_evidence``), then
-``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
-``{"ok": False, "error": str}``, each with ``"evidence"``: the watched calls the student's code ran during that
-request (``call_evidence.end``). While a request runs, a reference proxy (``reference_proxy.py``,
-``module_proxy.py``) may send ``{"callback": {...}}`` and read the grader's answer before the reply. Nothing the
-worker sends is trusted beyond being data.
+``call_evidence``), then ``{"op": <Executor op>, "payload": {...}}``. Replies: ``{"ok": True, "value": ...}`` or
+``{"ok": False, "error": str}``, each with the request's ``"id"`` and ``"evidence"``: the watched calls the student's
+code ran during that request (``call_evidence.end``). While a request runs, a reference proxy (``reference_proxy.py``,
+``module_proxy.py``) may send ``{"callback": {...}, "id": n}`` and read the grader's answer (with the same id) before
+the reply, whose ``"shortfall"`` names what a proxy could not give the student's code
+(``reference_proxy.fell_short``). Nothing the worker sends is trusted beyond being data.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from attnlab import settings
 
 
 class CellTimeout(BaseException):
-    """Raised inside a cell that ran past its time limit."""
+    """Raised inside a cell that ran past its time limit, so that a plain slow cell stops without a restart. The
+    limit itself is the grader's (``deadlines.py``): a cell that catches this, or masks or replaces the signal,
+    is killed with its worker from outside a moment later."""
 
 
 def _on_alarm(signum, frame):  # pragma: no cover - timing dependent
@@ -104,16 +106,28 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=l
     return report
 
 
+_CALLBACKS = [0]  # the id of the latest callback: the grader's answer must carry it
+
+
 def _callback(message: dict, proto_in, proto_out):
-    """Ask the grader in the middle of a request (a reference proxy's call) and return its answer."""
+    """Ask the grader in the middle of a request (a reference proxy's call) and return its answer; an answer with
+    another id (the conversation out of step) is refused, never taken for this one."""
+    from attnlab.grading.worker.reference_proxy import fell_short
     from attnlab.grading.worker.wire import WireError, pack, read_frame
 
+    _CALLBACKS[0] = ident = _CALLBACKS[0] + 1
     try:
-        data = pack({"callback": message}, budget=True)
+        data = pack({"callback": message, "id": ident}, budget=True)
     except WireError as exc:
+        fell_short(str(message.get("name")), f"your code gives it a value the grader cannot be sent ({exc})")
         raise TypeError(f"`{message.get('name')}` was given a value that cannot be sent to the grader: {exc}") from None
     proto_out.write(data)
-    return read_frame(proto_in, budget=False)
+    answer = read_frame(proto_in, budget=False)
+    if not isinstance(answer, dict) or answer.get("id") != ident:
+        got = answer.get("id") if isinstance(answer, dict) else None
+        return {"ok": False, "type": "RuntimeError", "error": f"the grader's answer to callback {ident} carried the "
+                f"id {got!r:.40}: the conversation is out of step, refused"}
+    return answer
 
 
 def main() -> int:
@@ -132,7 +146,7 @@ def main() -> int:
     from attnlab.grading.worker import call_evidence
     from attnlab.grading.worker.executor import Executor, StudentError
     from attnlab.grading.worker.module_proxy import proxy_class
-    from attnlab.grading.worker.reference_proxy import ReferenceProxy
+    from attnlab.grading.worker.reference_proxy import ReferenceProxy, take_shortfalls
     from attnlab.grading.worker.wire import WireError, pack, read_frame
 
     namespace = _prepare_namespace()
@@ -146,7 +160,7 @@ def main() -> int:
         try:
             data = pack(message, budget=True)
         except WireError as exc:
-            data = pack({"ok": False, "error": f"returned a value that cannot be graded: {exc}",
+            data = pack({"ok": False, "id": message.get("id"), "error": f"returned a value that cannot be graded: {exc}",
                          "evidence": message.get("evidence", [])})
         proto_out.write(data)
 
@@ -155,15 +169,16 @@ def main() -> int:
             request = read_frame(proto_in, budget=False)  # the grader's own requests
         except EOFError:
             return 0
-        op = request.get("op")
+        op, ident = request.get("op"), request.get("id")
         if op == "load":
             call_evidence.install(request.get("watch") or ())  # trusted code, before the student's
             cells = run_cells(request["cells"], namespace, float(request.get("cell_timeout", 60)),
                               started=lambda index: proto_out.write(pack({"progress": index})))
             errors = [{k: c[k] for k in ("index", "line", "error")} for c in cells if not c["ok"]]
-            reply({"ok": True, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
+            reply({"ok": True, "id": ident, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
             continue
         call_evidence.begin()
+        take_shortfalls()
         try:
             answer = {"ok": True, "value": executor.dispatch(op, request.get("payload", {}))}
         except StudentError as exc:
@@ -172,7 +187,8 @@ def main() -> int:
             answer = {"ok": False, "error": f"your code called exit({exc.code!r})"}
         except BaseException as exc:  # noqa: BLE001
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
-        reply({**answer, "evidence": call_evidence.end()})
+        shortfall = take_shortfalls()
+        reply({**answer, "id": ident, "evidence": call_evidence.end(), **({"shortfall": shortfall} if shortfall else {})})
 
 
 if __name__ == "__main__":

@@ -61,20 +61,32 @@ class CountingCall:
         return self.fn(*args, **kwargs)
 
 
-def counting_class(name: str, cls: type, used: set) -> type:
+def counting_class(name: str, cls: type, used: set, shortfalls: dict | None = None) -> type:
     """The reference's module class ``cls``, bound in an in-process student's namespace: a subclass that records in
-    ``used`` that it was built (``isinstance`` holds for the student's checks, as for the worker's proxy class)."""
+    ``used`` that it was built (``isinstance`` holds for the student's checks, as for the worker's proxy class), and
+    in ``shortfalls`` a public attribute the student's code reads that the reference does not hold (as the worker's
+    proxy does: ``reference_proxy.fell_short``)."""
     def __init__(self, *args, **kwargs):
         used.add(name)
         cls.__init__(self, *args, **kwargs)
 
-    return type(name, (cls,), {"__init__": __init__, "__qualname__": name, "__module__": cls.__module__})
+    def __getattr__(self, attr):
+        try:
+            return cls.__getattr__(self, attr)
+        except AttributeError:
+            if shortfalls is not None and not attr.startswith("_"):
+                shortfalls.setdefault(name, f"your code reads `{attr}`, which the reference's `{name}` does not hold")
+            raise
+
+    return type(name, (cls,), {"__init__": __init__, "__getattr__": __getattr__, "__qualname__": name,
+                               "__module__": cls.__module__})
 
 
-def counting(name: str, fn: Callable, used: set) -> Any:
+def counting(name: str, fn: Callable, used: set, shortfalls: dict | None = None) -> Any:
     """What an in-process student's namespace binds ``name`` to for one test: the reference's function or class,
-    recording in ``used`` that it was called (built)."""
-    return counting_class(name, fn, used) if is_module_class(fn) else CountingCall(name, fn, used)
+    recording in ``used`` that it was called (built) and in ``shortfalls`` what the student's code needed of it that
+    the reference does not have (``counting_class``)."""
+    return counting_class(name, fn, used, shortfalls) if is_module_class(fn) else CountingCall(name, fn, used)
 
 
 class ReferenceCalls:

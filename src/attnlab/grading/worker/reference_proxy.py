@@ -17,22 +17,44 @@ import torch
 
 from attnlab.grading.worker.executor import tensor_leaves
 
-__all__ = ["ReferenceProxy", "RaisedByReference", "reply_value", "detached", "floating_tensor", "rebuilt"]
+__all__ = ["ReferenceProxy", "RaisedByReference", "reply_value", "detached", "floating_tensor", "rebuilt", "fell_short",
+           "take_shortfalls"]
 
 # Exceptions of the reference the proxy raises again under their own type, so that student code sees the reference's
 # ValueError as one (anything else arrives as a RuntimeError carrying its text).
 _RERAISED = {cls.__name__: cls for cls in (ValueError, TypeError, RuntimeError, IndexError, KeyError, AssertionError)}
 
 
+_SHORTFALLS: dict[str, str] = {}  # proxied name -> what the student's code needed of it, during this request
+
+
 class RaisedByReference(RuntimeError):
     """The grader could not answer a callback (the reference raised, or the callback was refused)."""
 
 
+def fell_short(name: str, reason: str) -> None:
+    """Record that the student's code needed of the proxy for ``name`` something it cannot give (an attribute the
+    reference does not hold, a sub-layer's own forward, arguments the reference does not take): the reply says so
+    (``take_shortfalls``), and the grader grades the question on the student's own ``name`` if the test fails."""
+    _SHORTFALLS.setdefault(name, reason[:300])
+
+
+def take_shortfalls() -> dict[str, str]:
+    """The shortfalls recorded since the last call, then forgotten."""
+    taken = dict(_SHORTFALLS)
+    _SHORTFALLS.clear()
+    return taken
+
+
 def reply_value(name: str, reply: Any) -> Any:
-    """The value of the grader's ``reply`` to a callback about the reference ``name``; its error raised again."""
+    """The value of the grader's ``reply`` to a callback about the reference ``name``; its error raised again (the
+    reference refusing the arguments with a ``TypeError`` is a shortfall: the student's own version may take them)."""
     if not isinstance(reply, dict) or "ok" not in reply:
         raise RaisedByReference(f"the grader sent no answer for the reference `{name}`")
     if not reply["ok"]:
+        if reply.get("type") == "TypeError":
+            fell_short(name, f"the reference `{name}` does not take the arguments your code gives it "
+                             f"({str(reply.get('error', ''))[:160]})")
         raise _RERAISED.get(str(reply.get("type")), RaisedByReference)(str(reply.get("error", "")))
     return reply.get("value")
 

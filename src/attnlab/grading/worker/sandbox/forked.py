@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from attnlab import settings
+from attnlab.grading.worker.sandbox.limits import rlimit_values
 from attnlab.grading.worker.sandbox.mechanisms import BWRAP, UNSHARE, minimal_env
 from attnlab.grading.worker.sandbox.mounts import mount_plan, with_parents
 from attnlab.grading.worker.sandbox.running import KILL_DEADLINE_S, RunningWorker
@@ -35,8 +36,6 @@ ENV_START = settings.WORKER_START
 _STARTS = ("auto", "fork", "cold")
 _READY_TIMEOUT_S = 30.0  # the sandbox's set-up in the child (mounts, a copy of the workdir)
 _ZYGOTE_START_TIMEOUT_S = 120.0  # importing torch on a loaded machine
-_RLIMITS = (("RLIMIT_AS", "memory_bytes"), ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_NPROC", "max_processes"),
-            ("RLIMIT_FSIZE", "file_size_bytes"), ("RLIMIT_NOFILE", "open_files"))
 
 
 class ZygoteUnavailable(RuntimeError):
@@ -255,7 +254,7 @@ def start_forked(job: Job) -> Forked:
     spec = {"argv": job.argv, "workdir": job.workdir, "env": minimal_env(job.workdir, "/tmp", job.env),
             "mounts": [[m.dest, m.kind, m.source, m.mode] for m in mounts], "newroot": newroot, "uid": job.uid,
             "disk_bytes": job.limits.disk_bytes, "network": job.limits.network,
-            "rlimits": [[name, getattr(job.limits, field)] for name, field in _RLIMITS] + [["RLIMIT_CORE", 0]]}
+            "rlimits": [list(values) for values in rlimit_values(job.limits)]}
     pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, status
     theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
     try:

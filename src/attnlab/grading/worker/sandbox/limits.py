@@ -7,6 +7,11 @@ import resource
 import shutil
 from dataclasses import dataclass
 
+# RLIMIT_CPU's hard limit is this far above the soft one: at the soft limit the kernel sends SIGXCPU, which ends the
+# worker and says "the CPU-time limit" (grading/worker/deaths.py); at a hard limit equal to it, the kernel's SIGKILL
+# would look like a kill from outside.
+CPU_GRACE_S = 2
+
 
 @dataclass
 class Limits:
@@ -25,18 +30,26 @@ class Limits:
                 raise ValueError(f"Limits.{name}={value!r}: expected a positive int")
 
 
+def rlimit_values(limits: Limits) -> list[tuple[str, int, int]]:
+    """``(RLIMIT_name, soft, hard)`` of each limit a worker gets."""
+    return [("RLIMIT_AS", limits.memory_bytes, limits.memory_bytes),
+            ("RLIMIT_CPU", limits.cpu_seconds, limits.cpu_seconds + CPU_GRACE_S),
+            ("RLIMIT_NPROC", limits.max_processes, limits.max_processes),
+            ("RLIMIT_FSIZE", limits.file_size_bytes, limits.file_size_bytes),
+            ("RLIMIT_NOFILE", limits.open_files, limits.open_files), ("RLIMIT_CORE", 0, 0)]
+
+
 def rlimit_argv(limits: Limits) -> list[str]:
     """prlimit in front of the worker; [] where prlimit is missing (then set_rlimits runs as preexec_fn)."""
     tool = shutil.which("prlimit")
     if tool is None:
         return []
-    return [tool, f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}", f"--nproc={limits.max_processes}",
-            f"--fsize={limits.file_size_bytes}", f"--nofile={limits.open_files}", "--core=0", "--"]
+    return [tool, f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + CPU_GRACE_S}",
+            f"--nproc={limits.max_processes}", f"--fsize={limits.file_size_bytes}", f"--nofile={limits.open_files}",
+            "--core=0", "--"]
 
 
 def set_rlimits(limits: Limits) -> None:
-    for name, value in (("RLIMIT_AS", limits.memory_bytes), ("RLIMIT_CPU", limits.cpu_seconds),
-                        ("RLIMIT_NPROC", limits.max_processes), ("RLIMIT_FSIZE", limits.file_size_bytes),
-                        ("RLIMIT_NOFILE", limits.open_files), ("RLIMIT_CORE", 0)):
+    for name, soft, hard in rlimit_values(limits):
         if hasattr(resource, name):
-            resource.setrlimit(getattr(resource, name), (value, value))
+            resource.setrlimit(getattr(resource, name), (soft, hard))

@@ -2,7 +2,9 @@
 
 Started by the grader (``forked.py``) as ``python -c <boot> FD PACKAGE_ROOT`` with the worker's minimal
 environment, before and apart from anything secret: it never reads a bundle, a submission or the grader's
-environment, and it never runs student code. FD is its end of a ``SOCK_SEQPACKET`` socket pair, the only way in.
+environment, and it never runs student code. FD is its end of a ``SOCK_SEQPACKET`` socket pair, the only way in;
+it exits when that grader process does (a pidfd of it), whoever else holds the socket (the batch's forked grader
+processes), and its monitors with it.
 It imports ``PRELOAD`` (what the worker needs first), says ``{"ok": true}`` (or why it cannot serve: a thread left
 running by an import makes forking unsafe), then, warming up and importing ``WHEN_IDLE`` one step at a time while no
 request waits (everything imported is frozen for the cycle collector, ``gc.freeze``, so that no worker's full
@@ -149,8 +151,12 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
     gc.freeze()  # torch's objects, copied into every worker: its collector never walks them (see _idle_steps)
     idle, unsafe = _idle_steps(), ""
+    watched = [ctrl, *_grader()]
     while True:
-        if idle is not None and not select.select([ctrl], [], [], 0)[0]:  # nobody waits: one step of the warm-up
+        ready = select.select(watched, [], [], 0 if idle is not None else None)[0]
+        if ready and ready != [ctrl]:  # the grader that started this process is gone: so are the monitors
+            return 0
+        if idle is not None and not ready:  # nobody waits: one step of the warm-up
             idle = None if next(idle, StopIteration) is StopIteration else idle
             unsafe = unsafe or _stray_threads()
             gc.freeze()
@@ -162,6 +168,15 @@ def main(argv: list[str]) -> int:
         if not data:  # the grader is gone: the monitors die with this process, and their sandboxes with them
             return 0
         ctrl.send(json.dumps(_serve(data, fds, ctrl, unsafe)).encode())
+
+
+def _grader() -> list[int]:
+    """A pidfd of the grader process that started the zygote (readable once it has exited), or none where the
+    kernel has no pidfd_open: then the zygote ends when the last process holding its socket does."""
+    try:
+        return [os.pidfd_open(os.getppid())]
+    except (AttributeError, OSError):
+        return []
 
 
 def _serve(data: bytes, fds: list[int], ctrl: socket.socket, unsafe: str) -> dict:
@@ -281,8 +296,8 @@ def _drop_privileges(uid: int, rlimits: list) -> None:
         raise PermissionError(f"capabilities left after dropping to uid {uid}: {caps}")
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
     sc.prctl(sc.PR_SET_DUMPABLE, 1)  # as after an exec: /proc/self/fd stays the worker's own
-    for name, value in rlimits:
-        resource.setrlimit(getattr(resource, name), (value, value))
+    for name, soft, hard in rlimits:
+        resource.setrlimit(getattr(resource, name), (soft, hard))
 
 
 def _fresh_seeds() -> None:
