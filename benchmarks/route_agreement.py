@@ -79,8 +79,8 @@ def _defines(source: str) -> set[str]:
 def sample_notebook(lab, mutants, questions: list[str], chosen: dict | None = None) -> tuple[dict, dict]:
     """One notebook that samples a lab: the solution, with the questions taking turns (in the manifest's order)
     as answered (the solution's code), mistaken (the first of ``mutants``, the catalogue's, for the question that
-    redefines that question only: a later cell redefining an earlier question's names is graded differently, see
-    benchmarks/README.md) and
+    redefines that question only, so that each mistake is its own question's; a cell redefining an earlier
+    question's names too is graded on its last definition on every route, tests/grading/test_route_agreement.py) and
     not written (the blank notebook's stub). ``chosen``: question -> an ``Entry`` or ``"solution"``, instead of
     its turn. Returns the notebook and ``{question: "solution" | "stub" | entry name}``."""
     solution = json.loads(lab.solution_notebook.read_text())

@@ -7,7 +7,9 @@ as answered, mistaken (a catalogue mutant) and not written (the blank notebook's
 built course, one Otter process, one nbgrader course folder and `autograde` for every lab). lab05's and lab09's
 samples put the mistake in a helper that other questions call (graded on the reference's helper on every route, so
 the mistake costs its own question only); lab05's is a forbidden library call, which costs the whole question whose
-code holds it and no other."""
+code holds it and no other. lab06 also grades a notebook that redefines a graded name further down (the solution and,
+after `merge_heads`' check cell, a cell redefining `split_heads` and `merge_heads` as plain reshapes): every route
+grades the notebook's last definition of each name."""
 
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ FORBIDDEN_SDPA = Entry("sdpa_library_call", *RA.FORBIDDEN["lab05_self_attention"
 CHOSEN = {"lab05_self_attention": ("scaled_dot_product_attention", FORBIDDEN_SDPA,
                                    ["SelfAttention", "AttentionClassifier"]),
           "lab09_mini_gpt": ("CausalSelfAttention", "csa_no_scale", ["GPTBlock", "MiniGPT"])}
+# lab -> a mutant whose cell, after a later question's answer, also redefines an earlier question's name, and that name
+REDEFINED = {"lab06_multi_head_attention": ("merge_split_inverse_reshapes", "split_heads")}
 
 
 def _chosen(lab, mutants) -> dict:
@@ -61,6 +65,11 @@ def graded(tmp_path_factory):
         (tmp / lab.id).mkdir()
         (tmp / lab.id / "sample.ipynb").write_text(json.dumps(nb))
         notebooks[lab] = {"sample": tmp / lab.id / "sample.ipynb"}
+        if lab.id in REDEFINED:
+            entry = next(m for m in mutants if m.name == REDEFINED[lab.id][0])
+            redefined = RA.with_mutant(json.loads(lab.solution_notebook.read_text()), entry)
+            (tmp / lab.id / "redefined.ipynb").write_text(json.dumps(redefined))
+            notebooks[lab]["redefined"] = tmp / lab.id / "redefined.ipynb"
         full[lab.id] = questions
     table, figures = RA.grade_routes(notebooks, tmp / "work")
     print(json.dumps({k: figures[k] for k in ("build_s", "seconds", "per_notebook")}))
@@ -90,6 +99,20 @@ def test_a_helpers_mistake_costs_its_own_question_only(graded, lab_id):
         assert ours[question] == 0.0
     else:
         assert 0.0 <= ours[question] < full[lab_id][question]
+
+
+@pytest.mark.parametrize("lab_id", sorted(REDEFINED))
+def test_every_route_grades_the_last_definition_of_a_redefined_name(graded, lab_id):
+    """The mutant's cell comes after the check cell of the earlier question it also redefines (`split_heads`): a
+    route that graded the definition alive at that check cell would give it full marks."""
+    table, _, _, full = graded
+    rows = table[lab_id]["redefined"]
+    ours = rows["attnlab grade"]
+    earlier = REDEFINED[lab_id][1]
+    assert ours[earlier] < full[lab_id][earlier], ours  # its last definition is the wrong reshape
+    for route, scores in rows.items():
+        assert {q: round(s, 2) for q, s in scores.items()} == {q: round(s, 2) for q, s in ours.items()}, \
+            (route, RA.markdown(lab_id, {"redefined": rows}))
 
 
 def test_a_likely_mistake_is_named_on_otter_and_nbgrader_too(graded):

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import torch
 
 from attnlab.grading.core import result_fields as fields
+from attnlab.grading.core.notebook_code import definitions
 from attnlab.grading.policy import forbidden_calls, rule_costs, rules
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.executor import StudentError
@@ -135,6 +136,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
+    _redefinition_notes(results, rules.student_cells(student))
     _reference_notes(results, on_reference, on_own)
     forbidden_costs_question(results, forbidden_met, student)
     found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results, forbidden_met)
@@ -156,6 +158,20 @@ def _reference_notes(results: dict, on_reference: dict[str, set], on_own: dict[s
         if used and q in results:
             results[q]["messages"].insert(0, reference_note(used))
             results[q][fields.ON_REFERENCE] = sorted(used)
+
+
+LAST_GRADED = "; the last definition is graded"
+REDEFINED = "note: `{name}` is defined in {first} and again, further down, in {later}" + LAST_GRADED
+
+
+def _redefinition_notes(results: dict, cells: list[tuple[str, str]]) -> None:
+    """The feedback line of each question whose name more than one graded cell defines: every route grades the last
+    definition, the state a run of the whole notebook leaves."""
+    for name, found in definitions(cells).items():
+        if name in results and len(found) > 1:
+            where = [cells[position][0] or "a cell" for position, _ in found]
+            results[name]["messages"].insert(0, REDEFINED.format(name=name, first=where[0],
+                                                                 later=" and in ".join(where[1:])))
 
 
 def _question_code(suite: HiddenSuite, question: str, uses: dict[str, set[str]]) -> set[str] | None:

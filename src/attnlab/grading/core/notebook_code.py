@@ -6,6 +6,9 @@ The grader runs every code cell in order, except:
 - the set-up cell tagged ``attnlab_setup`` (the worker provides ``device`` and a stub ``grader``),
 - cells that only call ``grader.check(...)`` / ``grader.check_all()`` / ``grader.export(...)``.
 
+What is graded is the state those cells leave, as after running them all top to bottom: a name defined in several
+cells is graded on its last definition (``definitions``), on every route.
+
 Reading never executes anything; a file that is not a readable notebook raises ``SubmissionError``
 with a message for the student.
 
@@ -349,6 +352,22 @@ def code_spans(cells: list[CodeCell]) -> list[tuple[CodeCell, int, str]]:
 def joined_source(cells: list[CodeCell]) -> str:
     """All graded code as one parseable text (for source checks); cells that do not parse are left out."""
     return "\n\n".join(code for _, _, code in code_spans(cells))
+
+
+def definitions(cells: list[tuple[str, str]]) -> dict[str, list[tuple[int, ast.stmt]]]:
+    """Each name a top-level ``def``/``class`` of ``cells`` (``(where, code)`` pairs, in notebook order) defines ->
+    ``(position in cells, the cell's last statement defining it)`` per cell that defines it, in notebook order: the
+    last pair is the definition a run of every cell leaves. Cells that do not parse are left out."""
+    found: dict[str, list[tuple[int, ast.stmt]]] = {}
+    for position, (_, code) in enumerate(cells):
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        last = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        for name, node in last.items():
+            found.setdefault(name, []).append((position, node))
+    return found
 
 
 def describe_location(cells: list[CodeCell], global_line: int) -> str:
