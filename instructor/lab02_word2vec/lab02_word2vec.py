@@ -38,7 +38,9 @@
 # `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
 # code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
 # and rule; `setattr(self, ...)` with a built name costs nothing but is shown to your instructor (prefer
-# `nn.ModuleList`). `docs/CURRICULUM.md` states the same rules.
+# `nn.ModuleList`).
+# A graded name defined in more than one cell is graded on its last definition (what running every cell top to
+# bottom leaves), on every route; the feedback names both cells. `docs/CURRICULUM.md` states the same rules.
 # A lab's forbidden library calls are checked on the operations your code runs as well as on its text:
 # reaching one another way (another name, `torch.ops`, a string a library evaluates, an unpickled object)
 # costs the question the same, named by its cell and line.

@@ -31,7 +31,10 @@
 # `g = F`), and compute no code or names at run time (`eval`, `getattr` with a built name, a string run as
 # code). A breach costs the question it appears in, never the whole lab, and the feedback names its cell, line
 # and rule (`setattr` is one of them: replace a sub-layer with `parent.add_module(name, new_layer)`, which
-# swaps the child of that name). `docs/CURRICULUM.md` states the same rules, and this lab's contract (Lab 13).
+# swaps the child of that name).
+# A graded name defined in more than one cell is graded on its last definition (what running every cell top to
+# bottom leaves), on every route; the feedback names both cells.
+# `docs/CURRICULUM.md` states the same rules, and this lab's contract (Lab 13).
 #
 # **How you are graded.** `grader.check("name")` runs a few public checks after each question. The grade comes
 # from hidden tests that compare your outputs *and gradients* with float64 references written from the formulas
