@@ -144,7 +144,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
     ``hide``: more folders the student's code must not read, besides the bundle and ``path``'s folder (a batch
     grades a private copy of the file, and hides the folder of the original, with the other submissions).
     A written question is not graded here: its answer is read from the notebook and recorded as awaiting marking
-    (``written_answers``). Returns the result dict described in docs/ARCHITECTURE.md."""
+    (``written_answers``). Returns the result dict described in docs/GRADING.md."""
     start = time.monotonic()
     from attnlab.grading.worker.sandbox import prestart
 
