@@ -101,7 +101,7 @@ def _path_exists(named: str) -> bool:
 
 def test_every_path_the_map_names_exists():
     missing = sorted({p for p in _named_paths(ARCHITECTURE.read_text()) if not _path_exists(p)})
-    assert not missing, f"docs/ARCHITECTURE.md names paths that exist neither in the repository nor in src/attnlab: {missing}"
+    assert not missing, f"docs/ARCHITECTURE.md names paths found neither in the repository nor in src/attnlab: {missing}"
 
 
 def _dotted_name_exists(dotted: str) -> bool:
