@@ -3,7 +3,7 @@
 
     python benchmarks/hostile_source.py [--lab autograder/lab05_self_attention] [CASE ...]
 
-The documented bound (docs/ARCHITECTURE.md, "Bounded cost per submission") is 160 MiB above the grader's
+The documented bound (docs/GRADING.md, "Bounded cost per submission") is 160 MiB above the grader's
 baseline; ``notebook_code.py``'s limits refuse source the analysis cannot afford before anything is parsed.
 ``tests/grading/test_hostile_source.py`` runs the same cases through ``measure``.
 """

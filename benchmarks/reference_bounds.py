@@ -8,7 +8,7 @@ to send and costly to answer (``HOSTILE``); a correct test follows in the same s
 after it in the same grading process (as a batch's next submission). Everything runs in a fresh process
 (``measure``) through ``RemoteStudent`` and an unsandboxed worker; the figure is the grader's peak resident memory
 (``VmHWM``, reset before each test) above its resident memory then, as ``tests/grading/test_hostile.py`` measures
-it. The documented bound (docs/ARCHITECTURE.md, "Bounded cost per submission") is 160 MiB.
+it. The documented bound (docs/GRADING.md, "Bounded cost per submission") is 160 MiB.
 ``--timings`` adds ``benchmarks/grade_time.py``'s one grade and ``--jobs 2`` batch beside ``otter run`` (lab05).
 ``tests/grading/test_reference_bounds.py`` runs the same cases through ``measure``.
 """

@@ -131,7 +131,7 @@ def _add_report(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # this process's own command line (the `attnlab` script, `python -m attnlab.cli`), not a test
-        exit_without_teardown(main(sys.argv[1:]))  # the interpreter's teardown after torch costs about 1 s
+        exit_without_teardown(main(sys.argv[1:]))  # the interpreter's teardown after torch is slow
     args = vars(parser().parse_args(argv))
     func = args.pop("func")
     command = args.pop("command")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 # matplotlib is imported where a figure is drawn: the grader imports this module with the reference's code, and
-# never draws (importing pyplot is about 1 s of a grading command's start)
+# never draws (importing pyplot would be a large part of a grading command's start)
 
 __all__ = ["attention_heatmap", "attention_grid", "plot_history", "line_plot", "embedding_scatter"]
 

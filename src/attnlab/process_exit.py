@@ -1,11 +1,11 @@
 """Ending a command's process without the interpreter's teardown.
 
-A process that imported torch spends about 1 s of a loaded 2-core machine (0.07 s with ``os._exit``) after its
-last line, freeing every module one by one; a Gradescope container and an instructor grading one file wait for
-it. ``exit_without_teardown`` does what a normal exit must (flush the standard streams, run the ``atexit``
-functions: multiprocessing's joins, ``weakref.finalize`` clean-ups, logging) and skips the rest. Only a process's
-own entry point calls it (``cli.main`` run as the command, ``grading/bridges/gradescope_run.py``), never a function a test
-or a notebook calls; with another thread still running it exits the ordinary way, which waits for that thread.
+A process that imported torch spends a long time after its last line freeing every module one by one (figures:
+``benchmarks/README.md``); a Gradescope container and an instructor grading one file wait for it.
+``exit_without_teardown`` does what a normal exit must (flush the standard streams, run the ``atexit`` functions:
+multiprocessing's joins, ``weakref.finalize`` clean-ups, logging) and skips the rest. Only a process's own entry
+point calls it (``cli.main`` run as the command, ``grading/bridges/gradescope_run.py``), never a function a test or
+a notebook calls; with another thread still running it exits the ordinary way, which waits for that thread.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 person unescaped (terminal, Markdown, CSV, JSON, Gradescope).
 
 The memory tests run the grader in a subprocess and read its peak RSS (the kernel's high-water mark, reset
-before grading) above its RSS before grading; the bound they hold is the one docs/ARCHITECTURE.md states
+before grading) above its RSS before grading; the bound they hold is the one docs/GRADING.md states
 ("Grading results")."""
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def documented_peak_mib() -> float:
-    """The bound docs/ARCHITECTURE.md states for the grader's extra peak memory per submission."""
-    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    """The bound docs/GRADING.md states for the grader's extra peak memory per submission."""
+    text = (ROOT / "docs" / "GRADING.md").read_text()
     match = re.search(r"peak memory per submission\s+is\s+at\s+most\s+(\d+)\s+MiB", text)
-    assert match, "docs/ARCHITECTURE.md must state the grader's peak memory per submission"
+    assert match, "docs/GRADING.md must state the grader's peak memory per submission"
     return float(match.group(1))
 
 

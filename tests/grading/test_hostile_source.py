@@ -1,7 +1,7 @@
 """The grader's own work on a submission's source is bounded: hostile source (5 MB of code, a 512 KiB cell, nesting
 thousands deep, a hundred thousand tiny cells) is refused before anything is parsed, with a row that says why; and
 the largest source the limits accept keeps the grader within its documented bound (160 MiB above its baseline,
-docs/ARCHITECTURE.md), measured as the growth of VmHWM in a fresh grading process (benchmarks/hostile_source.py)."""
+docs/GRADING.md), measured as the growth of VmHWM in a fresh grading process (benchmarks/hostile_source.py)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def seed_rubrics(store: MarkStore, start=None) -> dict[tuple[str, str], tuple[st
     """Add each lab's written questions' rubric items from its bundle (found from ``start``, the course folder);
     return ``{(lab, question): (prompt, reference answer)}`` for the markers' page. A lab without a bundle here is
     left as it is: its markers add items on the page."""
-    read = getattr(bundles, "written_questions", None)  # the build side's reader (issue 29); absent in older kits
+    read = getattr(bundles, "written_questions", None)  # the build side's reader; absent in a kit without written questions
     guides = {}
     for lab in store.gradebook.labs():
         try:

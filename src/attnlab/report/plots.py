@@ -15,7 +15,7 @@ DPI = 90
 def _figure(width: float, height: float):
     from matplotlib.figure import Figure  # no pyplot: no global state, no backend to pick
 
-    return Figure(figsize=(width, height), dpi=DPI, layout="tight")  # "constrained" costs 3x the drawing time
+    return Figure(figsize=(width, height), dpi=DPI, layout="tight")  # "constrained" draws much more slowly
 
 
 def _whole(axis) -> None:

@@ -5,7 +5,7 @@ Roles: ``marker`` (BEGIN/END raw cells, assignment config), ``test`` (public tes
 ``question`` (cells inside a question, outside its tests), ``reference`` (the Markdown cells of a written
 question's reference answer, between its BEGIN/END SOLUTION raw cells), ``body`` (everything else).
 
-A written question (Otter Assign's ``manual: true``; docs/ARCHITECTURE.md, "Written questions") has Markdown cells
+A written question (Otter Assign's ``manual: true``; docs/AUTHORING.md, "Written questions") has Markdown cells
 only: its prompt, then its reference answer between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` raw cells; its
 configuration adds ``rubric:``, a list of ``{criterion, points}`` (negative points: a deduction) whose positive
 points add up to the question's.

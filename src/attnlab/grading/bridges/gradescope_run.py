@@ -82,4 +82,4 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     from attnlab.process_exit import exit_without_teardown
 
-    exit_without_teardown(main())  # one submission per container: skip the interpreter's teardown (about 1 s)
+    exit_without_teardown(main())  # one submission per container: skip the interpreter's slow teardown

@@ -36,9 +36,9 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20
 UNREADABLE = ("this notebook could not be read: {why}; simplify the cell it names (or the notebook) "
               "and submit again")
 # What the grader analyses in its own process (joining, describing, the rules' parse and walks, definitions per
-# test) is bounded by these, checked before anything is parsed: a parse costs about 1 KiB of memory per syntax
-# node, so 512 KiB of `a,a,...` took the grader to 645 MiB. The largest graded code of the labs' solutions is
-# 23 KB in 12 cells (8.7 KB in one cell, 3,228 nodes, 476 lines, depth below 30): the limits are 4-10x that.
+# test) is bounded by these, checked before anything is parsed: a parse costs memory per syntax node, so one large
+# cell of `a,a,...` could take the grader far past its memory bound. The limits leave several times the largest
+# graded code of the labs' solutions (benchmarks/README.md, "The grader's own work on hostile source").
 MAX_JSON_ITEMS = 500_000  # commas, brackets and braces of the file (an upper bound on its JSON values)
 MAX_CELLS = 2_000  # cells of any kind
 MAX_CELL_CHARS = 32_768  # one graded cell
@@ -301,7 +301,7 @@ def python_source(source: str) -> str:
         # plain Python: what IPython's transformer returns for it, without its seconds on a long expression
         return plain
     if parsed_shape(plain) is not None:  # a % or ! that Python reads (modulo, "%d" formats, !=): no magic, and no
-        return plain  # IPython to import (0.2 s); too deep for the parser: the cell's own compile says so
+        return plain  # IPython to import; too deep for the parser: the cell's own compile says so
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 

@@ -42,8 +42,8 @@ DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_LOAD_TIMEOUT = 300.0
 DEFAULT_CALL_TIMEOUT = 30.0
 DEFAULT_TEST_TIMEOUT = 60.0
-# The whole submission: load, restarts and tests. An honest lab05-07 solution takes 20-30 s on a shared 2-core
-# CPU, so this is 20x that; a submission past it gets a row whose remaining tests say why they scored 0.
+# The whole submission: load, restarts and tests. Far above what an honest solution takes on a shared small CPU
+# (benchmarks/README.md), so that only runaway code reaches it; past it, the remaining tests say why they scored 0.
 DEFAULT_SUBMISSION_TIMEOUT = 600.0
 
 
@@ -96,10 +96,9 @@ _FROZEN: list[bool] = []  # gc.freeze done in this process
 
 
 def _freeze_once() -> None:
-    """Once per process, after torch and the first bundle loaded: what is alive then (torch's ~250,000 objects) is left
-    out of the cycle collector's full collections (``gc.freeze``; a lab08 mutant's grades paid one of 136 ms in six),
-    and a batch's forked grader processes do not copy those pages by collecting them. Later garbage is collected as
-    usual."""
+    """Once per process, after torch and the first bundle loaded: what is alive then (torch's objects, the bundle) is
+    left out of the cycle collector's full collections (``gc.freeze``), so that no grade pays for walking them, and a
+    batch's forked grader processes do not copy those pages by collecting them. Later garbage is collected as usual."""
     if not _FROZEN:
         _FROZEN.append(True)
         gc.freeze()
@@ -107,8 +106,8 @@ def _freeze_once() -> None:
 
 def _one_thread() -> None:
     """Grading runs torch on one thread in this process too (for good: the setting is the process's). The
-    reference's tensors are small, and on a busy machine intra-op threads wait on each other: measured on a
-    loaded 2-core machine, lab05's solution graded in 8.2 s with torch's default 2 threads, 3.2 s with one."""
+    reference's tensors are small, and on a busy machine intra-op threads wait on each other, so one thread grades
+    faster (``benchmarks/README.md``)."""
     import torch
 
     if torch.get_num_threads() > 1:
@@ -144,7 +143,7 @@ def grade_submission(lab_dir: str | Path, path: str | Path, *, cell_timeout: flo
     ``hide``: more folders the student's code must not read, besides the bundle and ``path``'s folder (a batch
     grades a private copy of the file, and hides the folder of the original, with the other submissions).
     A written question is not graded here: its answer is read from the notebook and recorded as awaiting marking
-    (``written_answers``). Returns the result dict described in docs/ARCHITECTURE.md."""
+    (``written_answers``). Returns the result dict described in docs/GRADING.md."""
     start = time.monotonic()
     from attnlab.grading.worker.sandbox import prestart
 

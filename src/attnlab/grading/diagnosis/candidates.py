@@ -21,11 +21,11 @@ CANDIDATES_KEPT = 256  # compiled catalogue entries kept per process: a course's
 class Compiled:
     """Each catalogue entry's code (the reference, then the entry's definitions), compiled once per process.
 
-    ``mutants.student_with`` compiles the reference and the entry every time it is called: about 3 ms per lab08
-    candidate, 14% of a diagnosis (a diagnosis replays 10-30 candidates; measured on lab08's
-    ``block_tgt_mask_ignored``). The compiled code is reused; each candidate still runs it in a fresh namespace,
-    so no state passes from one replay to the next. The first use of an entry goes through ``student_with`` itself
-    (its source, its file name, its ``CatalogueError`` for a broken entry), so the two cannot drift apart."""
+    ``mutants.student_with`` compiles the reference and the entry every time it is called, a real share of a
+    diagnosis that replays tens of candidates (``benchmarks/README.md``). The compiled code is reused; each candidate
+    still runs it in a fresh namespace, so no state passes from one replay to the next. The first use of an entry
+    goes through ``student_with`` itself (its source, its file name, its ``CatalogueError`` for a broken entry), so
+    the two cannot drift apart."""
 
     def __init__(self, size: int = CANDIDATES_KEPT):
         self.size, self.lock = size, threading.Lock()

@@ -48,9 +48,9 @@ log = logging.getLogger(__name__)
 DEFAULT_BUDGET_S = 3.0
 MAX_EXCHANGES = 64  # per question: enough to cover its failed tests, bounded for the time cap
 # What the diagnosis keeps per submission: the failed tests' requests and replies, at most this many bytes in
-# all (tensor data plus text). A real failed test records well under 1 MiB (the largest real reply is a 4 MiB
-# lab07 state dict); a worker that answers every call with a 32 MiB frame fills it with its first reply, and a
-# test whose exchanges do not fit is not recorded (not diagnosed) rather than kept in part.
+# all (tensor data plus text). A real failed test records far less; a worker that answers every call with a full
+# frame (``wire.MAX_FRAME_BYTES``) fills it with its first reply, and a test whose exchanges do not fit is not
+# recorded (not diagnosed) rather than kept in part.
 MAX_RECORDED_BYTES = 16 * 2**20
 
 
@@ -60,10 +60,8 @@ def diagnosis_budget(grading_s: float) -> float:
     The diagnosis counts it on ``_clock``, the CPU time of its own thread, not the wall clock: a loaded machine
     (or a batch's other threads) slows it without cutting it short, so a submission gets the same feedback at any
     load, and its wall cost grows with the load as grading's own does (up to ``WALL_BACKSTOP`` times the cap,
-    where it stops: ``Deadline``). Measured on held-out mistakes
-    (``benchmarks/README.md``, "Diagnosis coverage"): at this cap a loaded 2-core machine named 46-71% of them in
-    eight of the eleven labs with a wall clock, 91-100% (lab09 75%, as uncapped) with this one; a diagnosis took
-    0.03-0.25 s of CPU on average per lab (lab09's generate replays up to the whole 3 s)."""
+    where it stops: ``Deadline``). On held-out mistakes a cap on this clock names most of them even on a loaded
+    machine, where the same cap on the wall clock names far fewer (``benchmarks/README.md``, "Diagnosis coverage")."""
     return min(DEFAULT_BUDGET_S, max(0.5, 0.3 * grading_s))
 
 

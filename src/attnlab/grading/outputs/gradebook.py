@@ -64,7 +64,7 @@ _SUBMISSION_COLUMNS = schema.SUBMISSION_COLUMNS
 
 
 class InvalidResult(ValueError):
-    """A grading result that does not follow the documented shape (docs/ARCHITECTURE.md)."""
+    """A grading result that does not follow the documented shape (docs/GRADING.md, "Grading results")."""
 
 
 def _number(value, where: str) -> float:

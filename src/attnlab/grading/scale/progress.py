@@ -78,7 +78,7 @@ class BatchProgress:
             live = bool(getattr(self.stream, "isatty", lambda: False)())
         if live:
             # a terminal that reports no size (0 x 0: a pseudo-terminal nobody sized) gets a usual one: tqdm
-            # hides a bar below a screen of 0 rows and draws nothing at all (the "no progress" of issue 34)
+            # hides a bar below a screen of 0 rows and would draw nothing at all
             columns, rows = _size(self.stream)
             self.bar = tqdm(total=total, desc=f"grading {lab}", unit="sub", file=self.stream,
                             dynamic_ncols=columns > 0, ncols=None if columns > 0 else FALLBACK_SIZE[0],

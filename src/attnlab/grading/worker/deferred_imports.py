@@ -2,7 +2,7 @@
 
 A plain ``import matplotlib.pyplot as plt`` in the reference, in the catalogue's candidates, or in a student's graded
 cell binds a stand-in that imports the real module the first time one of its attributes is read. Grading then does
-not pay for pyplot (0.4 s of a quiet 2-core machine, 1.5 s of a loaded one) unless graded code really plots.
+not pay for pyplot's slow import unless graded code really plots (figures: ``benchmarks/README.md``).
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ class Executor:
             if o.shape != g.shape:
                 raise StudentError(f"an output has shape {tuple(o.shape)}, expected {tuple(g.shape)}")
         try:  # one scalar, sum(o * g): the same gradients (g reaches each o times 1) as grad_outputs=g, without
-            # torch importing sympy (symbolic_shapes, 0.7-1.8 s) to check the grad_outputs' shapes
+            # torch importing sympy (symbolic_shapes, a slow import) to check the grad_outputs' shapes
             if any(o.is_complex() for o, _ in pairs):
                 grads = torch.autograd.grad([o for o, _ in pairs], targets,
                                             [g.to(o.dtype) for o, g in pairs], allow_unused=True)

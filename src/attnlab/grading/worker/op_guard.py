@@ -11,7 +11,7 @@ Two of PyTorch's own hooks, active only while a graded call runs (``begin``/``en
   (``native_layer_norm``, ``convolution``, ``_scaled_dot_product_flash_attention_for_cpu``), including those that
   library code calls inside a function the first mode saw. It is entered only inside such a function, and not for
   the ``ELEMENTARY`` ones (indexing, arithmetic, ``matmul``, ``softmax``, views...), which run one kernel of their own
-  name and no library code: a dispatch mode in Python on every operator made a batch 1.6-2.3x slower.
+  name and no library code: a dispatch mode in Python on every operator would slow a batch down.
 
 Each sighting of an operation of the lab's families (``policy/forbidden_ops.FAMILIES`` of the watched names) is
 recorded at the innermost frame of the student's cells on the Python stack (``<cell N>``, its line), as

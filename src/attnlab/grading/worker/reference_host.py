@@ -7,7 +7,7 @@ submission, owned by ``RemoteStudent``) answers them in a child forked from the 
 shares the grader's imports and the reference's functions, so it starts in milliseconds), under the caps of
 ``ReferenceBudget``: address space (``RLIMIT_AS``, above the child's own at the fork), CPU time per test
 (``RLIMIT_CPU``, moved on at each test), and the frame budget of ``wire`` for every answer. The grader only
-relays frames, so its own peak stays within the bound ``docs/ARCHITECTURE.md`` states, whatever is asked.
+relays frames, so its own peak stays within the bound ``docs/GRADING.md`` states, whatever is asked.
 
 ``ReferenceHost.calls(functions)`` is one test's: ``answer(callback) -> dict`` and ``used`` as ``ReferenceCalls``
 (which runs in the child, unchanged). A callback that goes over a cap is refused, the later callbacks of that

@@ -47,9 +47,9 @@ PRELOAD = ("torch", "torch.nn", "torch.nn.functional", "torch.utils.data", "nump
            "attnlab.grading.worker.call_evidence",
            "attnlab.grading.core.notebook_code", "attnlab.grading.outputs.safe_text", "attnlab.device", "attnlab.seeding")
 # What a worker may use later (the labs' graded cells import tqdm and the kit's modules): imported, like the warm-up,
-# while the zygote waits for requests, one step at a time, so that a grader asking for a worker never waits for them
-# (on a quiet 2-core machine they took 0.8 s of a one-file grade). Not pyplot: a graded cell's import of it is deferred
-# to first use (deferred_imports), and its 0.4 s import, one step, held up the fork a one-file grade asked for.
+# while the zygote waits for requests, one step at a time, so that a grader asking for a worker never waits for them.
+# Not pyplot: a graded cell's import of it is deferred to first use (deferred_imports), and its import, one long
+# step, would hold up the fork a grader asks for.
 WHEN_IDLE = ("tqdm.auto", "attnlab.plotting", "attnlab.training", "attnlab.datasets.sentiment",
              "attnlab.datasets.multi30k", "attnlab.datasets.shakespeare")
 MAX_REQUEST_BYTES = 1 << 20
