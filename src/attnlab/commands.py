@@ -127,7 +127,7 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
                  student_from: str | None):
     """``attnlab grade --out/--gradebook/--shard/--student-from``: (exit status, results or None when interrupted
     or stopped, the line that says what to rerun or None)."""
-    from attnlab.grading.outputs.gradebook import GradebookUnavailable
+    from attnlab.grading.outputs.connection import GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import rerun_line
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
@@ -202,7 +202,7 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     error), and/or ``check`` it against a folder of submissions, keyed by the resubmission rule the batch took
     (``student_from``, else course.yml's ``student_from:``): one line per missing, stale or errored row, then a
     summary; ``EXIT_FOUND`` when anything is listed."""
-    from attnlab.grading.outputs.gradebook import GradebookError, GradebookUnavailable
+    from attnlab.grading.outputs.connection import GradebookError, GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import print_check
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import export_gradebook
@@ -242,7 +242,7 @@ def feedback(*, target: str, to: str | None = None, lab: str | None = None, root
              nbgrader: str | None = None) -> int:
     """Each student's feedback page (marks, late penalty applied) into ``to`` (default ``OUT/handback``), one folder
     per roster id (``report/handback.py``), or into the nbgrader course ``nbgrader`` (``nbgrader_feedback.py``)."""
-    from attnlab.grading.outputs.gradebook import GradebookError
+    from attnlab.grading.outputs.connection import GradebookError
 
     from .report.handback import hand_back
     from .report.load import ReportInputError
@@ -288,7 +288,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
     from attnlab.grading.diagnosis.mutants import load_catalogue
-    from attnlab.grading.outputs.gradebook import GradebookError
+    from attnlab.grading.outputs.connection import GradebookError
 
     from .report import build_report
     from .report.exports import not_on_roster

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from attnlab.grading.core.written_answers import Question
-from attnlab.grading.outputs.gradebook import format_score
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import security
 from attnlab.marking.own_outputs import own_outputs
 from attnlab.marking.render import answer_html

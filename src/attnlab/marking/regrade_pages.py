@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from attnlab.grading.outputs.gradebook import format_score
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import security
 from attnlab.marking.regrade_csv import asked_time, find_key, import_requests
 from attnlab.marking.regrades import (

@@ -33,14 +33,13 @@ from attnlab.grading.core.notebook_code import SubmissionError, SubmissionUnread
 from attnlab.grading.core.result_fields import GRADER_ERROR, problem
 from attnlab.grading.core.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.core.written_answers import add_written, awaiting_note, points_awaiting
+from attnlab.grading.outputs.connection import GradebookUnavailable
 from attnlab.grading.outputs.feedback import feedback_markdown
 from attnlab.grading.outputs.files import OutputWriteError, commit_files, discard, kit_paths, output_folders, stage_files
 from attnlab.grading.outputs.gradebook import (
     DEFAULT_NAME,
     Gradebook,
-    GradebookUnavailable,
     InvalidResult,
-    format_score,
     open_gradebook,
     sqlite_path,
     validate_result,
@@ -48,6 +47,7 @@ from attnlab.grading.outputs.gradebook import (
 from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.gradescope import Visibility, results_json_text
 from attnlab.grading.outputs.safe_text import readable_name
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.grading.scale import pool
 from attnlab.grading.scale.progress import BatchProgress
 from attnlab.grading.scale.scheduler import is_auto, shard_from_environment
