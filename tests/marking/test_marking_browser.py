@@ -22,7 +22,8 @@ from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_s
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.scale.batch import export_gradebook
 from attnlab.marking.markers import add_marker
-from attnlab.marking.store import CHANGED, MARKED, MarkStore, effective_scores
+from attnlab.marking.records import CHANGED, MARKED
+from attnlab.marking.store import MarkStore, effective_scores
 from attnlab.report import build_report
 
 from .classroom import record_student

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from attnlab.grading.outputs.safe_text import clip
 from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import chain, schema
-from attnlab.marking.records import (  # noqa: F401 - re-exported: the names callers import from the store
+from attnlab.marking.records import (
     AWAITING,
     CHANGED,
     GRADED,
