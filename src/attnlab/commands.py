@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from attnlab.grading.outputs.score_table import abbreviated, json_rows, score_table  # noqa: F401 - re-exported
+from attnlab.grading.outputs.score_table import json_rows, score_table
 
 from .course import CourseError, load_course
 from .process_exit import terminated_as_interrupt

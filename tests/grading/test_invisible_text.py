@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.commands import score_table
 from attnlab.grading.outputs.safe_text import escape_controls, for_csv, for_terminal, is_invisible, markdown_inline
+from attnlab.grading.outputs.score_table import score_table
 from attnlab.grading.scale.batch import export_gradebook, grade_batch
 from attnlab.report import build_report
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from attnlab.commands import json_rows, score_table
 from attnlab.grading.core.written_answers import (
     AWAITING,
     MAX_ANSWER_CHARS,
@@ -24,6 +23,7 @@ from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, row
 from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
 from attnlab.grading.outputs.marks_applied import apply_marks
+from attnlab.grading.outputs.score_table import json_rows, score_table
 
 PROMPT = "**Written question (2 points).** Why does the model without positions score 0.5 on mirror pairs?"
 MANIFEST = {"lab": "lab99_demo", "written": [
