@@ -99,7 +99,7 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
 
             record_late(lab_info, gradebook or out or "grading-out", out or "grading-out", known_times)
     else:
-        from attnlab.grading.scale.batch import collect_submissions
+        from attnlab.grading.scale.submissions import collect_submissions
 
         try:  # in the order given; a folder: each entry in it, never followed or opened here
             files = [f for p in paths for f in collect_submissions([p]).values()]

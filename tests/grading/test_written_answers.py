@@ -9,15 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from attnlab.grading.core.written_answers import (
-    AWAITING,
-    MAX_ANSWER_CHARS,
-    PLACEHOLDER,
-    Question,
-    add_written,
-    find_answer,
-    total_text,
-)
+from attnlab.buildchain.transforms.markers import PLACEHOLDER
+from attnlab.grading.core.written_answers import AWAITING, MAX_ANSWER_CHARS, Question, add_written, find_answer, total_text
 from attnlab.grading.outputs.feedback import feedback_markdown
 from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, row_notes, validate_result
 from attnlab.grading.outputs.gradebook_csv import export_csv
