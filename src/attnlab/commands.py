@@ -204,8 +204,8 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     summary; ``EXIT_FOUND`` when anything is listed."""
     from attnlab.grading.outputs.connection import GradebookError, GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import print_check
+    from attnlab.grading.outputs.gradebook_csv import export_gradebook
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
-    from attnlab.grading.scale.batch import export_gradebook
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.outputs.gradebook_csv import export_gradebook
 from attnlab.grading.outputs.safe_text import markdown_inline
-from attnlab.grading.scale.batch import BatchInterrupted, export_gradebook, grade_batch, in_shard, parse_shard
+from attnlab.grading.scale.batch import BatchInterrupted, grade_batch, in_shard, parse_shard
 from attnlab.grading.scale.submissions import collect_submissions
 
 LAB = "lab05_self_attention"

@@ -262,7 +262,8 @@ def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab
 def test_marks_from_the_marking_store_reach_the_csv_the_report_and_the_feedback_files(written_lab, tmp_path):
     """A marker marks alice's written answer (two rubric items and a comment) and changes a code score with a reason
     (marking.store): `attnlab gradebook --csv`, the report's CSVs and alice's refreshed feedback.md follow."""
-    from attnlab.grading.scale.batch import export_gradebook, grade_batch
+    from attnlab.grading.outputs.gradebook_csv import export_gradebook
+    from attnlab.grading.scale.batch import grade_batch
     from attnlab.marking.store import MarkStore
     from attnlab.report import build_report
 

@@ -44,7 +44,6 @@ from attnlab.grading.outputs.gradebook import (
     sqlite_path,
     validate_result,
 )
-from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.gradescope import Visibility, results_json_text
 from attnlab.grading.outputs.safe_text import readable_name
 from attnlab.grading.outputs.score_text import format_score
@@ -385,10 +384,3 @@ def _run_pool(todo, jobs: int, work, finish, started) -> None:
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
-
-def export_gradebook(target, csv_path, lab: str | None = None, roster=None) -> int:
-    """``attnlab gradebook DIR --csv FILE``: write the CSV of the gradebook at ``target`` (a directory
-    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL), students identified by ``roster``
-    (``attnlab.roster``); return the number of rows."""
-    with open_gradebook(target, create=False) as book:
-        return export_csv(book, csv_path, lab=lab, roster=roster)
