@@ -119,16 +119,17 @@ def _hints(results: dict) -> dict[str, str]:
 
 def graded(lab, entry, seed: int, timings: list) -> tuple[dict, dict[str, str]]:
     """``(results, question -> hint)`` of one held-out entry graded by ``runner.grade_submission`` at ``seed``, in a
-    notebook. The runner's ``diagnosis_budget`` and ``name_mistakes`` are wrapped, unchanged, to record the
-    grading time, the cap it gave and the time the diagnosis took."""
+    notebook. The runner's ``diagnosis_budget`` and the diagnosis's ``name_mistakes`` (which the runner imports when
+    it grades) are wrapped, unchanged, to record the grading time, the cap it gave and the time the diagnosis took."""
     import tempfile
 
     import nbformat
 
     from attnlab.demo import with_entry
     from attnlab.grading.core import runner
+    from attnlab.grading.diagnosis import diagnose
 
-    budget, name_mistakes, grading = runner.diagnosis_budget, runner.name_mistakes, []
+    budget, name_mistakes, grading = runner.diagnosis_budget, diagnose.name_mistakes, []
 
     def recorded(grading_s: float) -> float:
         grading.append(grading_s)
@@ -137,11 +138,11 @@ def graded(lab, entry, seed: int, timings: list) -> tuple[dict, dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix="attnlab-heldout-") as tmp:
         path = Path(tmp) / f"{entry.name}.ipynb"
         nbformat.write(with_entry(lab.solution_notebook, entry), path)
-        runner.diagnosis_budget, runner.name_mistakes = recorded, _timed(name_mistakes, timings, grading)
+        runner.diagnosis_budget, diagnose.name_mistakes = recorded, _timed(name_mistakes, timings, grading)
         try:
             result = runner.grade_submission(lab.autograder_dir, path, seed=seed)
         finally:
-            runner.diagnosis_budget, runner.name_mistakes = budget, name_mistakes
+            runner.diagnosis_budget, diagnose.name_mistakes = budget, name_mistakes
     return result["questions"], _hints(result["questions"])
 
 

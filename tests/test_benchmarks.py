@@ -65,7 +65,7 @@ SWEEP_LAB = "lab05_self_attention"
 
 
 def test_seed_sweep_runs_reference_and_variants_and_prints_the_table(capsys):
-    from attnlab.grading.core.runner import load_bundle
+    from attnlab.grading.core.bundle import load_bundle
     from attnlab.grading.diagnosis.mutants import load_catalogue
 
     sweep = load("seed_sweep")

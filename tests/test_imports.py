@@ -185,3 +185,141 @@ def test_no_module_imports_a_private_name_of_another():
                 found += [f"{path.relative_to(ROOT)}:{node.lineno} takes {a.name} from {node.module or '.'}"
                           for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert not found, "rename these without the underscore where they are defined and used:\n" + "\n".join(found)
+
+
+# One import path per name: a name is imported from the module that defines it, never through one that only
+# imports it (a re-export). A package's __init__ may gather names for its package; no other module does.
+
+CODE_DIRS = ("src", "tests", "benchmarks", "instructor", "autograder")  # autograder: the generated hidden tests
+
+
+def _bound_names(body) -> set[str]:
+    """The names a module's top-level statements define (``def``, ``class``, assignments, also inside top-level
+    ``if``/``try``/``with``/``for`` blocks), not those it imports."""
+    names = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target],
+                   ast.AugAssign: lambda n: [n.target], ast.For: lambda n: [n.target],
+                   ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars]}.get(type(node))
+        for target in targets(node) if targets else ():
+            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        for block in ("body", "orelse", "finalbody"):
+            if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+                names |= _bound_names(getattr(node, block, []))
+        for handler in getattr(node, "handlers", []):
+            names |= _bound_names(handler.body)
+    return names
+
+
+def _plain_imports(body) -> set[str]:
+    """The names a module binds with a top-level ``import x`` (a module object: a test may patch through it)."""
+    return {(a.asname or a.name).partition(".")[0] for n in body if isinstance(n, ast.Import) for a in n.names}
+
+
+def _absolute(node: ast.ImportFrom, package: str | None) -> str | None:
+    if not node.level:
+        return node.module
+    if package is None:  # a relative import outside src/attnlab: not an attnlab module
+        return None
+    anchor = package.split(".")
+    return ".".join(anchor[:len(anchor) - node.level + 1] + ([node.module] if node.module else []))
+
+
+def reexported_imports(modules: dict[str, tuple[bool, ast.Module]], files: dict[str, tuple[str | None, ast.Module]]):
+    """Each place in ``files`` (shown name -> (its package for relative imports, or None; tree)) that takes a name
+    from a module of ``modules`` (name -> (is a package's __init__, tree)) that does not define it: by
+    ``from MODULE import NAME`` or as ``alias.NAME`` of a module imported as ``alias``."""
+    defined = {m: _bound_names(tree.body) for m, (_, tree) in modules.items()}
+    origin = {}  # (module, name) -> the module it imports the name from
+    for m, (is_package, tree) in modules.items():
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                here = _absolute(node, m if is_package else m.rpartition(".")[0])
+                origin.update({(m, a.asname or a.name): here for a in node.names})
+
+    def misplaced(module: str, name: str) -> str | None:
+        if module not in modules or modules[module][0] or name in defined[module] or f"{module}.{name}" in modules:
+            return None
+        source = origin.get((module, name))
+        return f"{name} from {module}" + (f" (it imports it from {source})" if source else " (it does not define it)")
+
+    found = []
+    for shown, (package, tree) in files.items():
+        aliases, rebound = {}, set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (base := _absolute(node, package)):
+                for a in node.names:
+                    if f"{base}.{a.name}" in modules:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+                    elif why := misplaced(base, a.name):
+                        found.append(f"{shown}:{node.lineno} imports {why}")
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in modules})
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) or isinstance(node, ast.arg):
+                rebound.add(node.id if isinstance(node, ast.Name) else node.arg)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.value.id not in rebound):
+                module = aliases[node.value.id]
+                if node.attr not in _plain_imports(modules[module][1].body) and (why := misplaced(module, node.attr)):
+                    found.append(f"{shown}:{node.lineno} reads {node.value.id}.{node.attr}: {why}")
+    return sorted(found)
+
+
+def _package_modules() -> dict[str, tuple[bool, ast.Module]]:
+    return {_module_name(p): (p.name == "__init__.py", ast.parse(p.read_text(), str(p)))
+            for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _code_files() -> dict[str, tuple[str | None, ast.Module]]:
+    files = {}
+    for folder in CODE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            package = None
+            if path.is_relative_to(PACKAGE):
+                name = _module_name(path)
+                package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            files[str(path.relative_to(ROOT))] = (package, ast.parse(path.read_text(), str(path)))
+    return files
+
+
+def test_the_reexport_finder_sees_both_ways_of_reaching_a_name():
+    modules = {name: (name == "p", ast.parse(textwrap.dedent(text))) for name, text in {
+        "p": "from p.a import f\n",  # a package's __init__ may gather names
+        "p.a": "import os\ndef f(): pass\nX = 1\n",
+        "p.b": "from p.a import X, f\nY = X\n",
+        "p.c": "from .b import f\n",
+    }.items()}
+    user = """
+        from p import f, a
+        from p.a import X
+        from p.b import Y
+        from p import b as bee
+        import p.b as b2
+        bee.f(), b2.X, a.os.sep, a.f, bee.Y
+    """
+    shadowed = "from p import b\ndef g(b):\n    return b.f\n"  # b: the argument, not the module
+    files = {"p/c.py": ("p", modules["p.c"][1]), "user.py": (None, ast.parse(textwrap.dedent(user))),
+             "shadowed.py": (None, ast.parse(shadowed))}
+    assert reexported_imports(modules, files) == [
+        "p/c.py:1 imports f from p.b (it imports it from p.a)",
+        "user.py:7 reads b2.X: X from p.b (it imports it from p.a)",
+        "user.py:7 reads bee.f: f from p.b (it imports it from p.a)",
+    ]
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it():
+    found = reexported_imports(_package_modules(), _code_files())
+    assert not found, "import each name from the module that defines it (and drop the re-export):\n" + "\n".join(found)
+
+
+def test_no_noqa_f401_outside_a_packages_init():
+    """An unused import kept with ``noqa: F401`` is a re-export in the making; only a package's ``__init__``
+    gathers names. (The masters' imports for the student's own code and the tests' fixture imports live outside
+    src/attnlab.)"""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(PACKAGE.rglob("*.py")) if p.name != "__init__.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if "noqa: F401" in line]
+    assert not found, "unused imports kept for others to import from here: import those names where they are " \
+        "defined and remove these:\n" + "\n".join(found)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from attnlab.buildchain.pipeline import build_lab
-from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX, solution_lines
-from attnlab.buildchain.transforms.markers import PLACEHOLDER
+from attnlab.buildchain.transforms.check_no_leak import solution_lines
+from attnlab.buildchain.transforms.markers import GIVEN_PREFIX, PLACEHOLDER
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import manifest_questions, written_questions

@@ -32,7 +32,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths, random_mask
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 
 suite = HiddenSuite("lab04_recurrent_networks")
 
@@ -80,7 +80,7 @@ def rnn_cell_float64_matches_nn_rnncell_grad(student, ref, rng):
             p.copy_(w)
         torch_h = cell(x, h_prev)
     checks.assert_close(s.output, torch_h, name="rnn_cell compared with nn.RNNCell on the same weights")
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("rnn_cell", points=1.0)
@@ -113,7 +113,7 @@ def elman_float64_h0_none_matches_nn_rnn_grad(student, ref, rng):
     s, _ = checks.compare_module_call(s_mod, r_mod, x, grad=True, rng=rng)
     out, h_n = _nn_rnn_outputs(r_mod, d, h, x)
     checks.compare_values(s.output, (out, h_n), name="ElmanRNN's (outputs, h_T) compared with nn.RNN on the same weights")
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("ElmanRNN", points=1.5)
@@ -179,7 +179,7 @@ def lstm_cell_float64_matches_nn_lstmcell_grad(student, ref, rng):
     s, _ = checks.compare_call(student, ref, "lstm_cell", x, h_prev, c_prev, *weights, grad=True, rng=rng)
     checks.compare_values(s.output, _nn_lstm_cell(x, h_prev, c_prev, weights),
                           name="lstm_cell's (h_t, c_t) compared with nn.LSTMCell on the same weights")
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("lstm_cell", points=1.5)
@@ -235,7 +235,7 @@ def gru_cell_float64_matches_nn_grucell_grad(student, ref, rng):
     s, _ = checks.compare_call(student, ref, "gru_cell", x, h_prev, *weights, grad=True, rng=rng)
     checks.assert_close(s.output, _nn_gru_cell(x, h_prev, weights),
                         name="gru_cell compared with nn.GRUCell on the same weights")
-    rules.assert_not_used(student, GRU_FORBIDDEN, why=GRU_WHY)
+    forbidden_calls.assert_not_used(student, GRU_FORBIDDEN, why=GRU_WHY)
 
 
 @suite.test("gru_cell", points=1.0)
@@ -295,7 +295,7 @@ def bigru_float64_matches_nn_gru_grad(student, ref, rng):
     s, _ = checks.compare_module_call(s_mod, r_mod, x, grad=True, rng=rng)
     checks.compare_values(s.output, _nn_bigru(r_mod, d, h, x),
                           name="BiGRUEncoder's (outputs, h_n) compared with nn.GRU(bidirectional=True)")
-    rules.assert_not_used(student, GRU_FORBIDDEN, why=GRU_WHY)
+    forbidden_calls.assert_not_used(student, GRU_FORBIDDEN, why=GRU_WHY)
 
 
 @suite.test("BiGRUEncoder", points=1.5)

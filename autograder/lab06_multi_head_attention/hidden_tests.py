@@ -5,7 +5,7 @@ Every test compares the student's answer with the reference (and, for ``MultiHea
 ``torch.nn.MultiheadAttention`` built here with the same weights) on inputs drawn from ``rng`` only, so a
 blank notebook (functions returning None, a module without parameters) scores 0. The source check for the
 forbidden library versions sits inside value tests, after the comparison. The lab gives students a working
-``scaled_dot_product_attention`` that they call by its bare name; ``rules.forbidden_uses`` flags only the
+``scaled_dot_product_attention`` that they call by its bare name; ``forbidden_calls.forbidden_uses`` flags only the
 library's ``F.scaled_dot_product_attention`` (an attribute), imports and strings, so that call is fine.
 
 Questions and points (30 in all):
@@ -27,7 +27,7 @@ from torch import nn
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn, random_mask
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 from attnlab.grading.worker.executor import StudentError
 
 # The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
@@ -163,7 +163,7 @@ def mha_self_attention_float64_grad(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, MHA, 12, 3, rng=rng, dtype=F64)
     x = randn(rng, 2, 5, 12)
     checks.compare_module_call(s_mod, r_mod, x, x, x, grad=True, rng=rng)
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(MHA, points=1.5)
@@ -224,7 +224,7 @@ def mha_matches_torch_multihead_attention(student, ref, rng):
     compare_with_torch(student, ref, rng, d_model=d, num_heads=h, n_q=n_q, n_k=n_k, batch=B, masks=masks)
     compare_with_torch(student, ref, rng, d_model=8, num_heads=4, n_q=6, n_k=6, batch=2, bias=False,
                        cross=False, masks=[None, torch.ones(6, 6, dtype=torch.bool).tril()])
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(MHA, points=1.0)

@@ -7,7 +7,7 @@ code) and ``nn.TransformerEncoderLayer`` built here with the same weights. A bla
 returning None, modules without parameters) scores 0: the tests that expect an error first check a value,
 and the source checks for the forbidden library versions sit inside value tests, after the comparison.
 
-The student's function ``layer_norm`` has the same name as ``F.layer_norm``; ``rules.forbidden_uses`` flags
+The student's function ``layer_norm`` has the same name as ``F.layer_norm``; ``forbidden_calls.forbidden_uses`` flags
 only attribute access (``F.layer_norm``, ``torch.layer_norm``), imports and strings, so the student's own
 bare calls are fine.
 
@@ -38,7 +38,7 @@ from torch import nn
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 
 # The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
@@ -167,10 +167,10 @@ def ln_float64_leading_dims_grads(student, ref, rng):
         x, weight, bias = ln_args(rng, *shape, scale=2.0, shift=0.5)
         check_ln_torch(student, x, weight, bias, what=f" on x of shape {shape} (float64)")
         checks.compare_call(student, ref, LN, x, weight, bias, grad=True, rng=rng)
-    rules.assert_not_used(student, LN_FORBIDDEN, why=LN_WHY)
-    hits = rules.forbidden_uses_in(student, LN, LN_OWN_FORBIDDEN)
+    forbidden_calls.assert_not_used(student, LN_FORBIDDEN, why=LN_WHY)
+    hits = forbidden_calls.forbidden_uses_in(student, LN, LN_OWN_FORBIDDEN)
     if hits:  # a forbidden call: the whole question, like assert_not_used (only layer_norm's own code is read here)
-        raise rules.ForbiddenUse(f"{LN_OWN_WHY}; found {', '.join(hits[:5])}", LN_OWN_FORBIDDEN, hits)
+        raise forbidden_calls.ForbiddenUse(f"{LN_OWN_WHY}; found {', '.join(hits[:5])}", LN_OWN_FORBIDDEN, hits)
 
 
 @suite.test(LN, points=1)
@@ -405,7 +405,7 @@ def block_equals_torch_encoder_layer(student, ref, rng):
             assert got.grads.get(0) is not None, f"{name}: the gradient with respect to x is missing"
             checks.assert_close(got.grads[0], expected_grad.to(dtype), name=f"the gradient with respect to x of {name}",
                                 depth=2 * BLOCK_DEPTH, atol=atol[1])
-    rules.assert_not_used(student, BLOCK_FORBIDDEN, why=BLOCK_WHY)
+    forbidden_calls.assert_not_used(student, BLOCK_FORBIDDEN, why=BLOCK_WHY)
 
 
 @suite.test(BLOCK, points=1)

@@ -35,7 +35,7 @@ from torch import nn
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn, random_lengths, random_mask
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 
 suite = HiddenSuite("lab08_translation")
 
@@ -198,7 +198,7 @@ def decoder_block_equals_torch_decoder_layer(student, ref, rng):
                 assert got.grads.get(key) is not None, f"{name}: the gradient with respect to {what} is missing"
                 checks.assert_close(got.grads[key], exp, name=f"the gradient with respect to {what} of {name}",
                                     depth=2 * BLOCK_DEPTH, atol=atols[1 + key])
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(BLOCK, points=1)
@@ -292,7 +292,7 @@ def model_matches_reference_float64(student, ref, rng):
     checks.compare_module_call(s_mod, r_mod, dec_in, r_memory, src, rng=rng, grad=True, method="decode",
                                name=f"{name}.decode (causal and source pad masks)")
     checks.compare_module_call(s_mod, r_mod, src, dec_in, rng=rng, grad=True, name=f"{name} forward(src, dec_in)")
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(MODEL, points=2)

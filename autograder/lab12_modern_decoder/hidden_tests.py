@@ -37,7 +37,7 @@ from torch import nn
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 
 ROPE = "apply_rope"
 RMS = "RMSNorm"
@@ -129,7 +129,7 @@ def rms_equals_torch_rmsnorm(student, ref, rng):
         checks.assert_close(s_mod.call(x).output, rms_expected(x, r_mod.state_dict()["weight"], eps or 1e-6),
                             name=f"RMSNorm({shape[-1]}{'' if eps is None else f', eps={eps}'}) against "
                                  "torch.nn.RMSNorm with the same weight (float64)")
-    rules.assert_not_used(student, RMS_FORBIDDEN, why=RMS_WHY)
+    forbidden_calls.assert_not_used(student, RMS_FORBIDDEN, why=RMS_WHY)
 
 
 @suite.test(RMS, points=1)

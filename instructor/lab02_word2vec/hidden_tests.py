@@ -29,7 +29,7 @@ import torch
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 
 suite = HiddenSuite("lab02_word2vec")
 
@@ -244,7 +244,7 @@ def check_grads(student, ref, v_c, u_o, u_neg, what: str):
 def grads_float64_against_autograd(student, ref, rng):
     d, k = 5, 4
     check_grads(student, ref, randn(rng, d), randn(rng, d), randn(rng, k, d), "(float64, D=5, K=4)")
-    rules.assert_not_used(student, AUTOGRAD, why=AUTOGRAD_WHY)
+    forbidden_calls.assert_not_used(student, AUTOGRAD, why=AUTOGRAD_WHY)
 
 
 @suite.test("skipgram_ns_grads", points=1.0)

@@ -16,7 +16,7 @@ Questions and points (30 in all):
 
 ``conv1d`` and ``causal_conv1d`` must not use ``F.conv1d``, ``nn.Conv1d`` or ``torch.convolution``; the check
 reads the source of those two functions only, since ``TextCNN`` is meant to use ``nn.Conv1d``. A bare call of
-the student's own ``conv1d`` is fine (``rules.forbidden_uses`` flags attributes, imports and strings only).
+the student's own ``conv1d`` is fine (``forbidden_calls.forbidden_uses`` flags attributes, imports and strings only).
 
 Tolerances: the defaults of ``checks.TOLERANCES``.
 """
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 from attnlab.grading.worker.executor import StudentError
 
 suite = HiddenSuite("lab03_convolutions")
@@ -44,9 +44,9 @@ CONV_WHY = ("this lab asks you to build the convolution yourself: F.conv1d, torc
 
 # ------------------------------------------------------------------------------------------------ helpers
 def assert_not_used_in(student, name: str) -> None:
-    hits = rules.forbidden_uses_in(student, name, CONV_FORBIDDEN)  # by cell and line, as the student sees them
+    hits = forbidden_calls.forbidden_uses_in(student, name, CONV_FORBIDDEN)  # by cell and line, as the student sees them
     if hits:  # ForbiddenUse: the grader sets the whole question to 0, as the notebook says
-        raise rules.ForbiddenUse(f"{CONV_WHY}; found {', '.join(hits[:5])}", CONV_FORBIDDEN, hits)
+        raise forbidden_calls.ForbiddenUse(f"{CONV_WHY}; found {', '.join(hits[:5])}", CONV_FORBIDDEN, hits)
 
 
 def torch_length(length: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

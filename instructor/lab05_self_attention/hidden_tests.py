@@ -26,7 +26,7 @@ import torch
 from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import padded_ids, randn, random_lengths, random_mask
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls
 
 # The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
@@ -62,7 +62,7 @@ def masked_weights_are_zero(weights, mask: torch.Tensor, name: str) -> None:
 def simple_float64_batched_grad(student, ref, rng):
     x = randn(rng, 3, 5, 4)
     checks.compare_call(student, ref, "simple_self_attention", x, grad=True, rng=rng)
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("simple_self_attention", points=1.0)
@@ -91,7 +91,7 @@ SDPA = "scaled_dot_product_attention"
 def sdpa_float64_cross_shapes_grad(student, ref, rng):
     q, k, v = randn(rng, 2, 3, 4), randn(rng, 2, 5, 4), randn(rng, 2, 5, 6)  # n_q != n_k, d_v != d_k
     checks.compare_call(student, ref, SDPA, q, k, v, grad=True, rng=rng)
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test(SDPA, points=1.0)
@@ -193,7 +193,7 @@ def padding_mask_longer_max_len(student, ref, rng):
 def selfattention_default_float64_grad(student, ref, rng):
     s_mod, r_mod = checks.build_pair(student, ref, "SelfAttention", 8, rng=rng, dtype=F64)
     checks.compare_module_call(s_mod, r_mod, randn(rng, 3, 5, 8), grad=True, rng=rng)
-    rules.assert_not_used(student, FORBIDDEN, why=WHY)
+    forbidden_calls.assert_not_used(student, FORBIDDEN, why=WHY)
 
 
 @suite.test("SelfAttention", points=1.0)

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from attnlab.grading.outputs.score_table import abbreviated, json_rows, score_table  # noqa: F401 - re-exported
+from attnlab.grading.outputs.score_table import json_rows, score_table
 
 from .course import CourseError, load_course
 from .process_exit import terminated_as_interrupt
@@ -99,7 +99,7 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
 
             record_late(lab_info, gradebook or out or "grading-out", out or "grading-out", known_times)
     else:
-        from attnlab.grading.scale.batch import collect_submissions
+        from attnlab.grading.scale.submissions import collect_submissions
 
         try:  # in the order given; a folder: each entry in it, never followed or opened here
             files = [f for p in paths for f in collect_submissions([p]).values()]
@@ -127,7 +127,7 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
                  student_from: str | None):
     """``attnlab grade --out/--gradebook/--shard/--student-from``: (exit status, results or None when interrupted
     or stopped, the line that says what to rerun or None)."""
-    from attnlab.grading.outputs.gradebook import GradebookUnavailable
+    from attnlab.grading.outputs.connection import GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import rerun_line
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
@@ -202,10 +202,10 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     error), and/or ``check`` it against a folder of submissions, keyed by the resubmission rule the batch took
     (``student_from``, else course.yml's ``student_from:``): one line per missing, stale or errored row, then a
     summary; ``EXIT_FOUND`` when anything is listed."""
-    from attnlab.grading.outputs.gradebook import GradebookError, GradebookUnavailable
+    from attnlab.grading.outputs.connection import GradebookError, GradebookUnavailable
     from attnlab.grading.outputs.gradebook_check import print_check
+    from attnlab.grading.outputs.gradebook_csv import export_gradebook
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
-    from attnlab.grading.scale.batch import export_gradebook
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
@@ -242,7 +242,7 @@ def feedback(*, target: str, to: str | None = None, lab: str | None = None, root
              nbgrader: str | None = None) -> int:
     """Each student's feedback page (marks, late penalty applied) into ``to`` (default ``OUT/handback``), one folder
     per roster id (``report/handback.py``), or into the nbgrader course ``nbgrader`` (``nbgrader_feedback.py``)."""
-    from attnlab.grading.outputs.gradebook import GradebookError
+    from attnlab.grading.outputs.connection import GradebookError
 
     from .report.handback import hand_back
     from .report.load import ReportInputError
@@ -288,7 +288,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
     from attnlab.grading.diagnosis.mutants import load_catalogue
-    from attnlab.grading.outputs.gradebook import GradebookError
+    from attnlab.grading.outputs.connection import GradebookError
 
     from .report import build_report
     from .report.exports import not_on_roster

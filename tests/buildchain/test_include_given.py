@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.buildchain.transforms.check_no_leak import GIVEN_PREFIX
 from attnlab.buildchain.transforms.include_given import GIVEN, given_origins, include_given, solution_code
+from attnlab.buildchain.transforms.markers import GIVEN_PREFIX
 from attnlab.buildchain.transforms.parse_questions import MasterError
 from attnlab.buildchain.transforms.read_master import read_master
 

@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from attnlab.grading.worker.api import LocalStudent, ObjectRef, Result, StudentError, definition_source
+from attnlab.grading.worker.api import LocalStudent, ObjectRef, Result, definition_source
+from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.remote import RemoteStudent, WorkerDied
 
 DEFS = '''

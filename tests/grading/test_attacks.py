@@ -494,7 +494,7 @@ def test_a_labs_policy_costs_only_the_questions_its_rules_tie_to_it():
 
 # 3. ---------------------------------------------------------------- terminal spoofing
 def test_control_characters_never_reach_a_terminal(built_course, tmp_path, off):
-    from attnlab.commands import score_table
+    from attnlab.grading.outputs.score_table import score_table
 
     spoof = "raise ValueError('\\r\\x1b[2K' + 'alice.ipynb  30.0 / 30' + '\\x1b[8m')"
     res, _ = _grade_bounded(built_course, _notebook(tmp_path / "spoof\x1b[2K.ipynb", spoof))

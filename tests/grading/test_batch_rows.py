@@ -14,7 +14,8 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.commands import EXIT_GRADEBOOK
-from attnlab.grading.outputs.gradebook import GradebookError, open_gradebook
+from attnlab.grading.outputs.connection import GradebookError
+from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.outputs.gradebook_check import check_gradebook
 from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
 from attnlab.grading.scale import batch
@@ -173,7 +174,8 @@ def test_an_unknown_host_fails_at_once_and_is_not_called_down(tmp_path):
 
 
 def test_a_row_not_written_counts_as_a_failure_in_the_progress_lines(tmp_path, monkeypatch, capsys):
-    from attnlab.grading.outputs.gradebook import Gradebook, GradebookUnavailable
+    from attnlab.grading.outputs.connection import GradebookUnavailable
+    from attnlab.grading.outputs.gradebook import Gradebook
 
     real = Gradebook.record
 

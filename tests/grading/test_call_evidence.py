@@ -16,7 +16,7 @@ import pytest
 from attnlab.course import load_course
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.hidden import HiddenSuite, run_suite
-from attnlab.grading.policy import forbidden_calls, forbidden_ops, rules
+from attnlab.grading.policy import forbidden_calls, forbidden_ops
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.call_evidence import Use
 
@@ -30,9 +30,9 @@ CELLS = [{"index": 4, "source": "def f(x):\n    y = x\n    return y\n", "where":
 # ---------------------------------------------------------------- what the grader asks the worker to watch
 def test_watched_names_are_what_the_checks_are_given_and_what_reaches_them():
     source = ("OWN = ['conv1d']\nBIG = OWN + ['Conv1d']\nWHY = 'no'\n"
-              "def t(student, ref, rng):\n    rules.assert_not_used(student, BIG, why=WHY)\n"
-              "    rules.forbidden_uses_in(student, 'f', ['layer_norm'])\n"
-              f"def u(student, ref, rng):\n    rules.assert_not_used(student, ['{SDPA}'], why=WHY)\n")
+              "def t(student, ref, rng):\n    forbidden_calls.assert_not_used(student, BIG, why=WHY)\n"
+              "    forbidden_calls.forbidden_uses_in(student, 'f', ['layer_norm'])\n"
+              f"def u(student, ref, rng):\n    forbidden_calls.assert_not_used(student, ['{SDPA}'], why=WHY)\n")
     names = call_evidence.watched_names(source, {"OWN": ["conv1d"], "BIG": ["conv1d", "Conv1d"], "WHY": "no"})
     named = {"conv1d", "Conv1d", "layer_norm", SDPA, "MultiheadAttention", "multi_head_attention_forward",
              "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
@@ -128,7 +128,7 @@ def _suite() -> HiddenSuite:
 
     @suite.test("f", points=1)
     def f_rule(student, ref, rng):
-        rules.assert_not_used(student, [SDPA], why="write attention yourself")
+        forbidden_calls.assert_not_used(student, [SDPA], why="write attention yourself")
 
     @suite.test("g", points=1)
     def g_values(student, ref, rng):  # g's tests forbid nothing: what ran in them is not g's breach
@@ -187,10 +187,10 @@ def test_forbidden_uses_in_names_the_line_by_its_cell():
     student.cells = [{"index": 2, "source": "x = 1\n", "where": "the cell starting `x = 1`"},
                      {"index": 6, "source": source, "where": "the cell defining `conv1d`"}]
     forbidden_calls.asked_names(start=True)
-    assert rules.forbidden_uses_in(student, "conv1d", ["conv1d"]) == [
+    assert forbidden_calls.forbidden_uses_in(student, "conv1d", ["conv1d"]) == [
         "in the cell defining `conv1d`, line 4: .conv1d"]
     assert forbidden_calls.asked_names() == ["conv1d"]
-    assert rules.forbidden_uses_in(student, "other", ["conv1d"]) == []
+    assert forbidden_calls.forbidden_uses_in(student, "other", ["conv1d"]) == []
 
 
 # ---------------------------------------------------------------- end to end: grade_submission on a real notebook
@@ -294,9 +294,9 @@ def _conv_suite() -> HiddenSuite:
         @suite.test(question, points=1, name=f"{question}_values_and_rule")
         def values_and_rule(student, ref, rng, question=question):
             student.run()
-            hits = rules.forbidden_uses_in(student, question, ["conv1d"])
+            hits = forbidden_calls.forbidden_uses_in(student, question, ["conv1d"])
             if hits:
-                raise rules.ForbiddenUse(f"no F.conv1d; found {', '.join(hits)}", ["conv1d"], hits)
+                raise forbidden_calls.ForbiddenUse(f"no F.conv1d; found {', '.join(hits)}", ["conv1d"], hits)
     return suite
 
 

@@ -8,13 +8,9 @@ import threading
 
 import pytest
 
-from attnlab.grading.outputs.gradebook import (
-    InvalidResult,
-    format_score,
-    open_gradebook,
-    validate_result,
-)
+from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, validate_result
 from attnlab.grading.outputs.gradebook_csv import export_csv
+from attnlab.grading.outputs.score_text import format_score
 
 
 def result(questions, *, errors=(), isolation="fake", elapsed_s=0.5):

@@ -21,14 +21,14 @@ import nbformat
 import pytest
 
 import attnlab
-from attnlab.commands import score_table
 from attnlab.grading.diagnosis.diagnose import MAX_RECORDED_BYTES
 from attnlab.grading.outputs.feedback import REVIEW_HEADING, feedback_markdown
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_csv
+from attnlab.grading.outputs.gradebook_csv import export_csv, export_gradebook
 from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
 from attnlab.grading.outputs.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
-from attnlab.grading.scale.batch import export_gradebook, grade_batch
+from attnlab.grading.outputs.score_table import score_table
+from attnlab.grading.scale.batch import grade_batch
 
 from .test_attacks import SCALE, WRONG
 from .test_batch import fake_grade
@@ -253,7 +253,7 @@ def test_a_name_that_is_not_utf8_and_its_escaped_look_alike_get_two_rows(tmp_pat
 
 
 def test_json_output_of_grade_holds_readable_names():
-    from attnlab.commands import json_rows
+    from attnlab.grading.outputs.score_table import json_rows
 
     rows = json_rows([{"submission": os.fsdecode(b"/s/caf\xe9.ipynb"), "score": 1.0, "review": ["r"], "x": 1}])
     assert rows == [{"submission": "/s/caf\\xe9.ipynb", "score": 1.0, "review": ["r"]}]

@@ -112,7 +112,7 @@ def test_families_name_operations_no_correct_answer_needs():
 
 def test_the_source_check_refuses_an_operations_name_as_its_first_line():
     source = "def layer_norm(x):\n    return torch.native_group_norm(x, None, None, 1, 4, 1, 1, 1e-5)[0]\n"
-    assert rules.forbidden_uses(source, ["layer_norm"]) == ["line 2: .native_group_norm"]
+    assert forbidden_calls.forbidden_uses(source, ["layer_norm"]) == ["line 2: .native_group_norm"]
     assert "native_group_norm" in forbidden_calls.reaching(["layer_norm"])
 
 

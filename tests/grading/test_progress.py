@@ -15,7 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from attnlab.commands import abbreviated, score_table
+from attnlab.grading.outputs.score_table import abbreviated, score_table
 from attnlab.grading.scale.batch import grade_batch
 from attnlab.grading.scale.progress import BatchProgress
 

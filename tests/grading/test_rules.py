@@ -16,7 +16,7 @@ from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import HiddenSuite, run_suite
 from attnlab.grading.core.notebook_code import python_source, read_cells
 from attnlab.grading.diagnosis.mutants import load_catalogue
-from attnlab.grading.policy import rules
+from attnlab.grading.policy import forbidden_calls, rules
 from attnlab.grading.worker.api import LocalStudent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,7 +260,7 @@ def test_forbidden_uses_catches_attribute_import_string_and_match():
             "match F:\n"
             f"    case object({SDPA}=s):\n"
             "        pass\n")
-    assert sorted(rules.forbidden_uses(code, NAMES)) == [
+    assert sorted(forbidden_calls.forbidden_uses(code, NAMES)) == [
         f"line 11: {SDPA}=",
         f"line 2: from torch.nn.functional import {SDPA}",
         f"line 3: from torch.nn.functional import {SDPA}",
@@ -277,18 +277,18 @@ def test_forbidden_uses_allows_the_students_own_function():
             f"out = {SDPA}(q, k, v)\n"
             f"# F.{SDPA} is not allowed, says the lab\n"
             f"doc = 'do not call {SDPA} from torch'\n")
-    assert rules.forbidden_uses(code, NAMES) == []
-    assert rules.forbidden_uses(None, NAMES) == [] and rules.forbidden_uses("", NAMES) == []
-    assert rules.forbidden_uses("def f(:\n", NAMES) == []
+    assert forbidden_calls.forbidden_uses(code, NAMES) == []
+    assert forbidden_calls.forbidden_uses(None, NAMES) == [] and forbidden_calls.forbidden_uses("", NAMES) == []
+    assert forbidden_calls.forbidden_uses("def f(:\n", NAMES) == []
 
 
 def test_assert_not_used_reads_the_students_source():
     clean = LocalStudent.from_code("def attention(q, k, v):\n    return q\n")
-    rules.assert_not_used(clean, NAMES, why="write attention yourself")
+    forbidden_calls.assert_not_used(clean, NAMES, why="write attention yourself")
     cheat = LocalStudent.from_code("import torch.nn.functional as F\n"
                                    f"def attention(q, k, v):\n    return F.{SDPA}(q, k, v)\n")
     with pytest.raises(AssertionError, match=rf"write attention yourself; found line 3: \.{SDPA}"):
-        rules.assert_not_used(cheat, NAMES, why="write attention yourself")
+        forbidden_calls.assert_not_used(cheat, NAMES, why="write attention yourself")
 
 
 def test_assert_not_used_names_the_cell_as_the_student_sees_it():
@@ -298,7 +298,7 @@ def test_assert_not_used_names_the_cell_as_the_student_sees_it():
                   "where": "the cell defining `attention`"}]
 
     with pytest.raises(AssertionError, match=rf"found in the cell defining `attention`, line 2: \.{SDPA}"):
-        rules.assert_not_used(Remote(), NAMES, why="write attention yourself")
+        forbidden_calls.assert_not_used(Remote(), NAMES, why="write attention yourself")
 
 
 # a forbidden call reached without writing its name: the class that holds it, a string a library runs as code
@@ -313,9 +313,9 @@ REACHED = {
 
 @pytest.mark.parametrize("name", sorted(REACHED))
 def test_forbidden_uses_sees_what_reaches_the_forbidden_call(name):
-    found = rules.forbidden_uses(HEAD + REACHED[name], NAMES)
+    found = forbidden_calls.forbidden_uses(HEAD + REACHED[name], NAMES)
     assert found and all(f.startswith("line ") and int(f.split()[1].rstrip(":")) > 3 for f in found), found
-    assert rules.forbidden_uses(HEAD + "m = nn.TransformerEncoderLayer(8, 2)", ["layer_norm"]) == []
+    assert forbidden_calls.forbidden_uses(HEAD + "m = nn.TransformerEncoderLayer(8, 2)", ["layer_norm"]) == []
 
 
 # routes the rules refuse although no forbidden name is written: torch's internal layout, strings run as code

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnlab.grading.scale.batch import export_gradebook, in_shard, parse_shard
+from attnlab.grading.outputs.gradebook_csv import export_gradebook
+from attnlab.grading.scale.batch import in_shard, parse_shard
 from attnlab.grading.scale.scheduler import shard_from_environment
 
 from .test_batch import write_submissions

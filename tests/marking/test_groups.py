@@ -9,7 +9,8 @@ from attnlab.buildchain.transforms.markers import PLACEHOLDER
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.audit import audit_log
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group, tfidf
-from attnlab.marking.store import AWAITING, MARKED, MarkStore, effective_scores
+from attnlab.marking.records import AWAITING, MARKED
+from attnlab.marking.store import MarkStore, effective_scores
 
 from .classroom import record_student
 

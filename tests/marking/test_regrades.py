@@ -14,6 +14,7 @@ from attnlab.grading.outputs.feedback_page import feedback_page
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.outputs.marks_applied import marked_rows
 from attnlab.marking.audit import audit_log, check_chain, readable
+from attnlab.marking.records import CHANGED, MarkConflict, MarkingError
 from attnlab.marking.regrade_csv import find_key, import_requests
 from attnlab.marking.regrades import (
     NO_CHANGE,
@@ -26,7 +27,7 @@ from attnlab.marking.regrades import (
     requests_of,
     resolve,
 )
-from attnlab.marking.store import CHANGED, MarkConflict, MarkingError, MarkStore, effective_scores
+from attnlab.marking.store import MarkStore, effective_scores
 from attnlab.roster import Roster, Student
 
 from .classroom import record_student

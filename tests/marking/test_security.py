@@ -13,8 +13,9 @@ from attnlab.grading.outputs.gradebook import open_gradebook  # noqa: E402
 from attnlab.marking.app import create_app  # noqa: E402
 from attnlab.marking.audit import audit_log  # noqa: E402
 from attnlab.marking.markers import add_marker  # noqa: E402
+from attnlab.marking.records import MarkingError  # noqa: E402
 from attnlab.marking.security import MAX_BODY_BYTES, MAX_FIELDS  # noqa: E402
-from attnlab.marking.store import MarkingError, MarkStore  # noqa: E402
+from attnlab.marking.store import MarkStore  # noqa: E402
 
 from .classroom import record_student  # noqa: E402
 from .test_app import csrf_of  # noqa: E402

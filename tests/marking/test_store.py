@@ -11,16 +11,8 @@ import pytest
 
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.audit import audit_csv, audit_log, check_chain
-from attnlab.marking.store import (
-    AWAITING,
-    CHANGED,
-    GRADED,
-    MARKED,
-    MarkConflict,
-    MarkingError,
-    MarkStore,
-    effective_scores,
-)
+from attnlab.marking.records import AWAITING, CHANGED, GRADED, MARKED, MarkConflict, MarkingError
+from attnlab.marking.store import MarkStore, effective_scores
 
 from .classroom import record_student
 

@@ -16,8 +16,9 @@ from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.app import create_app
 from attnlab.marking.audit import audit_log, check_chain
 from attnlab.marking.markers import add_marker
+from attnlab.marking.records import MARKED
 from attnlab.marking.serve import hosts
-from attnlab.marking.store import MARKED, MarkStore, effective_scores
+from attnlab.marking.store import MarkStore, effective_scores
 
 from .classroom import record_student
 from .student_notebook import write_notebook

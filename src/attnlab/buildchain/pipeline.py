@@ -6,7 +6,7 @@ The chain, in order (each step is one file in ``transforms/``; the constraint th
       -> parse_questions                      (labels every cell; everything after reads the labels)
       -> replace_tests                        (needs the END TESTS markers, so before drop_marker_cells)
       -> drop_marker_cells -> insert_setup_cell
-      -> written_answers                      (a written question's reference becomes its one answer cell)
+      -> answer_cells                         (a written question's reference becomes its one answer cell)
       -> hand_in_cell                         (the last cell: how to hand the lab in, on each route)
       -> nbgrader_cells                       (nbgrader's metadata, the same on every branch: so before they split)
       -> student:  strip_solutions (written answers: the placeholder) -> lock_cells -> normalize
@@ -42,6 +42,7 @@ from attnlab.grading.outputs.gradescope import MANIFEST_KEY
 from ..course import Course, Lab, check_install_spec
 from ..late_policy import deadline_to_config
 from .lab_parts import missing_parts
+from .transforms.answer_cells import answer_cells
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
 from .transforms.gradescope_zip import gradescope_zip
@@ -61,7 +62,6 @@ from .transforms.reference_code import reference_code
 from .transforms.remove_solution_markers import remove_solution_markers
 from .transforms.replace_tests import replace_tests
 from .transforms.strip_solutions import strip_solutions
-from .transforms.written_answers import written_answers
 
 
 def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
@@ -74,7 +74,7 @@ def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
     _check_questions(lab, [q.name for q in code], list(suite.questions()))
     _check_points(lab, {q.name: q.points for q in code}, suite.questions())
 
-    common = nbgrader_cells(hand_in_cell(written_answers(insert_setup_cell(drop_marker_cells(replace_tests(labelled)),
+    common = nbgrader_cells(hand_in_cell(answer_cells(insert_setup_cell(drop_marker_cells(replace_tests(labelled)),
                                                                            lab_id=lab.id,
                                                                            install_spec=course.install_spec),
                                                          written), lab_id=lab.id),

@@ -11,6 +11,7 @@ import io
 import json
 
 from attnlab.grading.outputs.safe_text import for_csv
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import chain
 from attnlab.marking.store import MarkStore
 
@@ -57,7 +58,7 @@ def readable(value: str | None, criteria: dict[str, tuple[str, float]]) -> str:
     parts = []
     if "request" in data:  # a regrade request added or decided (``regrades``)
         decision = data.get("decision") or data.get("status") or f"asked {data.get('asked_at', '')}"
-        score = f", score {data['score']:g}" if isinstance(data.get("score"), (int, float)) else ""
+        score = f", score {format_score(data['score'])}" if isinstance(data.get("score"), (int, float)) else ""
         text = f" \u201c{data['text']}\u201d" if data.get("text") else ""
         return f"request {data['request']}: {decision}{score}{text}"
     if "items" in data:
@@ -67,7 +68,7 @@ def readable(value: str | None, criteria: dict[str, tuple[str, float]]) -> str:
         if data.get("comment"):
             parts.append(f"comment \u201c{data['comment']}\u201d")
     elif "score" in data:
-        parts.append(f"score {data['score']:g}" if isinstance(data["score"], (int, float)) else "score: none")
+        parts.append(f"score {format_score(data['score'])}" if isinstance(data["score"], (int, float)) else "score: none")
     elif "item" in data:
         parts.append(f"{data.get('criterion') or name(data['item'])}: {data.get('points', 0):+g} points")
     return ", ".join(parts) or value or ""

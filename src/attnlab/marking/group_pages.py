@@ -14,8 +14,8 @@ from starlette.responses import PlainTextResponse, Response
 from attnlab.marking import security
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group
 from attnlab.marking.pages import NOT_FOUND, written_keys
+from attnlab.marking.records import AWAITING, WRITTEN, MarkingError
 from attnlab.marking.render import snippet_html
-from attnlab.marking.store import AWAITING, WRITTEN, MarkingError
 from attnlab.marking.views import Marking, answer_id, back_to, current, marking_of, need_marker, remember, whole_number
 
 

@@ -15,8 +15,9 @@ from datetime import timezone
 from pathlib import PurePosixPath
 
 from attnlab.grading.scale.submission_times import parse_time
+from attnlab.marking.records import MarkingError
 from attnlab.marking.regrades import NewRequest, add_requests, checked_request, questions_by_key
-from attnlab.marking.store import MarkingError, MarkStore
+from attnlab.marking.store import MarkStore
 
 COLUMNS = ("student", "question", "text", "time")
 MAX_ROWS = 2000

@@ -13,8 +13,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from attnlab.grading.outputs.gradebook import format_score
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import security
+from attnlab.marking.records import MarkConflict, MarkingError
 from attnlab.marking.regrade_csv import asked_time, find_key, import_requests
 from attnlab.marking.regrades import (
     DECISIONS,
@@ -28,7 +29,6 @@ from attnlab.marking.regrades import (
     requests_of,
     resolve,
 )
-from attnlab.marking.store import MarkConflict, MarkingError
 from attnlab.marking.views import Marking, back_to, marking_of, need_marker, whole_number
 
 NOT_FOUND = PlainTextResponse("no such lab or regrade request: go back to the labs page", status_code=404)

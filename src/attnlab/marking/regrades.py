@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from attnlab.grading.outputs.safe_text import escape_controls
-from attnlab.marking.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, MarkConflict, MarkingError, MarkStore
+from attnlab.marking.records import MarkConflict, MarkingError
+from attnlab.marking.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, MarkStore
 
 NO_CHANGE, SCORE_CHANGE = "no change", "score change"
 DECISIONS = (NO_CHANGE, SCORE_CHANGE)

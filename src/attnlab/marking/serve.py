@@ -104,7 +104,8 @@ def run_marking(target, *, host: str, port: int, start=None, add_marker: str | N
                 import_requests: str | None = None, say: Callable[[str], None] = print) -> int:
     """Open the gradebook at ``target`` (it must exist) and ``serve`` it with a new token; 0 after Ctrl-C. With
     ``add_marker``: print that marker's new token instead; with ``import_requests``: import that CSV instead."""
-    from attnlab.grading.outputs.gradebook import GradebookError, open_gradebook
+    from attnlab.grading.outputs.connection import GradebookError
+    from attnlab.grading.outputs.gradebook import open_gradebook
 
     if not 0 <= port <= 65535:
         raise MarkingUsageError(f"--port {port} is not a port: pass 1 to 65535, or 0 for a free one")

@@ -28,8 +28,9 @@ import math
 from datetime import datetime, timezone
 
 from attnlab.grading.outputs.safe_text import clip
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import chain, schema
-from attnlab.marking.records import (  # noqa: F401 - re-exported: the names callers import from the store
+from attnlab.marking.records import (
     AWAITING,
     CHANGED,
     GRADED,
@@ -189,8 +190,8 @@ class MarkStore:
             if current is None:
                 raise MarkingError(f"no rubric item {item_id!r} in question {question!r} of {lab}: reload the page")
             if expected is not None and current.points != float(expected):
-                raise MarkConflict(f"another marker changed {item_id}'s points to {current.points:g} "
-                                   f"(you saw {float(expected):g}): yours were not saved", current)
+                raise MarkConflict(f"another marker changed {item_id}'s points to {format_score(current.points)} "
+                                   f"(you saw {format_score(expected)}): yours were not saved", current)
             ex("UPDATE rubric_items SET points = ? WHERE lab = ? AND question = ? AND item = ?",
                (points, lab, question, item_id))
             self.audit(ex, who, lab, None, question, "rubric points",
@@ -273,7 +274,8 @@ class MarkStore:
         who = _text(marker, "the marker's name", MAX_NAME_CHARS, required=True)
         answer = _one_answer(ex, lab, key, question)
         if not 0 <= score <= answer.max_score:
-            raise MarkingError(f"score {score:g} is outside 0 to {answer.max_score:g} for {question}")
+            raise MarkingError(f"score {format_score(score)} is outside 0 to {format_score(answer.max_score)} "
+                               f"for {question}")
         before = _changes(ex, lab, key).get((key, question))
         new = Change(score, reason, who, _now(), int(version) + 1, answer.basis)
         values = (score, reason, who, new.changed_at, new.version, new.basis)

@@ -7,6 +7,8 @@ import base64
 import io
 import math
 
+from attnlab.grading.outputs.score_text import format_score
+
 from .stats import Distribution, Mistake
 
 DPI = 90
@@ -52,7 +54,7 @@ def total_plot(total: Distribution) -> str:
     fig = _figure(7, 3)
     ax = fig.add_subplot()
     _histogram(ax, total, bins=max(5, min(30, int(total.max_score) or 10)))
-    ax.set_xlabel(f"total score (of {total.max_score:g})")
+    ax.set_xlabel(f"total score (of {format_score(total.max_score)})")
     ax.legend(loc="upper left", fontsize=8)
     return to_data_uri(fig)
 
@@ -66,7 +68,7 @@ def question_plot(per_question: list[Distribution]) -> str:
     for i, d in enumerate(per_question):
         ax = fig.add_subplot(rows, cols, i + 1)
         _histogram(ax, d, bins=max(2, min(20, int(d.max_score) + 1)))
-        ax.set_title(f"{_plain(d.name)}\n{100 * d.full_share:.0f}% at full marks ({d.max_score:g})", fontsize=8)
+        ax.set_title(f"{_plain(d.name)}\n{100 * d.full_share:.0f}% at full marks ({format_score(d.max_score)})", fontsize=8)
         ax.tick_params(labelsize=7)
     return to_data_uri(fig)
 

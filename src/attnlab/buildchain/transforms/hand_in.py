@@ -1,6 +1,6 @@
 """The notebook's last cell: how to hand the lab in, on each route a course may use (Gradescope, nbgrader, a folder
 that `attnlab grade` grades), with the written answers' PDF for Gradescope (``attnlab.written_pdf``: no LaTeX, no
-browser). Runs on the common notebook after written_answers, so every branch ends with it and nbgrader locks it."""
+browser). Runs on the common notebook after answer_cells, so every branch ends with it and nbgrader locks it."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 before the student, solution and nbgrader branches split), so the three carry the same ``metadata.nbgrader`` on the
 same cells: prose locked, each cell holding a solution block a solution cell, each ``grader.check("name")`` cell an
 autograded test cell (``test_<name>``) worth the question's points, each written question's answer cell
-(``written_answers``) a manually graded answer cell (``grade_id``: the question's name) worth its points.
+(``answer_cells``) a manually graded answer cell (``grade_id``: the question's name) worth its points.
 nbgrader's autograde matches a submitted cell to its gradebook by ``grade_id``; a notebook without them scores 0
 (``grading/bridges/nbgrader_setup.py`` refuses such a notebook instead). The set-up cell is left to Jupyter's lock
 (``lock_cells``): its install address differs between the notebooks ``attnlab release --url`` writes and the
@@ -23,8 +23,8 @@ from __future__ import annotations
 import copy
 import hashlib
 
+from .answer_cells import ANSWER_META
 from .markers import BEGIN_SOLUTION, META, SOLUTION_SUFFIX
-from .written_answers import ANSWER_META
 
 SCHEMA_VERSION = 3  # nbgrader >= 0.9
 

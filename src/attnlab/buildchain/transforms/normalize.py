@@ -11,8 +11,8 @@ import copy
 
 import nbformat
 
+from .answer_cells import ANSWER_META
 from .markers import META
-from .written_answers import ANSWER_META
 
 KEEP_CELL_METADATA = ("tags", "editable", "deletable", "nbgrader", ANSWER_META)
 

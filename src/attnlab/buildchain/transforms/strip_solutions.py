@@ -112,7 +112,7 @@ def strip_source(source: str) -> str:
 
 
 def strip_solutions(nb):
-    """Code cells lose their solution blocks; a written question's answer cell (``written_answers``) its reference
+    """Code cells lose their solution blocks; a written question's answer cell (``answer_cells``) its reference
     answer, replaced with ``PLACEHOLDER``."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:

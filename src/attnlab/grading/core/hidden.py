@@ -102,11 +102,11 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     """
     set_deadline = getattr(student, "set_deadline", None)
     results: dict[str, dict] = {}
-    forbidden_met: dict[str, list] = {}  # question -> the rules.ForbiddenUse its failed tests raised
+    forbidden_met: dict[str, list] = {}  # question -> the forbidden_calls.ForbiddenUse its failed tests raised
     on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
     on_own: dict[str, dict] = {}  # question -> {name: why its stand-in fell short}: graded on the student's own since
     evidence = call_evidence.Tracker(student)  # what the worker saw run, per question
-    uses = rule_costs.uses_by_name(rules.student_cells(student))  # the forbidden calls a question answers for
+    uses = rule_costs.uses_by_name(rule_costs.student_cells(student))  # the forbidden calls a question answers for
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -136,10 +136,11 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    _redefinition_notes(results, rules.student_cells(student))
+    cells = rule_costs.student_cells(student)
+    _redefinition_notes(results, cells)
     _reference_notes(results, on_reference, on_own)
     forbidden_costs_question(results, forbidden_met, student)
-    found = apply_policy(suite, results, rules.student_cells(student)) + evidence.apply(results, forbidden_met)
+    found = apply_policy(suite, results, cells) + evidence.apply(results, forbidden_met)
     if review is not None:
         review.extend(found)
     return results
@@ -183,12 +184,12 @@ def _question_code(suite: HiddenSuite, question: str, uses: dict[str, set[str]])
 
 
 def _outcome(suite: HiddenSuite, test: HiddenTest, student, ref, rng, seen: tuple) -> tuple[bool, str, Any]:
-    """``(passed, message, the rules.ForbiddenUse it raised or None)`` of one test."""
+    """``(passed, message, the forbidden_calls.ForbiddenUse it raised or None)`` of one test."""
     try:
         _run_test(suite, test, student, ref, rng, *seen)
         return True, "", None
     except AssertionError as exc:
-        return False, str(exc) or "assertion failed", exc if isinstance(exc, rules.ForbiddenUse) else None
+        return False, str(exc) or "assertion failed", exc if isinstance(exc, forbidden_calls.ForbiddenUse) else None
     except StudentError as exc:
         return False, str(exc), None
     except Exception as exc:  # noqa: BLE001 - e.g. unpacking a wrongly shaped return value
@@ -226,7 +227,7 @@ def _run_test(suite: HiddenSuite, test: HiddenTest, student, ref, rng, on_refere
 
 def forbidden_costs_question(results: dict[str, dict], met: dict[str, list], student) -> None:
     """A lab's forbidden library call costs the whole question whose code holds it, as the notebook says, whichever
-    of the question's hidden tests met it: a question whose test raised ``rules.ForbiddenUse`` (``met``) in its own
+    of the question's hidden tests met it: a question whose test raised ``forbidden_calls.ForbiddenUse`` (``met``) in its own
     code (the question's definition and the helpers it calls, not the graded names it is graded on the reference for:
     ``forbidden_calls.question_scope``; or, read without that scope, its own definition) gets 0, its first message
     naming the call from the exception's ``hits``. A call in another question's code costs that question only."""
@@ -235,7 +236,7 @@ def forbidden_costs_question(results: dict[str, dict], met: dict[str, list], stu
         names = {name for exc in raised for name in exc.names}
         try:
             own = (any(getattr(exc, "scoped", False) for exc in raised)  # found in this question's code only
-                   or (rules.forbidden_uses(student.source(q), names) if names else True))
+                   or (forbidden_calls.forbidden_uses(student.source(q), names) if names else True))
         except Exception:  # noqa: BLE001 - a student without that definition: the tests' verdict stands
             own = False
         if not own or entry["score"] == 0.0:

@@ -24,7 +24,7 @@ PROBLEMS = "problems"
 CATEGORY, CELL, MESSAGE = "category", "cell", "message"
 MISTAKE, ENTRY, HINT = "mistake", "entry", "hint"
 FAILED = "failed"
-FORBIDDEN = "forbidden"  # a question's failed tests that failed on a lab's forbidden function (rules.ForbiddenUse)
+FORBIDDEN = "forbidden"  # a question's failed tests that failed on a lab's forbidden function (forbidden_calls.ForbiddenUse)
 NOT_WRITTEN = "not_written"
 ON_REFERENCE = "graded_on_reference"  # the reference functions a question's tests ran its code with (hidden.py)
 

@@ -31,10 +31,11 @@ from attnlab.grading.core.written_answers import (
     total_text,
 )
 from attnlab.grading.outputs.files import write_text_atomic
-from attnlab.grading.outputs.gradebook import format_score, validate_result
+from attnlab.grading.outputs.gradebook import validate_result
 from attnlab.grading.outputs.late_work import LATE
 from attnlab.grading.outputs.regrade_feedback import REGRADES, regrade_lines
 from attnlab.grading.outputs.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
+from attnlab.grading.outputs.score_text import format_score
 
 REVIEW_HEADING = "Your instructor will review"  # the items of result["review"], a person's decision
 

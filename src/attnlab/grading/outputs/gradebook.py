@@ -31,10 +31,9 @@ from pathlib import Path
 from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core import written_answers as written
 from attnlab.grading.outputs import gradebook_schema as schema
-from attnlab.grading.outputs.connection import (  # noqa: F401 - GradebookUnavailable: the error callers catch
+from attnlab.grading.outputs.connection import (
     Bounds,
     GradebookError,
-    GradebookUnavailable,
     Link,
     connect_postgres,
     connect_sqlite,
@@ -43,7 +42,6 @@ from attnlab.grading.outputs.connection import (  # noqa: F401 - GradebookUnavai
     sqlite_may_pass,
 )
 from attnlab.grading.outputs.safe_text import MAX_MESSAGE_CHARS, clip, readable_name
-from attnlab.grading.outputs.score_text import format_score  # noqa: F401 - where the callers import it from
 
 DEFAULT_NAME = "gradebook.db"
 NEEDS_REVIEW = "needs review: "

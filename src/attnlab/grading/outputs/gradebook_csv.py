@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from attnlab.grading.core import written_answers as written
-from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, format_score, row_notes
+from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, open_gradebook, row_notes
 from attnlab.grading.outputs.late_work import BEFORE, LATE, late_note
 from attnlab.grading.outputs.marks_applied import marked_rows
 from attnlab.grading.outputs.safe_text import clip, for_csv
+from attnlab.grading.outputs.score_text import format_score
 
 AWAITING_COLUMN = "awaiting_marking"
 # A lab with recorded submission times (``late_work``): ``score`` is after the penalty, these say how it was taken.
@@ -82,3 +83,11 @@ def export_csv(book, path, lab: str | None = None, roster=None) -> int:
     with open(path, "w", newline="", encoding="utf-8") as f:
         _write_csv(f, rows, columns, roster)
     return len(rows)
+
+
+def export_gradebook(target, csv_path, lab: str | None = None, roster=None) -> int:
+    """``attnlab gradebook DIR --csv FILE``: write the CSV of the gradebook at ``target`` (a directory
+    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL), students identified by ``roster``
+    (``attnlab.roster``); return the number of rows."""
+    with open_gradebook(target, create=False) as book:
+        return export_csv(book, csv_path, lab=lab, roster=roster)

@@ -47,16 +47,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from attnlab.grading.policy import reflection
-
-# rule 5 (a lab's forbidden calls) lives in forbidden_calls; hidden tests reach it through this module
-from attnlab.grading.policy.forbidden_calls import (  # noqa: F401
-    ForbiddenUse,
-    assert_not_used,
-    code_in_string,
-    forbidden_uses,
-    forbidden_uses_in,
-)
-from attnlab.grading.policy.rule_costs import student_cells, top_level_names  # noqa: F401 - student_cells: for the hidden tests
+from attnlab.grading.policy.forbidden_calls import code_in_string
+from attnlab.grading.policy.rule_costs import top_level_names
 
 # Every addition is deliberate: what the solutions, blank notebooks, catalogue entries and variants of the nine
 # labs import (torch and its public submodules, math, re, time, collections, matplotlib.pyplot, tqdm.auto,

@@ -33,21 +33,20 @@ from attnlab.grading.core.notebook_code import SubmissionError, SubmissionUnread
 from attnlab.grading.core.result_fields import GRADER_ERROR, problem
 from attnlab.grading.core.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.core.written_answers import add_written, awaiting_note, points_awaiting
+from attnlab.grading.outputs.connection import GradebookUnavailable
 from attnlab.grading.outputs.feedback import feedback_markdown
 from attnlab.grading.outputs.files import OutputWriteError, commit_files, discard, kit_paths, output_folders, stage_files
 from attnlab.grading.outputs.gradebook import (
     DEFAULT_NAME,
     Gradebook,
-    GradebookUnavailable,
     InvalidResult,
-    format_score,
     open_gradebook,
     sqlite_path,
     validate_result,
 )
-from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.gradescope import Visibility, results_json_text
 from attnlab.grading.outputs.safe_text import readable_name
+from attnlab.grading.outputs.score_text import format_score
 from attnlab.grading.scale import pool
 from attnlab.grading.scale.progress import BatchProgress
 from attnlab.grading.scale.scheduler import is_auto, shard_from_environment
@@ -385,10 +384,3 @@ def _run_pool(todo, jobs: int, work, finish, started) -> None:
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
-
-def export_gradebook(target, csv_path, lab: str | None = None, roster=None) -> int:
-    """``attnlab gradebook DIR --csv FILE``: write the CSV of the gradebook at ``target`` (a directory
-    meaning ``DIR/gradebook.db``, a SQLite file or a ``postgresql://`` URL), students identified by ``roster``
-    (``attnlab.roster``); return the number of rows."""
-    with open_gradebook(target, create=False) as book:
-        return export_csv(book, csv_path, lab=lab, roster=roster)

@@ -40,7 +40,7 @@ def _export_cell(comment: str, name: str):
     return cell
 
 
-def written_answers(nb, points: dict[str, float]):
+def answer_cells(nb, points: dict[str, float]):
     """``points``: written question -> its points. The reference cells of each become one answer cell, and the
     question (prompt and answer) is framed by Otter's export comments."""
     nb = copy.deepcopy(nb)

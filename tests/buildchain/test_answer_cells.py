@@ -1,4 +1,4 @@
-"""written_answers: a written question's reference becomes one answer cell; the whole build on a master with a
+"""answer_cells: a written question's reference becomes one answer cell; the whole build on a master with a
 written question (tests/buildchain/written_master.py): the student notebook gets an open answer cell with the
 placeholder and its metadata, never the reference or the rubric; the solution and the nbgrader source keep the
 reference; the bundle lists the question (``written_questions``); the code questions are untouched."""
@@ -12,14 +12,14 @@ import nbformat
 import pytest
 
 from attnlab.buildchain.pipeline import build, build_lab
-from attnlab.buildchain.transforms.markers import META, PLACEHOLDER
-from attnlab.buildchain.transforms.nbgrader_cells import checksum
-from attnlab.buildchain.transforms.written_answers import (
+from attnlab.buildchain.transforms.answer_cells import (
     ANSWER_META,
     EXPORT_BEGIN,
     EXPORT_END,
-    written_answers,
+    answer_cells,
 )
+from attnlab.buildchain.transforms.markers import META, PLACEHOLDER
+from attnlab.buildchain.transforms.nbgrader_cells import checksum
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import RubricItem, WrittenQuestion, load_bundle, written_questions
 
@@ -37,7 +37,7 @@ def test_the_reference_cells_become_one_answer_cell_in_their_place():
     nb.cells = [_labelled("intro", "body"), _labelled("the prompt", "question", "w"),
                 _labelled("first part\n", "reference", "w"), _labelled("second part", "reference", "w"),
                 _labelled("after", "body")]
-    out = written_answers(nb, {"w": 1.5})
+    out = answer_cells(nb, {"w": 1.5})
     assert [c.source for c in out.cells] == ["intro", EXPORT_BEGIN, "the prompt", "first part\n\nsecond part",
                                              EXPORT_END, "after"]
     answer = out.cells[3]
@@ -46,7 +46,7 @@ def test_the_reference_cells_become_one_answer_cell_in_their_place():
     assert answer.metadata[META] == {"role": "answer", "question": "w"}
     assert len(nb.cells) == 5  # the input is not touched
     # a code question's cells (not in points) are left alone
-    assert [c.source for c in written_answers(nb, {}).cells] == [c.source for c in nb.cells]
+    assert [c.source for c in answer_cells(nb, {}).cells] == [c.source for c in nb.cells]
 
 
 @pytest.fixture(scope="module")
