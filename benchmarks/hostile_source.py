@@ -32,7 +32,7 @@ def _at_the_limits() -> list[str]:
     where it checks it), then cells of ``x = [a, a, ...]`` up to the syntax nodes allowed."""
     import ast
 
-    from attnlab.grading.core.notebook_code import MAX_AST_NODES, MAX_CELL_CHARS, python_source, tree_size
+    from attnlab.grading.source.notebook_code import MAX_AST_NODES, MAX_CELL_CHARS, python_source, tree_size
 
     cells = _solution() + ["a = 0\n"]
     nodes = sum(tree_size(ast.parse(python_source(c)))[0] for c in cells)
@@ -45,7 +45,7 @@ def _at_the_limits() -> list[str]:
 
 def _solution() -> list[str]:
     """The lab's solution (the reference for the figures: an honest grade)."""
-    from attnlab.grading.core.notebook_code import read_cells
+    from attnlab.grading.source.notebook_code import read_cells
 
     return [c.source for c in read_cells(ROOT / "solutions" / LAB / f"{LAB}.ipynb")]
 

@@ -282,9 +282,9 @@ def test_a_course_named_with_spaces_and_a_slash_goes_round_nbgraders_exchange(tm
 
     from attnlab.cli import main
     from attnlab.grading.outputs.gradebook import open_gradebook
-    from attnlab.grading.outputs.score_text import format_score
     from attnlab.grading.scale.submission_times import submission_time
     from attnlab.late_policy import LatePolicy
+    from attnlab.records.score_text import format_score
 
     due = datetime(2027, 2, 14, 23, 59, tzinfo=timezone.utc)
     kit = load_course(ROOT)

@@ -9,8 +9,8 @@ from textwrap import dedent
 
 import nbformat
 
-from attnlab.grading.core.notebook_code import OTTER_IGNORE
 from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.source.notebook_code import OTTER_IGNORE
 
 from .course import Lab
 

@@ -15,11 +15,11 @@ import json
 import sys
 from textwrap import dedent
 
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import run_suite
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.api import LocalStudent, trusted_namespace
+from attnlab.records import result_fields as fields
 
 
 class WatchedStudent(LocalStudent):

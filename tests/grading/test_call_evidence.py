@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from attnlab.course import load_course
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.hidden import HiddenSuite, run_suite
 from attnlab.grading.policy import forbidden_calls, forbidden_ops
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.call_evidence import Use
+from attnlab.records import result_fields as fields
 
 ROOT = Path(__file__).resolve().parents[2]
 SDPA = "scaled_dot_product_attention"

@@ -10,7 +10,7 @@ import pytest
 
 from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, validate_result
 from attnlab.grading.outputs.gradebook_csv import export_csv
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.score_text import format_score
 
 
 def result(questions, *, errors=(), isolation="fake", elapsed_s=0.5):

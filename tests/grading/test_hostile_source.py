@@ -12,7 +12,7 @@ from pathlib import Path
 import benchmark_scripts
 import pytest
 
-from attnlab.grading.core import notebook_code as nc
+from attnlab.grading.source import notebook_code as nc
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_DIR = ROOT / "autograder" / "lab05_self_attention"

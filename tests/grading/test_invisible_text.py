@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from attnlab.grading.outputs.gradebook_csv import export_gradebook
-from attnlab.grading.outputs.safe_text import escape_controls, for_csv, for_terminal, is_invisible, markdown_inline
 from attnlab.grading.outputs.score_table import score_table
 from attnlab.grading.scale.batch import grade_batch
+from attnlab.records.safe_text import escape_controls, for_csv, for_terminal, is_invisible, markdown_inline
 from attnlab.report import build_report
 
 INVISIBLE = ["\u200b", "\u2060", "\ufeff", "\u061c", "\u202a", "\u202e", "\u2066", "\u2069", "\u200d", "\u00ad",

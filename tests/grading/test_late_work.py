@@ -19,8 +19,8 @@ from attnlab.course import load_course
 from attnlab.grading.core.bundle import manifest_questions
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.outputs.late_work import late_work
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.grading.scale.submission_times import TimesError, parse_time, read_times_csv, submission_time
+from attnlab.records.score_text import format_score
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = "lab01_text_as_vectors"

@@ -6,7 +6,7 @@ import os
 import nbformat
 import pytest
 
-from attnlab.grading.core.notebook_code import (
+from attnlab.grading.source.notebook_code import (
     MAX_NOTEBOOK_BYTES,
     CodeCell,
     SubmissionError,

@@ -13,10 +13,10 @@ import time
 import pytest
 
 from attnlab.cli import main
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.runner import grade_submission
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.worker.deaths import WorkerKilled, judge
+from attnlab.records import result_fields as fields
 
 LAB = "lab99_demo"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnlab.grading.core import result_fields as f
+from attnlab.records import result_fields as f
 from attnlab.report.load import Submission
 
 
@@ -17,7 +17,7 @@ def problem(category: str, message: str = "", cell: str | None = None) -> dict:
 
 def sub(key: str, questions: dict[str, tuple], **fields) -> Submission:
     """``questions``: name -> ``(score, max_score, messages)``, or ``(score, max_score, messages, structured)`` with
-    the question's structured fields (``grading/core/result_fields.py``), which the report reads its categories from."""
+    the question's structured fields (``records/result_fields.py``), which the report reads its categories from."""
     qs = {n: {"score": q[0], "max_score": q[1], "messages": q[2], **(q[3] if len(q) > 3 else {})}
           for n, q in questions.items()}
     fields.setdefault("isolation", "bubblewrap")

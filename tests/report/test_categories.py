@@ -3,7 +3,7 @@ and similarity clusters (``report/clusters.py``), from hand-made rows and pairs.
 
 from __future__ import annotations
 
-from attnlab.grading.core import result_fields as f
+from attnlab.records import result_fields as f
 from attnlab.report import stats
 from attnlab.report.build import compute
 from attnlab.report.categories import CATEGORIES, SHORT, diagnosed, problems, unwritten

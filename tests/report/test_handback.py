@@ -14,12 +14,12 @@ from chromium_browser import CHROMIUM, NO_AXE, NO_CHROMIUM, axe_core, launch
 
 from attnlab.cli import main
 from attnlab.course import load_course
-from attnlab.grading.core import result_fields as f
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.outputs.late_work import record_late_work
 from attnlab.late_policy import LabDeadline, LatePolicy
 from attnlab.marking.regrades import NO_CHANGE, add_requests, checked_request, questions_by_key, resolve
 from attnlab.marking.store import MarkStore
+from attnlab.records import result_fields as f
 from attnlab.report import build_report
 
 LAB = "lab99_demo"

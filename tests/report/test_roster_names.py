@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from attnlab.grading.outputs.safe_text import markdown_inline
+from attnlab.records.safe_text import markdown_inline
 from attnlab.report import compute
 from attnlab.report import markdown as summary
 from attnlab.report.page import render

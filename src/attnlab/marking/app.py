@@ -9,10 +9,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from attnlab.grading.outputs.safe_text import escape_controls
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import group_pages, markers, pages, regrade_pages, search_pages, security, views
 from attnlab.marking.store import MarkStore
+from attnlab.records.safe_text import escape_controls
+from attnlab.records.score_text import format_score
 
 TEMPLATES = Path(__file__).parent / "templates"
 

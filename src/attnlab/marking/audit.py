@@ -10,10 +10,10 @@ import csv
 import io
 import json
 
-from attnlab.grading.outputs.safe_text import for_csv
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import chain
 from attnlab.marking.store import MarkStore
+from attnlab.records.safe_text import for_csv
+from attnlab.records.score_text import format_score
 
 COLUMNS = ("id", "at", "who", "lab", "key", "question", "action", "before", "after", "reason", "digest")
 

@@ -9,8 +9,8 @@ import hashlib
 import secrets
 from datetime import datetime, timezone
 
-from attnlab.grading.outputs.safe_text import escape_controls
 from attnlab.marking.records import MarkingError
+from attnlab.records.safe_text import escape_controls
 
 INSTRUCTOR = "instructor"
 MAX_MARKER_NAME = 60

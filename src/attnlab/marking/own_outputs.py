@@ -18,9 +18,9 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from attnlab.grading.core.notebook_code import SubmissionError, read_submission
 from attnlab.grading.core.written_answers import Question, answer_position, notebook_cells
-from attnlab.grading.outputs.safe_text import escape_controls
+from attnlab.grading.source.notebook_code import SubmissionError, read_submission
+from attnlab.records.safe_text import escape_controls
 
 MAX_CELLS = 4  # the section's last code cells
 MAX_OUTPUTS = 8  # per cell

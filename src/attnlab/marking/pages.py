@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from attnlab.grading.core.written_answers import Question
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import security
 from attnlab.marking.own_outputs import own_outputs
 from attnlab.marking.records import AWAITING, WRITTEN, Effective, MarkConflict, MarkingError
 from attnlab.marking.render import answer_html
 from attnlab.marking.views import Marking, answer_id, back_to, current, marking_of, need_marker, remember, whole_number
+from attnlab.records.score_text import format_score
 
 NOT_FOUND = PlainTextResponse("no such page: go back to the labs page", status_code=404)
 

@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import security
 from attnlab.marking.records import MarkConflict, MarkingError
 from attnlab.marking.regrade_csv import asked_time, find_key, import_requests
@@ -30,6 +29,7 @@ from attnlab.marking.regrades import (
     resolve,
 )
 from attnlab.marking.views import Marking, back_to, marking_of, need_marker, whole_number
+from attnlab.records.score_text import format_score
 
 NOT_FOUND = PlainTextResponse("no such lab or regrade request: go back to the labs page", status_code=404)
 STATUSES = (OPEN, RESOLVED)

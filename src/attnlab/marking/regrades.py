@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from attnlab.grading.outputs.safe_text import escape_controls
 from attnlab.marking.records import MarkConflict, MarkingError
 from attnlab.marking.store import MAX_NAME_CHARS, MAX_TEXT_CHARS, MarkStore
+from attnlab.records.safe_text import escape_controls
 
 NO_CHANGE, SCORE_CHANGE = "no change", "score change"
 DECISIONS = (NO_CHANGE, SCORE_CHANGE)

@@ -11,8 +11,8 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from attnlab.grading.outputs.safe_text import escape_controls
 from attnlab.marking.maths import formula_html
+from attnlab.records.safe_text import escape_controls
 
 _MARKDOWN = (MarkdownIt("commonmark", {"html": False, "linkify": False}).disable(["image", "link", "autolink"])
              .enable("table").use(dollarmath_plugin, double_inline=True,

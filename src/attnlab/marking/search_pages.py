@@ -11,9 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from attnlab.grading.outputs.safe_text import escape_controls
 from attnlab.marking.pages import NOT_FOUND, written_keys
 from attnlab.marking.views import Marking, current, marking_of
+from attnlab.records.safe_text import escape_controls
 
 MAX_QUERY_CHARS = 200
 SNIPPET_CHARS = 90  # each side of the match

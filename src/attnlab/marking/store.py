@@ -27,8 +27,6 @@ import json
 import math
 from datetime import datetime, timezone
 
-from attnlab.grading.outputs.safe_text import clip
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.marking import chain, schema
 from attnlab.marking.records import (
     AWAITING,
@@ -46,6 +44,8 @@ from attnlab.marking.records import (
     answer_sha,
     mark_score,
 )
+from attnlab.records.safe_text import clip
+from attnlab.records.score_text import format_score
 
 MAX_TEXT_CHARS = 5000  # a comment or a reason
 MAX_NAME_CHARS = 100  # a marker's name, a criterion

@@ -13,11 +13,11 @@ from jinja2 import Environment
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from attnlab.grading.outputs.safe_text import escape_controls
 from attnlab.marking import security
 from attnlab.marking.audit import audit_csv, audit_log, check_chain, readable
 from attnlab.marking.records import WRITTEN, MarkConflict, MarkingError
 from attnlab.marking.store import MarkStore
+from attnlab.records.safe_text import escape_controls
 from attnlab.report.load import Names
 
 

@@ -4,7 +4,7 @@ diagnosed mistakes and its unwritten questions.
 ``problems(s)`` gives ``Problem(category, text)`` for each of ``CATEGORIES``; ``diagnosed(s)`` the ``(question,
 hint)`` of each diagnosed mistake; ``unwritten(s)`` the questions not written yet. Health, the Students view and
 the Mistakes table all call these. Every category comes from the row's structured fields
-(``grading/core/result_fields.py``: ``problems``, a question's ``mistake`` and ``not_written``; the row's ``review``
+(``records/result_fields.py``: ``problems``, a question's ``mistake`` and ``not_written``; the row's ``review``
 and ``grader_error``), never from message text, which holds student text: an exception reading "timed out after"
 or "likely mistake: ..." is only text. A row written before those fields existed shows none: regrade it
 (``attnlab grade --regrade``).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.grading.core import result_fields as fields
+from attnlab.records import result_fields as fields
 
 from .load import Submission
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from attnlab.grading.core.written_answers import KIND, WRITTEN
 from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, row_notes
 from attnlab.grading.outputs.late_work import late_note
-from attnlab.grading.outputs.safe_text import clip, for_csv
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import clip, for_csv
+from attnlab.records.score_text import format_score
 
 from ..roster import CSV_COLUMNS, NOT_ON_ROSTER, Roster, Student
 from .model import ClassReport

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from attnlab.grading.outputs.feedback_page import feedback_page
 from attnlab.grading.outputs.files import folder_name, write_text_atomic
-from attnlab.grading.outputs.safe_text import readable_name
+from attnlab.records.safe_text import readable_name
 
 from .load import Submission, load_submissions
 from .students import feedback_files

@@ -17,7 +17,7 @@ from pathlib import Path
 @dataclass
 class Submission:
     """One gradebook row, the marks applied (``grading/outputs/marks_applied.py``). ``questions``: name -> ``{"score",
-    "max_score", "messages", "kind"}`` and the question's structured fields (``grading/core/result_fields.py``), in the
+    "max_score", "messages", "kind"}`` and the question's structured fields (``records/result_fields.py``), in the
     result's order; a written answer awaiting marking has the score None. ``score``: the marked points only."""
 
     key: str

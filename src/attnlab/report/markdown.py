@@ -6,8 +6,8 @@ no student text becomes a heading, a link or HTML.
 
 from __future__ import annotations
 
-from attnlab.grading.outputs.safe_text import for_markdown, markdown_inline
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import for_markdown, markdown_inline
+from attnlab.records.score_text import format_score
 
 from . import students
 from .categories import CATEGORIES, SHORT, problems

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import html
 
-from attnlab.grading.outputs.safe_text import escape_controls
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import escape_controls
+from attnlab.records.score_text import format_score
 
 from . import students
 from .categories import CATEGORIES

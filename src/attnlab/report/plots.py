@@ -7,7 +7,7 @@ import base64
 import io
 import math
 
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.score_text import format_score
 
 from .stats import Distribution, Mistake
 

@@ -73,7 +73,7 @@ def _copydetect():
 def template_sources(template_path) -> tuple[set[str], str]:
     """The student template's graded cells: their sources (a submission's cell equal to one is left out) and
     their code joined (whose fingerprints are removed from every submission's)."""
-    from attnlab.grading.core.notebook_code import read_cells
+    from attnlab.grading.source.notebook_code import read_cells
 
     sources = [c.source for c in read_cells(template_path)]
     return {s.strip() for s in sources}, "\n\n".join(sources)
@@ -81,7 +81,7 @@ def template_sources(template_path) -> tuple[set[str], str]:
 
 def graded_code(path, template: set[str]) -> str | None:
     """The submission's graded code cells that are not template cells, joined; None when it cannot be read."""
-    from attnlab.grading.core.notebook_code import SubmissionError, read_cells
+    from attnlab.grading.source.notebook_code import SubmissionError, read_cells
 
     try:
         cells = read_cells(path)

@@ -1,7 +1,7 @@
 """The class at a glance, as numbers: score distributions, diagnosed mistakes, failed hidden tests, unwritten
 questions, and the health of the grading run.
 
-Every category is read from the row's structured fields (``grading/core/result_fields.py``), never from message text,
+Every category is read from the row's structured fields (``records/result_fields.py``), never from message text,
 which holds student text (an exception message saying "likely mistake: ..." or "timed out after" is only text):
 failed tests from a question's ``failed``; a submission's problems, diagnosed mistakes and unwritten questions
 through ``categories`` (the one reader of those); the row's ``elapsed_s``. Messages are read only as examples
@@ -13,9 +13,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from attnlab.grading.core import result_fields as fields
-from attnlab.grading.outputs.safe_text import clip
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records import result_fields as fields
+from attnlab.records.safe_text import clip
+from attnlab.records.score_text import format_score
 
 from .categories import CATEGORIES, diagnosed, problems, unwritten
 from .load import Names, Submission

@@ -19,8 +19,8 @@ from urllib.parse import quote
 from attnlab.grading.core.written_answers import KIND, REASON, STATUS, WRITTEN, awaiting_note, change_text, total_text
 from attnlab.grading.outputs.gradebook import row_notes
 from attnlab.grading.outputs.late_work import late_note
-from attnlab.grading.outputs.safe_text import cap_messages, clip
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import cap_messages, clip
+from attnlab.records.score_text import format_score
 
 from .categories import SHORT, diagnosed, problems, unwritten
 from .load import Submission

@@ -17,7 +17,7 @@ import copy
 import re
 from typing import Callable
 
-from attnlab.grading.core.notebook_code import cells_from_notebook, joined_source
+from attnlab.grading.source.notebook_code import cells_from_notebook, joined_source
 from attnlab.grading.worker.api import definition_source
 
 from .drop_marker_cells import drop_marker_cells

@@ -7,7 +7,7 @@ Runs on the normalized solution notebook.
 
 from __future__ import annotations
 
-from attnlab.grading.core.notebook_code import cells_from_notebook, joined_source
+from attnlab.grading.source.notebook_code import cells_from_notebook, joined_source
 
 HEADER = '''\
 # Reference implementation of {lab}: the graded code cells of the solution notebook.

@@ -27,12 +27,12 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.bundle import grading_seed, load_bundle
 from attnlab.grading.core.hidden import LAST_GRADED, run_suite
-from attnlab.grading.core.notebook_code import definitions, python_source
 from attnlab.grading.diagnosis.diagnose import HINT_PREFIX, Recorder, name_mistakes
+from attnlab.grading.source.notebook_code import definitions, python_source
 from attnlab.grading.worker.api import LocalStudent
+from attnlab.records import result_fields as fields
 
 _RESULTS: dict[tuple, dict] = {}  # (kernel namespace, bundle, notebook, question) -> run_suite's entry
 _LOCK = threading.RLock()  # re-entered: a question's result asks for those of the graded names it calls

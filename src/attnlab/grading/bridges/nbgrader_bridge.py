@@ -22,7 +22,7 @@ from pathlib import Path
 
 from attnlab.grading.bridges.in_kernel import question_result
 from attnlab.grading.core.bundle import find_bundle
-from attnlab.grading.core.notebook_code import SubmissionError, cells_from_notebook, described_cells, joined_source
+from attnlab.grading.source.notebook_code import SubmissionError, cells_from_notebook, described_cells, joined_source
 
 
 def _is_test_cell(cell: dict) -> bool:

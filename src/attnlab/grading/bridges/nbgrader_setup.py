@@ -32,7 +32,7 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from attnlab.grading.core.bundle import BUNDLE_ENV, find_bundle, holds_bundle, manifest_lab
-from attnlab.grading.core.notebook_code import OTTER_IGNORE
+from attnlab.grading.source.notebook_code import OTTER_IGNORE
 
 SKIP_TAG = OTTER_IGNORE
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attnlab.grading.bridges.in_kernel import question_result, test_counted, test_message
 from attnlab.grading.core.bundle import find_bundle, load_bundle
-from attnlab.grading.core.notebook_code import SubmissionError, described_cells, joined_source, read_cells
+from attnlab.grading.source.notebook_code import SubmissionError, described_cells, joined_source, read_cells
 
 
 def _submission() -> tuple[bytes, str | None, list[dict] | None]:

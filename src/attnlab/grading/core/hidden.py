@@ -26,13 +26,13 @@ from typing import Any, Callable
 
 import torch
 
-from attnlab.grading.core import result_fields as fields
-from attnlab.grading.core.notebook_code import definitions
 from attnlab.grading.policy import forbidden_calls, rule_costs, rules
+from attnlab.grading.source.notebook_code import definitions
 from attnlab.grading.worker import call_evidence
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import reference_note
 from attnlab.grading.worker.reference_host import ReferenceOverBudget
+from attnlab.records import result_fields as fields
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.bundle import Bundle, grading_seed, load_bundle
 from attnlab.grading.core.lab_check import wrong_lab_message
-from attnlab.grading.core.notebook_code import (
+from attnlab.grading.core.written_answers import add_written
+from attnlab.grading.source.notebook_code import (
     SourceTooLarge,
     SubmissionError,
     code_spans,
@@ -28,8 +28,8 @@ from attnlab.grading.core.notebook_code import (
     read_cells,
     read_submission,
 )
-from attnlab.grading.core.written_answers import add_written
 from attnlab.grading.worker.deaths import WorkerKilled
+from attnlab.records import result_fields as fields
 
 if TYPE_CHECKING:
     from attnlab.grading.worker.remote import RemoteStudent

@@ -25,9 +25,9 @@ import json
 from dataclasses import dataclass
 
 from attnlab.buildchain.transforms.markers import PLACEHOLDER  # the build's answer cell: one owner
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.bundle import written_questions
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records import result_fields as fields
+from attnlab.records.score_text import format_score
 
 AWAITING = "awaiting marking"  # a written question's status until a person marks it
 KIND, STATUS, ANSWER = "kind", "status", "answer"

@@ -35,13 +35,13 @@ import numpy as np
 import torch
 
 from attnlab.buildchain.transforms.strip_solutions import NOT_WRITTEN
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.checks import compare_values
 from attnlab.grading.diagnosis.candidates import compiled_candidate
 from attnlab.grading.diagnosis.mutants import Catalogue, CatalogueError, Entry
-from attnlab.grading.outputs.safe_text import clip
 from attnlab.grading.worker.api import StudentAPI
 from attnlab.grading.worker.wire import ObjectHandle
+from attnlab.records import result_fields as fields
+from attnlab.records.safe_text import clip
 
 HINT_PREFIX = "likely mistake: "
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
 """What a grade leaves behind for people: the gradebook (`gradebook`, over `connection`; `gradebook_check`),
-per-submission files written atomically (`files`), feedback (`feedback`), Gradescope's results.json
-(`gradescope`), and the escaping of student-derived text (`safe_text`).
+per-submission files written atomically (`files`), feedback (`feedback`)
+and Gradescope's results.json (`gradescope`).
 """

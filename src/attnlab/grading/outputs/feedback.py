@@ -34,8 +34,8 @@ from attnlab.grading.outputs.files import write_text_atomic
 from attnlab.grading.outputs.gradebook import validate_result
 from attnlab.grading.outputs.late_work import LATE
 from attnlab.grading.outputs.regrade_feedback import REGRADES, regrade_lines
-from attnlab.grading.outputs.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import cap_messages, for_markdown, markdown_inline, readable_name
+from attnlab.records.score_text import format_score
 
 REVIEW_HEADING = "Your instructor will review"  # the items of result["review"], a person's decision
 

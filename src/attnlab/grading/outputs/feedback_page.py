@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core.written_answers import (
     AWAITING,
     COMMENT,
@@ -29,8 +28,9 @@ from attnlab.grading.core.written_answers import (
 )
 from attnlab.grading.outputs.late_work import LATE
 from attnlab.grading.outputs.regrade_feedback import REGRADES, regrade_section
-from attnlab.grading.outputs.safe_text import cap_messages, clip
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records import result_fields as fields
+from attnlab.records.safe_text import cap_messages, clip
+from attnlab.records.score_text import format_score
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 STYLE = """body{font:16px/1.5 system-ui,sans-serif;color:#1a1a1a;background:#fff;margin:0}

@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from attnlab.grading.core import result_fields as fields
 from attnlab.grading.core import written_answers as written
 from attnlab.grading.outputs import gradebook_schema as schema
 from attnlab.grading.outputs.connection import (
@@ -41,7 +40,8 @@ from attnlab.grading.outputs.connection import (
     shut_socket,
     sqlite_may_pass,
 )
-from attnlab.grading.outputs.safe_text import MAX_MESSAGE_CHARS, clip, readable_name
+from attnlab.records import result_fields as fields
+from attnlab.records.safe_text import MAX_MESSAGE_CHARS, clip, readable_name
 
 DEFAULT_NAME = "gradebook.db"
 NEEDS_REVIEW = "needs review: "

@@ -16,8 +16,8 @@ from attnlab.grading.core import written_answers as written
 from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, open_gradebook, row_notes
 from attnlab.grading.outputs.late_work import BEFORE, LATE, late_note
 from attnlab.grading.outputs.marks_applied import marked_rows
-from attnlab.grading.outputs.safe_text import clip, for_csv
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import clip, for_csv
+from attnlab.records.score_text import format_score
 
 AWAITING_COLUMN = "awaiting_marking"
 # A lab with recorded submission times (``late_work``): ``score`` is after the penalty, these say how it was taken.

@@ -35,8 +35,8 @@ from pathlib import Path
 from attnlab.grading.core.written_answers import KIND, WRITTEN, awaiting_note, points_awaiting, total_text
 from attnlab.grading.outputs.files import write_text_atomic
 from attnlab.grading.outputs.gradebook import validate_result
-from attnlab.grading.outputs.safe_text import bullet_lines, cap_messages, for_terminal
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import bullet_lines, cap_messages, for_terminal
+from attnlab.records.score_text import format_score
 
 # Gradescope's values (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Controlling test case
 # visibility"), each with when a student sees a test that has it.

@@ -8,8 +8,8 @@ from __future__ import annotations
 import html
 from datetime import datetime, timezone
 
-from attnlab.grading.outputs.safe_text import clip, escape_controls, for_markdown, markdown_inline
-from attnlab.grading.outputs.score_text import format_score
+from attnlab.records.safe_text import clip, escape_controls, for_markdown, markdown_inline
+from attnlab.records.score_text import format_score
 
 REGRADES = "regrades"
 HEADING = "Your regrade requests"

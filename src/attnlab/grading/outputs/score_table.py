@@ -13,7 +13,7 @@ from pathlib import Path
 def json_rows(results: list[dict]) -> list[dict]:
     """What ``attnlab grade --json`` prints of each result; a file name that is not UTF-8 shows its bytes as
     ``\\xNN`` (``safe_text.readable_name``)."""
-    from attnlab.grading.outputs.safe_text import readable_name
+    from attnlab.records.safe_text import readable_name
 
     keep = ("submission", "score", "max_score", "awaiting_points", "questions", "errors", "review", "isolation",
             "elapsed_s")
@@ -26,8 +26,8 @@ def score_table(results: list[dict], width: int | None = None) -> str:
     in different folders show as much of their paths as tells them apart (``a/mine.ipynb``, ``b/mine.ipynb``).
     ``width``: the line's length, the notes abbreviated to fit with a visible ``… (+N more)``; default: the
     terminal's width when standard output is one, else no limit (a log keeps every note)."""
-    from attnlab.grading.outputs.safe_text import for_terminal, readable_name
-    from attnlab.grading.outputs.score_text import format_score
+    from attnlab.records.safe_text import for_terminal, readable_name
+    from attnlab.records.score_text import format_score
 
     if not results:
         return "no submissions"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from attnlab.grading.core.notebook_code import python_source
+from attnlab.grading.source.notebook_code import python_source
 
 
 def student_cells(student) -> list[tuple[str, str]]:

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnlab.grading.core.bundle import manifest_lab, manifest_questions, read_manifest
-from attnlab.grading.core.notebook_code import SubmissionError, SubmissionUnreadable, read_submission
-from attnlab.grading.core.result_fields import GRADER_ERROR, problem
 from attnlab.grading.core.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.core.written_answers import add_written, awaiting_note, points_awaiting
 from attnlab.grading.outputs.connection import GradebookUnavailable
@@ -45,12 +43,14 @@ from attnlab.grading.outputs.gradebook import (
     validate_result,
 )
 from attnlab.grading.outputs.gradescope import Visibility, results_json_text
-from attnlab.grading.outputs.safe_text import readable_name
-from attnlab.grading.outputs.score_text import format_score
 from attnlab.grading.scale import pool
 from attnlab.grading.scale.progress import BatchProgress
 from attnlab.grading.scale.scheduler import is_auto, shard_from_environment
 from attnlab.grading.scale.submissions import collect_submissions, output_stem
+from attnlab.grading.source.notebook_code import SubmissionError, SubmissionUnreadable, read_submission
+from attnlab.records.result_fields import GRADER_ERROR, problem
+from attnlab.records.safe_text import readable_name
+from attnlab.records.score_text import format_score
 
 STUDENT_MESSAGE_ON_GRADER_ERROR = (
     "The grader itself failed on this submission, so it has not been graded yet. "

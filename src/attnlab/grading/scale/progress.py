@@ -22,7 +22,7 @@ import time
 
 from tqdm import tqdm
 
-from attnlab.grading.outputs.safe_text import for_terminal
+from attnlab.records.safe_text import for_terminal
 
 FALLBACK_SIZE = (120, 24)  # columns, rows (the table after the batch falls back to 120 columns too)
 REFRESH_S = 1.0  # the live line's redraw period: progress shows within this of the batch starting

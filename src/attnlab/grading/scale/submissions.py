@@ -25,7 +25,7 @@ import re
 import stat
 from pathlib import Path
 
-from attnlab.grading.outputs.safe_text import readable_name
+from attnlab.records.safe_text import readable_name
 
 FOLDER_RULE = "folder"
 

@@ -30,10 +30,10 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-from attnlab.grading.core import result_fields as fields
-from attnlab.grading.core.notebook_code import cell_where, python_source
 from attnlab.grading.policy import forbidden_calls, forbidden_ops, rule_costs
+from attnlab.grading.source.notebook_code import cell_where, python_source
 from attnlab.grading.worker import op_guard
+from attnlab.records import result_fields as fields
 
 # where torch keeps the callables the labs forbid (a watched name is wrapped in each of these that holds it)
 OWNERS = ("torch", "torch.nn", "torch.nn.functional", "torch.Tensor", "torch.autograd", "torch.autograd.functional",

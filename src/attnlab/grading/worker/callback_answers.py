@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from attnlab.grading.outputs.safe_text import clip
 from attnlab.grading.worker import wire
+from attnlab.records.safe_text import clip
 
 __all__ = ["answer_frame", "binding", "cannot_send_text", "checked_answer", "checked_shortfalls", "MAX_SHORTFALLS"]
 

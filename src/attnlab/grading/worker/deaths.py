@@ -25,7 +25,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from attnlab.grading.core import result_fields as fields
+from attnlab.records import result_fields as fields
 
 _CRASHES = frozenset(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT",
                                                        "SIGSYS", "SIGTRAP", "SIGALRM", "SIGVTALRM", "SIGPROF")

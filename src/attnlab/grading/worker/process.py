@@ -79,7 +79,7 @@ def run_cells(cells: list[dict], namespace: dict, cell_timeout: float, started=l
     """
     import linecache
 
-    from attnlab.grading.core.notebook_code import python_source
+    from attnlab.grading.source.notebook_code import python_source
 
     report = []
     signal.signal(signal.SIGALRM, _on_alarm)
@@ -142,12 +142,12 @@ def main() -> int:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115
 
-    from attnlab.grading.outputs.safe_text import MAX_MESSAGES
     from attnlab.grading.worker import call_evidence
     from attnlab.grading.worker.executor import Executor, StudentError
     from attnlab.grading.worker.module_proxy import proxy_class
     from attnlab.grading.worker.reference_proxy import ReferenceProxy, take_shortfalls
     from attnlab.grading.worker.wire import WireError, pack, read_frame
+    from attnlab.records.safe_text import MAX_MESSAGES
 
     namespace = _prepare_namespace()
     executor = Executor(namespace)

@@ -12,9 +12,7 @@ import select
 import time
 from typing import Any
 
-from attnlab.grading.core import result_fields as fields
-from attnlab.grading.core.notebook_code import cell_error_text, cell_where, name_cells
-from attnlab.grading.outputs.safe_text import MAX_MESSAGES, clip
+from attnlab.grading.source.notebook_code import cell_error_text, cell_where, name_cells
 from attnlab.grading.worker import call_evidence, deaths, wire
 from attnlab.grading.worker.api import StudentAPI, definition_source
 from attnlab.grading.worker.callback_answers import answer_frame, binding, checked_shortfalls
@@ -22,6 +20,8 @@ from attnlab.grading.worker.deadlines import CALL, CELL, CELL_GRACE_S, LOAD, SUB
 from attnlab.grading.worker.executor import StudentError
 from attnlab.grading.worker.reference_calls import ReferenceCalls
 from attnlab.grading.worker.reference_host import HostedCalls, ReferenceHost
+from attnlab.records import result_fields as fields
+from attnlab.records.safe_text import MAX_MESSAGES, clip
 
 __all__ = ["RemoteStudent", "WorkerDied"]
 

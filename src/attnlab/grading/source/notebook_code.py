@@ -30,7 +30,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlab.grading.outputs.safe_text import escape_controls
+from attnlab.records.safe_text import escape_controls
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 UNREADABLE = ("this notebook could not be read: {why}; simplify the cell it names (or the notebook) "

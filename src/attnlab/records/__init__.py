@@ -1,0 +1,2 @@
+"""What every layer shares, at the bottom: a result's structured fields (`result_fields`), a score's text
+(`score_text`) and student-derived text escaped and bounded (`safe_text`). Standard library only."""
