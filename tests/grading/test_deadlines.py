@@ -199,9 +199,10 @@ def test_a_call_and_a_test_that_swallow_everything_end_at_their_limits(lab_dir, 
     started = time.monotonic()
     res = grade_submission(lab_dir, path, call_timeout=1.0, test_timeout=30)
     assert res["questions"]["double"]["score"] == 0 and res["questions"]["Scale"]["score"] == 1.0
-    assert "your code ran past the 1 s call limit" in res["questions"]["double"]["messages"][0]
+    messages = res["questions"]["double"]["messages"]  # after the note that a later cell redefines `double`
+    assert messages[0].startswith("note: `double` is defined in") and "ran past the 1 s call limit" in messages[1]
     res = grade_submission(lab_dir, path, call_timeout=30, test_timeout=1.0)
-    assert "this test ran past the 1 s test limit in your code" in res["questions"]["double"]["messages"][0]
+    assert "this test ran past the 1 s test limit in your code" in res["questions"]["double"]["messages"][1]
     assert res["questions"]["Scale"]["score"] == 1.0
     assert time.monotonic() - started < 60
 
