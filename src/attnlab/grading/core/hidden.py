@@ -106,7 +106,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
     on_own: dict[str, dict] = {}  # question -> {name: why its stand-in fell short}: graded on the student's own since
     evidence = call_evidence.Tracker(student)  # what the worker saw run, per question
-    uses = rule_costs.uses_by_name(rule_costs.student_cells(student))  # the forbidden calls a question answers for
+    cells = rule_costs.student_cells(student)  # the grader's own copy: read once, for the costs, notes and policy
+    uses = rule_costs.uses_by_name(cells)  # the forbidden calls a question answers for
     for q, max_score in suite.questions().items():
         if questions is None or q in questions:
             results[q] = {"score": 0.0, "max_score": max_score, "messages": [], fields.FAILED: []}
@@ -136,7 +137,6 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    cells = rule_costs.student_cells(student)
     _redefinition_notes(results, cells)
     _reference_notes(results, on_reference, on_own)
     forbidden_costs_question(results, forbidden_met, student)
