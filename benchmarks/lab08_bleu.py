@@ -29,8 +29,8 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.device import pick_device
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.device import pick_device
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"  # the real data copies beside the repository (no internet here)

@@ -5,7 +5,7 @@
         --batch-size 64 --iters 5000 --dropout 0.2       # nanoGPT's GPU config (train_shakespeare_char.py)
 
 The model, the tokenizer and ``get_batch`` are the lab's reference (``autograder/lab09_mini_gpt/reference.py``,
-written by ``attnlab build lab09``); the loop is ``attnlab.training.fit`` over a loader of ``--iters`` random
+written by ``attnlab build lab09``); the loop is ``attnlab.kit.training.fit`` over a loader of ``--iters`` random
 batches. The optimisation is nanoGPT's ``train.py``: AdamW (betas 0.9, 0.99; weight decay 0.1 on the matrices
 and embeddings only), linear warm-up for 100 steps then a cosine from ``--lr`` to ``--min-lr`` over the run,
 gradients clipped to norm 1. Data: tiny Shakespeare, one id per character, the first 90% to train and the last
@@ -103,7 +103,7 @@ def main(argv=None) -> dict:
                    help="random validation batches (at least 20; nanoGPT's eval_iters default, 200)")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
-    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: attnlab.device.pick_device)")
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: attnlab.kit.device.pick_device)")
     p.add_argument("--progress", action="store_true", help="show fit's progress bar")
     args = p.parse_args(argv)
     if args.eval_batches < 20:
@@ -111,9 +111,9 @@ def main(argv=None) -> dict:
 
     if SHARED_DATA.is_dir() and "ATTNLAB_DATA_MIRROR" not in os.environ:
         os.environ["ATTNLAB_DATA_MIRROR"] = SHARED_DATA.as_uri()  # the real data copy beside the repository
-    from attnlab.datasets.shakespeare import load_tiny_shakespeare
-    from attnlab.device import pick_device
-    from attnlab.training import evaluate, fit
+    from attnlab.kit.datasets.shakespeare import load_tiny_shakespeare
+    from attnlab.kit.device import pick_device
+    from attnlab.kit.training import evaluate, fit
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -3,7 +3,7 @@
 For machines that have torch but no Jupyter or Otter (a lent GPU box): the code cells run in one namespace, the
 set-up cell is replaced by ``device = pick_device()``, shell and magic lines are dropped, and each
 ``grader.check("name")`` runs that question's packaged public checks (the ``test_case`` functions of
-``attnlab/public_tests/<lab>/<name>.py``, loaded with a minimal stand-in for ``otter.test_files``).
+``attnlab/kit/generated/public_tests/<lab>/<name>.py``, loaded with a minimal stand-in for ``otter.test_files``).
 
     PYTHONPATH=src python benchmarks/notebook_device.py solutions/lab05_self_attention/lab05_self_attention.ipynb
 
@@ -47,7 +47,7 @@ class Checks:
     """``grader.check(name)``: run the question's public checks against the notebook's namespace."""
 
     def __init__(self, lab_id: str, env: dict):
-        import attnlab.labkit as labkit
+        import attnlab.kit.labkit as labkit
         self.folder, self.env, self.failures = labkit.public_tests_dir(lab_id), env, []
 
     def check(self, name: str):
@@ -73,7 +73,7 @@ def _code_cells(path: Path) -> list[str]:
 def run_notebook(path: Path) -> dict:
     import torch
 
-    from attnlab.device import is_fast_mode, pick_device
+    from attnlab.kit.device import is_fast_mode, pick_device
     lab_id = path.stem
     env: dict = {"__name__": "__main__"}
     grader = Checks(lab_id, env)

@@ -1,6 +1,6 @@
 """The benchmark scripts run end to end at toy sizes (their figures come from full runs, reported in notes).
 
-The lab08 and lab09 scripts read the real data through ``attnlab.datasets`` with ``../shared/data`` as the mirror,
+The lab08 and lab09 scripts read the real data through ``attnlab.kit.datasets`` with ``../shared/data`` as the mirror,
 so they are skipped where that copy is absent; the seed sweep needs no data. What is checked: the scripts still fit the
 labs' reference code, and the JSON they
 print holds the figures the issues ask for, with sane values.

@@ -32,7 +32,7 @@ def test_lab_paths():
     assert lab.student_notebook == root / "labs" / "lab99_demo" / "lab99_demo.ipynb"
     assert lab.solution_notebook == root / "solutions" / "lab99_demo" / "lab99_demo.ipynb"
     assert lab.autograder_dir == root / "autograder" / "lab99_demo"
-    assert lab.public_tests_dir == root / "src" / "attnlab" / "public_tests" / "lab99_demo"
+    assert lab.public_tests_dir == root / "src" / "attnlab" / "kit" / "generated" / "public_tests" / "lab99_demo"
 
 
 def two_labs():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnlab import device as dev
+from attnlab.kit import device as dev
 
 
 @pytest.fixture

@@ -32,13 +32,13 @@ def _defines_code(init: Path) -> bool:
 def _modules() -> list[str]:
     """Every module the map must give a line, as a path relative to src/attnlab: every hand-written ``.py`` file.
 
-    Left out: the generated public checks (``public_tests/``, one file per check, described by their folder's row)
+    Left out: the generated public checks (``kit/generated/``, one file per check, described by their folder's row)
     and a package's ``__init__.py`` that only imports or documents (its folder's heading describes it); an
     ``__init__.py`` that defines a function or class holds code of its own and needs its line."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel.startswith("public_tests/") or (path.name == "__init__.py" and not _defines_code(path)):
+        if rel.startswith("kit/generated/") or (path.name == "__init__.py" and not _defines_code(path)):
             continue
         found.append(rel)
     return found
@@ -105,7 +105,7 @@ def test_every_path_the_map_names_exists():
 
 
 def _dotted_name_exists(dotted: str) -> bool:
-    """``attnlab.x.y`` is a module, or a module and one name that module mentions (``attnlab.training.fit``)."""
+    """``attnlab.x.y`` is a module, or a module and one name that module mentions (``attnlab.kit.training.fit``)."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         base = PACKAGE.parent.joinpath(*parts[:cut])
@@ -198,7 +198,7 @@ def test_the_bundle_file_names_are_spelled_in_bundle_py_only():
     names = "|".join(re.escape(n) for n in bundle.FILES) + r"|-otter\.zip|-gradescope\.zip"
     literal = re.compile(rf"""["'][^"'\n]*(?:{names})["']""")
     spelled = {path.relative_to(package).as_posix(): literal.findall(path.read_text())
-               for path in package.rglob("*.py") if "public_tests" not in path.parts}
+               for path in package.rglob("*.py") if "generated" not in path.parts}
     assert spelled.pop("grading/core/bundle.py"), "grading/core/bundle.py no longer defines the names"
     assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.grading.core.bundle"
 

@@ -1,4 +1,4 @@
-"""attnlab.expect, what public checks compare with: a failure says how far off the answer is."""
+"""attnlab.kit.expect, what public checks compare with: a failure says how far off the answer is."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from attnlab.expect import SHOWN_WHOLE, expect_close, expect_equal
+from attnlab.kit.expect import SHOWN_WHOLE, expect_close, expect_equal
 
 
 def test_a_small_value_of_the_wrong_shape_is_shown_whole():

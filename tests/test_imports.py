@@ -3,7 +3,7 @@
 The graph comes from ``ast``: every ``import`` and ``from ... import`` of an attnlab module, at module level and
 inside functions alike (a lazy import hides a cycle from Python, not from this test). Imports under
 ``if TYPE_CHECKING:`` never run and are left out. A parent package's ``__init__`` that Python runs on the way is
-not an edge: only what a module names. The generated public checks are left out."""
+not an edge: only what a module names. The generated public checks (``kit/generated/``) are left out."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _module_name(path: Path) -> str:
 
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))
-            if "public_tests" not in p.relative_to(PACKAGE).parts}
+            if "generated" not in p.relative_to(PACKAGE).parts}
 
 
 def _type_checking_nodes(tree) -> set[int]:
@@ -116,7 +116,7 @@ def _cycle_in(part: set[str], graph) -> list[str]:
 
 
 def test_the_graph_sees_lazy_imports_and_names_a_cycle():
-    assert "attnlab.grading.bridges.nbgrader_bridge" in import_graph()["attnlab.public_check"]  # imported in a method
+    assert "attnlab.grading.bridges.nbgrader_bridge" in import_graph()["attnlab.kit.public_check"]  # imported in a method
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert find_cycles(graph) == [["a", "b", "c", "a"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []

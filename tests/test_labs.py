@@ -209,7 +209,7 @@ def _graded_namespace(lab) -> dict:
 def test_a_catalogued_mistake_fails_a_named_check_with_its_statement_and_numbers(lab, name):
     from otter.test_files import ExceptionTestFile
 
-    from attnlab.public_check import format_result
+    from attnlab.kit.public_check import format_result
 
     entry = next(e for e in load_catalogue(lab.catalogue)[0] if e.name == name)
     ns = _graded_namespace(lab)
@@ -297,6 +297,6 @@ def test_packaged_checks_hold_no_line_of_any_labs_secrets():
 
     secrets, kit = secret_lines(COURSE), _kit_source_lines(COURSE)
     leaked = [f"{path.relative_to(ROOT)}: {line.strip()!r} (from {secrets[line.strip()]})"
-              for path in sorted((ROOT / "src" / "attnlab" / "public_tests").rglob("*.py"))
+              for path in sorted((ROOT / "src" / "attnlab" / "kit" / "generated" / "public_tests").rglob("*.py"))
               for line in path.read_text().splitlines() if line.strip() in secrets and line.strip() not in kit]
     assert not leaked, "rename these lines in the hidden tests (or reword the check): " + "; ".join(leaked[:5])

@@ -9,14 +9,14 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from attnlab.plotting import (  # noqa: E402
+from attnlab.kit.plotting import (  # noqa: E402
     attention_grid,
     attention_heatmap,
     embedding_scatter,
     line_plot,
     plot_history,
 )
-from attnlab.training import History  # noqa: E402
+from attnlab.kit.training import History  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.seeding import seed_everything
+from attnlab.kit.seeding import seed_everything
 
 
 def _draws():

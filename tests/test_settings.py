@@ -119,8 +119,8 @@ def test_get_reads_at_call_time_and_falls_back_to_the_default(monkeypatch):
 
 def test_call_sites_see_a_monkeypatched_variable(monkeypatch, tmp_path):
     from attnlab.course import find_root
-    from attnlab.datasets.download import default_cache_dir
     from attnlab.grading.worker.sandbox.forked import start_mode
+    from attnlab.kit.datasets.download import default_cache_dir
 
     monkeypatch.setenv(settings.ROOT, str(tmp_path))
     monkeypatch.setenv(settings.DATA, str(tmp_path / "data"))

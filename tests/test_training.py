@@ -11,8 +11,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from attnlab import training  # noqa: E402
-from attnlab.training import TASKS, History, default_loss, evaluate, fit, infer_task  # noqa: E402
+from attnlab.kit import training  # noqa: E402
+from attnlab.kit.training import TASKS, History, default_loss, evaluate, fit, infer_task  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
 """A student hands in the written answers for Gradescope as a PDF made by the kit alone (`python -m
-attnlab.written_pdf`): matplotlib's PDF back end, no LaTeX, pandoc or browser, one page per written question
+attnlab.kit.written_pdf`): matplotlib's PDF back end, no LaTeX, pandoc or browser, one page per written question
 holding its prompt and the student's answer."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import written_questions
-from attnlab.written_pdf import written_blocks
+from attnlab.kit.written_pdf import written_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = next(lab for lab in load_course(ROOT).labs if lab.id == "lab05_self_attention")
@@ -32,7 +32,7 @@ def test_the_pdf_is_made_without_latex_pandoc_or_a_browser(tmp_path):
     notebook = tmp_path / f"{LAB.id}.ipynb"
     notebook.write_bytes(LAB.solution_notebook.read_bytes())
     bare = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": str(tmp_path / "no-tools")}
-    proc = subprocess.run([sys.executable, "-m", "attnlab.written_pdf", str(notebook)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "attnlab.kit.written_pdf", str(notebook)], capture_output=True,
                           text=True, timeout=120, env=bare, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     pdf = (tmp_path / f"{LAB.id}-written.pdf").read_bytes()

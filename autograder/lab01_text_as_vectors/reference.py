@@ -12,13 +12,13 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: F401 (F.one_hot, F.pad, ... for your answers)
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from attnlab.datasets.download import DatasetUnavailable
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.download import DatasetUnavailable
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 
 def tokenize(text):

@@ -12,11 +12,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.device import sized
-from attnlab.plotting import embedding_scatter
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import embedding_scatter
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 
 def skipgram_pairs(ids, window):

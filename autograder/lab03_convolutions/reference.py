@@ -10,12 +10,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 
 def conv1d_output_length(length, kernel_size, stride=1, padding=0, dilation=1):

@@ -9,11 +9,11 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import attention_heatmap, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_heatmap, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 
 def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):

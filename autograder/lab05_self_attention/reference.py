@@ -10,11 +10,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from attnlab.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import attention_heatmap, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_heatmap, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 
 def simple_self_attention(x):

@@ -11,10 +11,10 @@ import torch.nn.functional as F  # noqa: F401 (for your own code: F.softmax, F.d
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnlab.device import sized
-from attnlab.plotting import attention_grid, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_grid, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 
 # Given (from lab05_self_attention): scaled_dot_product_attention. Run this cell; it is the working code of the earlier lab.

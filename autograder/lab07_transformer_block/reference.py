@@ -10,10 +10,10 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: F401 - for your code (F.relu, F.gelu, ...)
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 
 # Given (from lab06_multi_head_attention): scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention. Run this cell; it is the working code of the earlier lab.

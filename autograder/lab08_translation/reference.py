@@ -12,10 +12,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.device import sized
-from attnlab.plotting import attention_grid, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_grid, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 
 # Given (from lab07_transformer_block): scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention. Run this cell; it is the working code of the earlier lab.

@@ -11,11 +11,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.datasets.shakespeare import load_tiny_shakespeare
-from attnlab.device import sized
-from attnlab.plotting import attention_grid, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.shakespeare import load_tiny_shakespeare
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_grid, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 
 class CharTokenizer:

@@ -11,12 +11,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.datasets.download import DatasetUnavailable
-from attnlab.datasets.gpt2 import load_gpt2_state_dict, load_gpt2_tokenizer
-from attnlab.device import sized
-from attnlab.plotting import line_plot
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.download import DatasetUnavailable
+from attnlab.kit.datasets.gpt2 import load_gpt2_state_dict, load_gpt2_tokenizer
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 
 # Given (from lab07_transformer_block): scaled_dot_product_attention, split_heads, merge_heads, MultiHeadAttention. Run this cell; it is the working code of the earlier lab.

@@ -10,11 +10,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.datasets.shakespeare import load_tiny_shakespeare
-from attnlab.device import sized
-from attnlab.plotting import line_plot
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.shakespeare import load_tiny_shakespeare
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 
 # Given (from lab09_mini_gpt): CharTokenizer, get_batch, CausalSelfAttention, GPTBlock, MiniGPT, sample_next, generate. Run this cell; it is the working code of the earlier lab.

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch.nn import Linear, Sequential  # noqa: F401 (the grader builds a layer for LoRA to wrap, and a container)
 from tqdm.auto import tqdm
 
-from attnlab.device import sized
-from attnlab.seeding import seed_everything
+from attnlab.kit.device import sized
+from attnlab.kit.seeding import seed_everything
 
 
 class CausalSelfAttention(nn.Module):

@@ -56,9 +56,9 @@
 # are not run by the grader: do not define anything graded in them.
 #
 # **Data.** Real English sentences come from Multi30k (29,000 image captions, downloaded once into a
-# cache by `attnlab.datasets.multi30k`); the classifiers first train on a small synthetic movie-review
-# corpus (`attnlab.datasets.sentiment`, offline), then, at full size, on IMDB (50,000 real reviews,
-# `attnlab.datasets.imdb`).
+# cache by `attnlab.kit.datasets.multi30k`); the classifiers first train on a small synthetic movie-review
+# corpus (`attnlab.kit.datasets.sentiment`, offline), then, at full size, on IMDB (50,000 real reviews,
+# `attnlab.kit.datasets.imdb`).
 #
 # **Sizes.** On a CPU the experiments use small sizes and the whole notebook runs in about a minute; on a
 # GPU (Colab: *Runtime > Change runtime type*) they use larger ones. `sized(fast, full)` picks between
@@ -76,13 +76,13 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: F401 (F.one_hot, F.pad, ... for your answers)
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from attnlab.datasets.download import DatasetUnavailable
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.download import DatasetUnavailable
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 1. Tokens
@@ -355,7 +355,7 @@ def encode(tokens, vocab, max_len):
 
 # %%
 # known ids, <unk> for unknown tokens, <pad> at the end
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 vocab = {"<pad>": 0, "<unk>": 1, "the": 2, "cat": 3, "sat": 4}
 expect_equal(encode(["the", "cat", "sat"], vocab, 5), [2, 3, 4, 0, 0], 'encode(["the", "cat", "sat"], vocab, 5)')
@@ -363,7 +363,7 @@ expect_equal(encode(["the", "dog", "sat"], vocab, 5), [2, 1, 4, 0, 0], 'encode([
 
 # %%
 # long lists are truncated, empty ones are all padding
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 vocab = {"<pad>": 0, "<unk>": 1, "the": 2, "cat": 3, "sat": 4}
 expect_equal(encode(["the", "cat", "sat", "sat"], vocab, 2), [2, 3], "truncated to max_len=2")
@@ -428,7 +428,7 @@ def bag_of_words(ids, vocab_size, binary=True):
 
 # %%
 # counts and presence bits of the worked example
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 ids = torch.tensor([[2, 3, 2, 0], [4, 1, 0, 0]])
 expect_close(bag_of_words(ids, 5, binary=False), [[0, 0, 2, 1, 0], [0, 1, 0, 0, 1]], "bag_of_words(ids, 5, binary=False)")
@@ -530,7 +530,7 @@ def tfidf(counts, normalize=True):
 
 # %%
 # the worked example, without normalisation
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 counts = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 1, 0, 2, 1], [0, 0, 2, 0, 0, 0], [0, 1, 1, 1, 0, 1]],
                       dtype=torch.float32)
@@ -540,7 +540,7 @@ expect_close(tfidf(counts, normalize=False), expected, "tfidf(counts, normalize=
 
 # %%
 # the worked example, rows normalised; a zero row stays 0
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 counts = torch.tensor([[0, 0, 1, 1, 0, 0], [0, 0, 1, 0, 2, 1], [0, 0, 2, 0, 0, 0], [0, 1, 1, 1, 0, 1]],
                       dtype=torch.float32)
@@ -738,7 +738,7 @@ assert MeanEmbeddingClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), (
 
 # %%
 # the logit is the classifier of the mean real embedding
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 torch.manual_seed(1)
 model = MeanEmbeddingClassifier(vocab_size=10, embed_dim=4)
@@ -815,7 +815,7 @@ print(f"bag-of-words ceiling on the test split: {ceiling:.3f}")
 #
 # Which of them can learn negation, and how close to the ceiling do they get? Two written questions after
 # the results ask you to answer from your own numbers. All three are trained the same way with
-# `attnlab.training.fit` (Adam, binary cross-entropy).
+# `attnlab.kit.training.fit` (Adam, binary cross-entropy).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): train the three order-free classifiers
@@ -983,7 +983,7 @@ plt.show()
 # long (230 words on average) and most are decided by their words alone, so order-free models do well.
 #
 # The archive is 84 MB (`aclImdb_v1.tar.gz`), so this experiment runs only at the full size (on a GPU, or
-# with `ATTNLAB_FAST=0`): `attnlab.datasets.imdb` downloads it once into the cache and checks its SHA-256.
+# with `ATTNLAB_FAST=0`): `attnlab.kit.datasets.imdb` downloads it once into the cache and checks its SHA-256.
 # Without internet, put the archive there by hand, or point `ATTNLAB_DATA_MIRROR` at a copy (see the
 # message the cell prints). The curves validate on 2,500 reviews held out of the training split; the test
 # split is read once, after training, for the final figure (choosing anything by test accuracy would make
@@ -991,7 +991,7 @@ plt.show()
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded, full size only): bag of words and mean of embeddings on IMDB
-from attnlab.datasets.imdb import IMDB_ARCHIVE, load_imdb_splits
+from attnlab.kit.datasets.imdb import IMDB_ARCHIVE, load_imdb_splits
 
 imdb = None
 if sized(True, False):
@@ -1045,4 +1045,4 @@ if imdb is not None:
 # - Add word *pairs* (bigrams such as `not_good`) to the tokens before `build_vocab`: the linear bag of
 #   words can then learn negation. How far towards the ceiling does it get, and can it pass it?
 # - Plot the learned embeddings of the adjectives of the sentiment corpus in 2-D
-#   (`attnlab.plotting.embedding_scatter`): do positive and negative words separate?
+#   (`attnlab.kit.plotting.embedding_scatter`): do positive and negative words separate?

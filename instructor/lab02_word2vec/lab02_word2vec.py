@@ -61,7 +61,7 @@
 #
 # **Data.** The experiments use the English captions of Multi30k (Flickr30k images, 29,000 training
 # sentences such as "Two young guys with shaggy hair look at their hands while hanging out in the yard."),
-# downloaded once into a cache by `attnlab.datasets.multi30k` (about 0.6 MB).
+# downloaded once into a cache by `attnlab.kit.datasets.multi30k` (about 0.6 MB).
 #
 # **Sizes.** On a CPU the experiments use small sizes and the whole notebook runs in about a minute; on a GPU
 # they use larger ones. `sized(fast, full)` picks between the two; set the environment variable
@@ -79,11 +79,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.device import sized
-from attnlab.plotting import embedding_scatter
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import embedding_scatter
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 # %% [markdown]
 # ## 1. Skip-gram pairs
@@ -152,7 +152,7 @@ def skipgram_pairs(ids, window):
 
 # %%
 # the worked examples with window 1 and window 2
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 ids = torch.tensor([4, 7, 9])
 expect_equal(skipgram_pairs(ids, 1), [[4, 7], [7, 4], [7, 9], [9, 7]], "skipgram_pairs([4, 7, 9], 1)")
@@ -161,7 +161,7 @@ expect_equal(skipgram_pairs(ids, 2), [[4, 7], [4, 9], [7, 4], [7, 9], [9, 4], [9
 
 # %%
 # a pad (id 0) is never a center nor a context
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 expect_equal(skipgram_pairs(torch.tensor([4, 7, 9, 0, 0]), 1), [[4, 7], [7, 4], [7, 9], [9, 7]],
              "skipgram_pairs([4, 7, 9, 0, 0], 1)")
@@ -238,7 +238,7 @@ def noise_distribution(counts, power=0.75):
 
 # %%
 # the worked example: counts [0, 16, 1] give [0, 8/9, 1/9]
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 p = noise_distribution(torch.tensor([0, 16, 1]))
 assert isinstance(p, torch.Tensor) and p.dtype == torch.float32, "integer counts should give a float32 tensor"
@@ -246,7 +246,7 @@ expect_close(p, [0.0, 8 / 9, 1 / 9], "noise_distribution([0, 16, 1])", atol=1e-6
 
 # %%
 # power=1 gives the frequencies; float64 counts stay float64
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 counts = torch.tensor([3.0, 1.0, 0.0, 4.0], dtype=torch.float64)
 p = noise_distribution(counts, power=1.0)
@@ -344,7 +344,7 @@ for name in ("in_embed", "out_embed"):
 
 # %%
 # with every vector 0 the loss is (K + 1) log 2
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = SkipGramNS(10, 4)
 with torch.no_grad():
@@ -356,7 +356,7 @@ expect_close(loss, 3 * math.log(2), "the loss with zero vectors and K = 2", atol
 
 # %%
 # the worked example: v_c = 1, u_o = 2, u_k = -1 gives 0.4402
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = SkipGramNS(3, 1)
 with torch.no_grad():
@@ -455,7 +455,7 @@ def skipgram_ns_grads(v_c, u_o, u_neg):
 
 # %%
 # the worked example: -0.5073, -0.1192, 0.2689
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 out = skipgram_ns_grads(torch.tensor([1.0]), torch.tensor([2.0]), torch.tensor([[-1.0]]))
 assert isinstance(out, tuple) and len(out) == 3, "return the three gradients (grad_v_c, grad_u_o, grad_u_neg)"
@@ -465,7 +465,7 @@ expect_close(out[2], [[0.2689]], "grad_u_neg of the worked example", atol=1e-4)
 
 # %%
 # the gradients autograd computes, float64, K = 3
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(0)
 v_c, u_o, u_neg = (torch.randn(*shape, dtype=torch.float64, generator=g) for shape in ((4,), (4,), (3, 4)))
@@ -560,7 +560,7 @@ class CBOWNS(nn.Module):
 
 # %%
 # the worked example: the pad left out of the mean, 1.4402
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = CBOWNS(5, 1)
 with torch.no_grad():
@@ -572,7 +572,7 @@ expect_close(loss, 1.4402, "the loss of the worked example (h = 2: the pad is no
 
 # %%
 # with every vector 0 the loss is (K + 1) log 2
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = CBOWNS(10, 3)
 with torch.no_grad():
@@ -583,7 +583,7 @@ expect_close(loss, 3 * math.log(2), "the loss with zero vectors and K = 2", atol
 
 # %%
 # one real context word: the same loss as SkipGramNS
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 torch.manual_seed(0)
 cbow, sgns_check = CBOWNS(8, 3), SkipGramNS(8, 3)
@@ -653,7 +653,7 @@ def most_similar(embeddings, query_id, k):
 
 # %%
 # the worked example, with the tie broken by id
-from attnlab.expect import expect_close, expect_equal
+from attnlab.kit.expect import expect_close, expect_equal
 
 emb = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [-1.0, 0.0]])
 ids, scores = most_similar(emb, 1, 3)
@@ -662,7 +662,7 @@ expect_close(scores, [math.sqrt(0.5), 0.0, 0.0], "scores of most_similar(emb, 1,
 
 # %%
 # the query is excluded, even when another row equals it
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 emb = torch.tensor([[2.0, 1.0], [1.0, 3.0], [2.0, 1.0], [-1.0, 0.5]])
 ids, scores = most_similar(emb, 2, 3)
@@ -733,7 +733,7 @@ def analogy(embeddings, a, b, c, k=1):
 
 # %%
 # the worked example: unit vectors before the sum
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 emb = torch.tensor([[0.0, 0.0], [1.0, 0.0], [3.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.2, 0.9], [-1.0, 0.2]])
 expect_equal(analogy(emb, 1, 2, 3, k=2), [5, 4], "analogy(emb, 1, 2, 3, k=2)")
@@ -871,7 +871,7 @@ def glove_loss(w_i, w_j, b_i, b_j, x_ij, x_max=100.0, alpha=0.75):
 
 # %%
 # the worked example gives 15.921
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 loss = glove_loss(torch.tensor([[1.0, 0.0], [0.5, -1.0]]), torch.tensor([[1.0, 1.0], [2.0, 0.0]]),
                   torch.tensor([0.5, 0.0]), torch.tensor([-0.5, 1.0]), torch.tensor([50.0, 200.0]))
@@ -880,7 +880,7 @@ expect_close(loss, 0.5**0.75 * (1 - math.log(50)) ** 2 + (2 - math.log(200)) ** 
 
 # %%
 # the weight is 1 from x_max on; x_max and alpha are used
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 w, b = torch.zeros(1, 3), torch.zeros(1)
 for x, expected in ((100.0, 1.0), (400.0, 1.0), (25.0, 0.25**0.75)):
@@ -954,14 +954,14 @@ print("noise probability: " + ", ".join(f"{w} {noise[vocab[w]]:.4f} (frequency {
 # %% [markdown]
 # ### 7.3 Training
 #
-# The model trains with the kit's training loop, `attnlab.training.fit`. `fit` wants batches `(*inputs,
+# The model trains with the kit's training loop, `attnlab.kit.training.fit`. `fit` wants batches `(*inputs,
 # target)` and calls `model(*inputs)`; here every batch is `(center, context, negatives, target)` where the
 # loader draws the `K` negatives of each pair from the noise distribution, fresh for every batch, and the
 # target is a placeholder (the model computes its own loss, which `loss_fn` passes through). Adam updates both
 # tables; the loss starts at $(K + 1)\log 2 = 4.16$ for $K = 5$.
 
 # %% tags=["otter_ignore"]
-# Experiment (not graded): train skip-gram with negative sampling with attnlab.training.fit
+# Experiment (not graded): train skip-gram with negative sampling with attnlab.kit.training.fit
 class NegativeSamplingBatches:
     """Shuffled batches (center (B,), context (B,), negatives (B, K), placeholder target (B,)), re-iterable."""
 

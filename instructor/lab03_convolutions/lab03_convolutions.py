@@ -61,9 +61,9 @@
 # *and the gradients* with `F.conv1d`, `nn.Conv1d` and a reference. Cells whose first line says
 # *Experiment* or *Demo* are not run by the grader: define nothing graded in them.
 #
-# **Data.** The sentiment experiment uses the synthetic movie-review corpus of `attnlab.datasets.sentiment`
+# **Data.** The sentiment experiment uses the synthetic movie-review corpus of `attnlab.kit.datasets.sentiment`
 # (offline, seeded). The language experiment uses real sentences: the English, German and French captions of
-# Multi30k (`attnlab.datasets.multi30k`), downloaded once into a cache and checked against their SHA-256 sums.
+# Multi30k (`attnlab.kit.datasets.multi30k`), downloaded once into a cache and checked against their SHA-256 sums.
 #
 # **Sizes.** On a CPU the experiments use small sizes and the notebook runs in a minute or two; on a GPU
 # they use larger ones (`sized(fast, full)`; set `ATTNLAB_FAST=1` or `0` to force either).
@@ -78,12 +78,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.datasets.multi30k import load_multi30k
-from attnlab.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.multi30k import load_multi30k
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 # %% [markdown]
 # ## 1. How long is the output?
@@ -221,14 +221,14 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1):
 
 # %%
 # worked example: [1, 2, 3, 4] with W = [1, 0, -1] is [-2, -2]
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 y = conv1d(torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]), torch.tensor([[[1.0, 0.0, -1.0]]]))
 expect_close(y, [[[-2.0, -2.0]]], "conv1d([1, 2, 3, 4], [1, 0, -1])")
 
 # %%
 # the bias is added once per output channel
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 x = torch.ones(1, 2, 3)
 w = torch.ones(3, 2, 2)
@@ -237,7 +237,7 @@ expect_close(y, [[[4.0, 4.0], [14.0, 14.0], [3.0, 3.0]]], "conv1d with bias [0, 
 
 # %%
 # equals F.conv1d with stride 2, padding 1 and dilation 2
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(0)
 x = torch.randn(2, 3, 11, dtype=torch.float64, generator=g)
@@ -306,7 +306,7 @@ def causal_conv1d(x, weight, bias=None, dilation=1):
 
 # %%
 # worked example: [1, 2, 3] with W = [1, 1] is [1, 3, 5]
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 y = causal_conv1d(torch.tensor([[[1.0, 2.0, 3.0]]]), torch.tensor([[[1.0, 1.0]]]))
 expect_close(y, [[[1.0, 3.0, 5.0]]], "causal_conv1d([1, 2, 3], [1, 1])")
@@ -533,7 +533,7 @@ assert torch.allclose(a, b, atol=1e-6), (
 #
 # ### 6.1 Local word order: `TextCNN` against a bag of words
 #
-# The synthetic reviews of `attnlab.datasets.sentiment` hold three kinds of sentences: **plain** ("the movie
+# The synthetic reviews of `attnlab.kit.datasets.sentiment` hold three kinds of sentences: **plain** ("the movie
 # was really good"), **negated** ("the plot was not good": the label flips) and **contrast** twins with the
 # same words in another order and opposite labels ("the acting was good but the plot was dull" / "the acting
 # was dull but the plot was good"). A bag of words sees neither the negation's place nor the order; the

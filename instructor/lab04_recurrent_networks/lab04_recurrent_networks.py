@@ -69,7 +69,7 @@
 # the same weights. Cells whose first line says *Experiment* or *Demo* are not run by the grader: do not
 # define anything graded in them.
 #
-# **Data.** The experiments use the synthetic movie-review corpus of `attnlab.datasets.sentiment` (offline,
+# **Data.** The experiments use the synthetic movie-review corpus of `attnlab.kit.datasets.sentiment` (offline,
 # the same sentences for the same seed), in which negation and word order decide the label, and random
 # sequences of letters to reverse. Nothing is downloaded.
 #
@@ -86,11 +86,11 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import attention_heatmap, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_heatmap, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 # %% [markdown]
 # ## 1. One step of an Elman RNN
@@ -142,7 +142,7 @@ def rnn_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
 
 # %%
 # the worked example: tanh(0.1) = 0.09967
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 h = rnn_cell(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0]]), torch.tensor([[1.0, 2.0]]),
              torch.tensor([[0.5]]), torch.tensor([0.0]), torch.tensor([0.1]))
@@ -163,7 +163,7 @@ assert (h.abs() < 1).all(), "h_t = tanh(...) lies in (-1, 1): did you forget the
 
 # %%
 # the same numbers as PyTorch's nn.RNNCell with these weights
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(1)
 cell = nn.RNNCell(4, 5)
@@ -284,7 +284,7 @@ assert torch.equal(h_T, outputs[:, -1]), "h_T should be the state after the last
 
 # %%
 # the outputs of nn.RNN(batch_first=True), same weights
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 torch.manual_seed(3)
 reference = nn.RNN(3, 5, batch_first=True)
@@ -375,7 +375,7 @@ def lstm_cell(x_t, h_prev, c_prev, W_ih, W_hh, b_ih, b_hh):
 
 # %%
 # worked example: c_t = 1.6082, h_t = 0.9063 (i, f, g, o)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 out = lstm_cell(torch.tensor([[0.7]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.zeros(4, 1),
                 torch.zeros(4, 1), torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.zeros(4))
@@ -398,7 +398,7 @@ assert (h.abs() < 1).all(), "h_t = o * tanh(c_t) lies in (-1, 1)"
 
 # %%
 # the (h_t, c_t) of nn.LSTMCell with these weights
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(5)
 cell = nn.LSTMCell(3, 4)
@@ -486,7 +486,7 @@ def gru_cell(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
 
 # %%
 # the worked example: h_t = 1.1541 (r inside, z keeps h_prev)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 h = gru_cell(torch.tensor([[0.3]]), torch.tensor([[2.0]]), torch.zeros(3, 1), torch.zeros(3, 1),
              torch.tensor([1.0, -1.0, 0.5]), torch.tensor([0.0, 0.0, 1.0]))
@@ -505,7 +505,7 @@ assert h.dtype == torch.float64, f"keep the input's dtype (float64 here), got {h
 
 # %%
 # the same h_t as nn.GRUCell with these weights
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(9)
 cell = nn.GRUCell(3, 4)
@@ -645,7 +645,7 @@ assert torch.equal(h_n[1], outputs[:, 0, 4:]), (
 
 # %%
 # outputs and h_n of nn.GRU(bidirectional=True), same weights
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 torch.manual_seed(11)
 reference = nn.GRU(3, 4, batch_first=True, bidirectional=True)
@@ -854,14 +854,14 @@ def last_valid_state(outputs, lengths):
 
 # %%
 # the worked example: [[3], [4]]
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 outputs = torch.tensor([[[1.0], [2.0], [3.0]], [[4.0], [5.0], [6.0]]])
 expect_close(last_valid_state(outputs, torch.tensor([3, 1])), [[3.0], [4.0]], "last_valid_state of the worked example")
 
 # %%
 # row b is outputs[b, lengths[b] - 1] for mixed lengths
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(6)
 outputs = torch.randn(4, 5, 3, generator=g)
@@ -965,7 +965,7 @@ assert RNNClassifier(20, 6, 5, num_classes=3)(ids, lengths).shape == (3, 3), "nu
 
 # %%
 # padding changes nothing: same logit as the sentence alone
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 torch.manual_seed(1)
 model = RNNClassifier(vocab_size=20, embed_dim=6, hidden_size=5).eval()
@@ -1189,7 +1189,7 @@ def attention_context(decoder_state, encoder_states, mask=None):
 
 # %%
 # worked example, no mask: weights [0.4683, 0.0634, 0.4683]
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 encoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
 out = attention_context(torch.tensor([[2.0, 0.0]]), encoder_states)
@@ -1200,7 +1200,7 @@ expect_close(context, [[0.9366, 0.5317]], "context of the worked example", atol=
 
 # %%
 # worked example with a mask: the masked weight is exactly 0
-from attnlab.expect import expect_close, expect_equal
+from attnlab.kit.expect import expect_close, expect_equal
 
 encoder_states = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
 context, weights = attention_context(torch.tensor([[2.0, 0.0]]), encoder_states, torch.tensor([[True, True, False]]))
@@ -1210,7 +1210,7 @@ expect_close(context, [[0.8808, 0.1192]], "masked context of the worked example"
 
 # %%
 # shapes (B, H) and (B, T), rows sum to 1, dtype kept
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(7)
 context, weights = attention_context(torch.randn(3, 4, dtype=torch.float64, generator=g),

@@ -73,7 +73,7 @@
 # grader: do not define anything graded in them.
 #
 # **Data.** The experiments use a small synthetic movie-review corpus, generated offline by
-# `attnlab.datasets.sentiment` (no download, the same sentences for the same seed), in which negation
+# `attnlab.kit.datasets.sentiment` (no download, the same sentences for the same seed), in which negation
 # and word order decide the label. Section 7.1 says how to use a real corpus instead.
 #
 # **Sizes.** On a CPU the experiments use small sizes and the whole notebook runs in a minute or two;
@@ -90,11 +90,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from attnlab.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
-from attnlab.device import sized
-from attnlab.plotting import attention_heatmap, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.datasets.sentiment import bag_of_words_ceiling, encode_texts, sentiment_splits
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_heatmap, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 # %% [markdown]
 # ## 1. Self-attention without parameters
@@ -165,7 +165,7 @@ def simple_self_attention(x):
 
 # %%
 # the worked example: x = I gives weights 0.7311 and 0.2689
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
 y, w = simple_self_attention(x)
@@ -175,7 +175,7 @@ expect_close(y, [[a, b], [b, a]], "y for x = I (weights @ x)", atol=1e-6)
 
 # %%
 # shapes, dtype and row sums with two leading dimensions
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(0)
 x = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g)
@@ -433,7 +433,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
 # %%
 # the worked example: q = k = I, with and without a mask
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 q = k = torch.eye(2)
 v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
@@ -448,7 +448,7 @@ expect_close(out, [[1.0, 2.0], [1 + 2 * p, 2 + 2 * p]], "out with the mask", ato
 
 # %%
 # shapes with n_q != n_k and d_v != d_k; rows sum to 1
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(0)
 q = torch.randn(2, 3, 4, 8, dtype=torch.float64, generator=g)
@@ -463,7 +463,7 @@ expect_close(w.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64), "the row sums 
 # %%
 # padded keys get weight 0: the same as dropping them
 # (a key-padding mask of shape (B, 1, n_k): sequence b has lengths[b] real keys)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(2)
 lengths = torch.tensor([5, 2, 3])
@@ -539,7 +539,7 @@ def causal_mask(n, device=None):
 
 # %%
 # causal_mask(3) and causal_mask(1), worked by hand
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 expect_equal(causal_mask(3), [[True, False, False], [True, True, False], [True, True, True]], "causal_mask(3)")
 expect_equal(causal_mask(1), [[True]], "causal_mask(1)")
@@ -603,7 +603,7 @@ def padding_mask(lengths, max_len):
 
 # %%
 # padding_mask([3, 1, 4], 5), the example above
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 expected = [[True, True, True, False, False],
             [True, False, False, False, False],
@@ -691,7 +691,7 @@ class SelfAttention(nn.Module):
 
 # %%
 # parameter names and shapes; output shapes with d_k != d_v
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 sa = SelfAttention(8, d_k=4, d_v=6)
 shapes = {name: tuple(p.shape) for name, p in sa.named_parameters()}
@@ -708,7 +708,7 @@ expect_close(w.sum(-1), torch.ones(3, 5), "the row sums of the weights", atol=1e
 
 # %%
 # the worked example: equals simple_self_attention
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 d = 4
 sa = SelfAttention(d, bias=False).double()
@@ -829,7 +829,7 @@ assert AttentionClassifier(20, 8, num_classes=3)(ids).shape == (3, 3), "num_clas
 
 # %%
 # extra padding changes nothing
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 torch.manual_seed(1)
 model = AttentionClassifier(vocab_size=20, embed_dim=8).eval()
@@ -877,10 +877,10 @@ assert torch.allclose(a, b, atol=1e-5), "without positional information the logi
 #
 # **Using a real corpus instead.** Nothing below depends on the data being synthetic. To train on real
 # reviews (SST-2, IMDb, your own), put the texts and 0/1 labels in Python lists, build a vocabulary with
-# `attnlab.datasets.build_vocab(train_texts)` (`<pad>` = 0, `<unk>` = 1), encode each split with
-# `ids, lengths = attnlab.datasets.encode_texts(texts, vocab, max_len)`, and wrap it as
+# `attnlab.kit.datasets.build_vocab(train_texts)` (`<pad>` = 0, `<unk>` = 1), encode each split with
+# `ids, lengths = attnlab.kit.datasets.encode_texts(texts, vocab, max_len)`, and wrap it as
 # `TensorDataset(ids, torch.tensor(labels, dtype=torch.float32))`. A file from the web is best fetched
-# with `attnlab.datasets.fetch(url, sha256)`, which caches it and checks its digest. Expect real reviews
+# with `attnlab.kit.datasets.fetch(url, sha256)`, which caches it and checks its digest. Expect real reviews
 # to need a larger `max_len`, vocabulary and model, and a GPU.
 
 # %% tags=["otter_ignore"]
@@ -906,7 +906,7 @@ print(f"bag-of-words ceiling on the test set: {ceiling:.3f} (the best any order-
 #
 # The baseline is Lab 01's classifier: the mean of the embeddings of the real tokens, then a linear
 # layer. The attention classifier differs by one self-attention layer. Both are trained the same way with
-# `attnlab.training.fit` (Adam, binary cross-entropy).
+# `attnlab.kit.training.fit` (Adam, binary cross-entropy).
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): train a mean-of-embeddings baseline and the attention classifier

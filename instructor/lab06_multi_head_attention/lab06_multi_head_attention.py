@@ -80,10 +80,10 @@ import torch.nn.functional as F  # noqa: F401 (for your own code: F.softmax, F.d
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnlab.device import sized
-from attnlab.plotting import attention_grid, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_grid, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 0. Given: scaled dot-product attention (Lab 05)
@@ -178,7 +178,7 @@ def split_heads(x, num_heads):
 
 # %%
 # the worked example: 12 numbered features cut into 2 heads
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 x = torch.arange(12.0).reshape(1, 2, 6)
 expected = [[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]]
@@ -235,7 +235,7 @@ def merge_heads(x):
 
 # %%
 # the worked example, backwards
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 heads = torch.tensor([[[[0.0, 1, 2], [6, 7, 8]], [[3, 4, 5], [9, 10, 11]]]])  # (1, 2, 2, 3)
 expect_equal(merge_heads(heads), torch.arange(12.0).reshape(1, 2, 6), "merge_heads of the example's heads "
@@ -383,7 +383,7 @@ else:
 
 # %%
 # output shapes for self- and cross-attention; rows sum to 1
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(2)
 mha = MultiHeadAttention(8, 2)
@@ -399,7 +399,7 @@ assert out.shape == (3, 4, 8) and w.shape == (3, 2, 4, 7), (
 
 # %%
 # the worked example: two heads of width 1, identity weights
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 mha = MultiHeadAttention(2, 2, bias=False)
 with torch.no_grad():
@@ -414,7 +414,7 @@ expect_close(out, [[[a, 0.5], [0.5, a]]], "out (the heads concatenated, then out
 
 # %%
 # every mask shape the contract allows; masked weights are 0
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(3)
 mha = MultiHeadAttention(8, 4)
@@ -436,7 +436,7 @@ expect_close(out[1, :3], out_short[0], "out with padded keys masked (it should e
 # equals nn.MultiheadAttention with the same weights
 # (allowed here, in a check; its packed in_proj_weight is [W_q; W_k; W_v] and its masks are True where
 # attention is NOT allowed)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(4)
 mha = MultiHeadAttention(12, 3).double()

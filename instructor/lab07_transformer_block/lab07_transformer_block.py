@@ -88,10 +88,10 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: F401 - for your code (F.relu, F.gelu, ...)
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.device import sized
-from attnlab.plotting import line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 0. Given: multi-head attention (Lab 06)
@@ -228,7 +228,7 @@ def sinusoidal_positional_encoding(max_len, d_model):
 
 # %%
 # the worked example: positions 0 and 1 for d = 4
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 pe = sinusoidal_positional_encoding(3, 4)
 assert isinstance(pe, torch.Tensor) and pe.shape == (3, 4), f"expected a (3, 4) tensor, got {getattr(pe, 'shape', pe)}"
@@ -239,7 +239,7 @@ expect_close(pe[1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], 
 
 # %%
 # interleaved sin/cos pairs; a wide table; odd widths rejected
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 pe = sinusoidal_positional_encoding(50, 16)
 assert pe.shape == (50, 16), f"expected shape (50, 16), got {tuple(pe.shape)}"
@@ -372,7 +372,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 # %%
 # a trainable table named weight; forward adds rows 0..n-1
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 pos = LearnedPositionalEmbedding(10, 4)
 assert isinstance(pos.weight, nn.Parameter), "weight should be an nn.Parameter (so the optimizer trains it)"
@@ -467,7 +467,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
 
 # %%
 # the worked example: the row [1, 2, 3]
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 x = torch.tensor([[1.0, 2.0, 3.0]])
 s = 1 / math.sqrt(2 / 3 + 1e-5)  # 1.2247
@@ -478,7 +478,7 @@ expect_close(layer_norm(x, torch.tensor([2.0, 2.0, 2.0]), torch.tensor([1.0, 0.0
 
 # %%
 # every row has mean 0 and variance 1 (last dimension only)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(0)
 x = 3 * torch.randn(2, 5, 32, generator=g, dtype=torch.float64) + 7
@@ -492,7 +492,7 @@ expect_close(out.var(-1, unbiased=False), ones, "the variance of each row", atol
 # %%
 # shifting x by 10 000 in float32 changes nothing
 # (far from zero, E[x^2] - mean^2 cancels: subtract the mean first)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 g = torch.Generator().manual_seed(1)
 x = torch.randn(4, 64, generator=g)
@@ -608,7 +608,7 @@ class FeedForward(nn.Module):
 
 # %%
 # sub-layers, ReLU by default, each position on its own
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 ff = FeedForward(8, 32)
 shapes = {name: tuple(p.shape) for name, p in ff.named_parameters()}
@@ -623,7 +623,7 @@ expect_close(ff(x[:, 2:3]), out[:, 2:3], "position 2 alone (each position is tra
 
 # %%
 # GELU is exact (erf); other activations are a ValueError
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 ff = FeedForward(4, 8, activation="gelu")
 z = torch.linspace(-3, 3, 8)
@@ -737,7 +737,7 @@ class TransformerEncoderBlock(nn.Module):
 
 # %%
 # sub-layers, shapes, and masks of every broadcastable shape
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 block = TransformerEncoderBlock(16, 4, 32)
 assert isinstance(block.self_attn, MultiHeadAttention), "self_attn should be the given MultiHeadAttention"
@@ -761,7 +761,7 @@ expect_close(block(x, mask=causal)[:, 0], first_alone[:, 0], "position 0 with a 
 # %%
 # with the sub-layers switched off: the residual structure
 # (zero output weights and biases: post-norm gives norm2(norm1(x)), pre-norm the identity)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 for norm_first in (False, True):
     block = TransformerEncoderBlock(16, 4, 32, norm_first=norm_first)

@@ -88,10 +88,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.device import sized
-from attnlab.plotting import attention_grid, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_grid, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import fit
 
 # %% [markdown]
 # ## 0. Given: Lab 07's building blocks
@@ -359,7 +359,7 @@ def decoder_io(tgt):
 
 # %%
 # the worked example: labels are the inputs shifted by one
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 tgt = torch.tensor([[1, 5, 6, 7, 2, 0], [1, 8, 2, 0, 0, 0]])
 result = decoder_io(tgt)
@@ -581,7 +581,7 @@ def sequence_loss(logits, labels, label_smoothing=0.0, pad_id=0):
 
 # %%
 # the worked example: pads do not count
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.log(torch.tensor([[[1.0, 2.0, 1.0]] * 3]))  # (1, 3, 3): p = (1/4, 1/2, 1/4) everywhere
 loss = sequence_loss(logits, torch.tensor([[1, 2, 0]]))
@@ -592,7 +592,7 @@ expect_close(sequence_loss(logits, torch.tensor([[1, 2, 2]]), pad_id=2), math.lo
 
 # %%
 # label smoothing: the worked example with eps = 0.3
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.log(torch.tensor([[[1.0, 2.0, 1.0]]]))  # (1, 1, 3)
 expect_close(sequence_loss(logits, torch.tensor([[1]]), label_smoothing=0.3), 0.8318,
@@ -696,7 +696,7 @@ def greedy_decode(model, src, max_len, bos_id=1, eos_id=2):
 
 # %%
 # a scripted model: EOS, pads after it, early stop
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 toy = ToyTranslator(10, 8)
 with torch.no_grad():
@@ -712,7 +712,7 @@ expect_equal(out, [[1, 4, 5, 2], [1, 2, 0, 0]], "greedy_decode on the scripted m
 
 # %%
 # max_len columns at most, BOS counted
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 toy = ToyTranslator(10, 8)
 with torch.no_grad():
@@ -814,7 +814,7 @@ def beam_search(model, src, beam_size, max_len, length_penalty=1.0, bos_id=1, eo
 
 # %%
 # worked example: greedy BOS a EOS, a beam of 2 BOS b EOS
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 toy = ToyTranslator(5, 6)  # ids: 0 pad, 1 BOS, 2 EOS, 3 a, 4 b, 5 c
 with torch.no_grad():
@@ -833,7 +833,7 @@ expect_equal(out, [[1, 4, 2], [1, 4, 2]], "beam_search with beam_size=2 on the e
 
 # %%
 # length_penalty: 0 prefers the short sentence, 1 the long one
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 toy = ToyTranslator(5, 6)
 with torch.no_grad():
@@ -851,7 +851,7 @@ expect_equal(beam_search(toy, src, 2, 8, length_penalty=1.0), [[1, 3, 4, 2]], "b
 
 # %%
 # a beam of 1 is greedy_decode
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 torch.manual_seed(0)
 toy = ToyTranslator(9, 8).eval()
@@ -880,7 +880,7 @@ expect_equal(beam_search(toy, src, 1, 12), greedy_decode(toy, src, 12), "beam_se
 
 # %% tags=["otter_ignore"]
 # Data (not graded): Multi30k, the tokenizer and the two vocabularies
-from attnlab.datasets.multi30k import load_multi30k
+from attnlab.kit.datasets.multi30k import load_multi30k
 
 if device.type == "cpu":
     # Small models on a CPU: one thread is as fast as several, and much faster when other programs share the

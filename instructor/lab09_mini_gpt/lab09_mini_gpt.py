@@ -93,11 +93,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.datasets.shakespeare import load_tiny_shakespeare
-from attnlab.device import sized
-from attnlab.plotting import attention_grid, line_plot, plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.shakespeare import load_tiny_shakespeare
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import attention_grid, line_plot, plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 0. The data
@@ -171,7 +171,7 @@ class CharTokenizer:
 
 # %%
 # "hello" worked by hand: vocabulary e, h, l, o
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 tok = CharTokenizer("hello")
 assert tok.vocab_size == 4, f"'hello' has 4 distinct characters, got vocab_size={tok.vocab_size}"
@@ -475,7 +475,7 @@ class BPETokenizer:
 
 # %%
 # "hug hugs" worked by hand: merges 'hu', 'hug', ' hug'
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 tok = BPETokenizer()
 tok.train("hug hugs", 259)
@@ -806,7 +806,7 @@ class CausalSelfAttention(nn.Module):
 
 # %%
 # Sub-layers and shapes
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 attn = CausalSelfAttention(16, 4, block_size=8)
 shapes = {name: tuple(p.shape) for name, p in attn.named_parameters()}
@@ -818,7 +818,7 @@ expect_equal(torch.tensor(out.shape), [2, 5, 16], "the output shape")
 
 # %%
 # Changing token 3 changes no output before position 3
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 attn = CausalSelfAttention(16, 4, block_size=8).eval()
 x = torch.randn(1, 6, 16)
@@ -830,7 +830,7 @@ assert not torch.allclose(out_changed[:, 3], out[:, 3]), "the output at position
 
 # %%
 # Position 0 attends only to itself: its output is proj(v_0)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 attn = CausalSelfAttention(8, 2, block_size=4).eval()
 x = torch.randn(3, 4, 8)
@@ -839,7 +839,7 @@ expect_close(attn(x)[:, 0], attn.proj(v0), "the output at position 0", atol=1e-5
 
 # %%
 # Cached, one token at a time: the outputs of the full pass
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 attn = CausalSelfAttention(8, 2, block_size=6).eval()
 x = torch.randn(2, 6, 8)
@@ -852,7 +852,7 @@ expect_close(torch.cat(steps, dim=1), full, "3 tokens, then 3 more one at a time
 
 # %%
 # Two new tokens after three cached: the mask is tril(3)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 attn = CausalSelfAttention(8, 2, block_size=6).eval()
 x = torch.randn(1, 5, 8)
@@ -942,7 +942,7 @@ assert out.shape == (2, 5, 16), f"the block should keep the shape (2, 5, 16), go
 
 # %%
 # With zero output layers the block is the identity (pre-norm)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 block = GPTBlock(16, 4, block_size=8)
 with torch.no_grad():
@@ -954,7 +954,7 @@ expect_close(block(x), x, "the block with zero sub-layers (x + attn(ln1(x)), the
 
 # %%
 # With the cache, one token at a time: the full pass
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 block = GPTBlock(16, 4, block_size=8).eval()
 x = torch.randn(2, 5, 16)
@@ -1098,7 +1098,7 @@ assert model.block_size == 8, "keep block_size as an attribute"
 
 # %%
 # Shapes; the loss of an untrained model is close to ln(V)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 seed_everything(0)
 model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2)
@@ -1123,7 +1123,7 @@ else:
 
 # %%
 # With the cache, positions continue from cache_length()
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 seed_everything(0)
 model = MiniGPT(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=2).eval()
@@ -1196,7 +1196,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
 
 # %%
 # Temperature 0 is the argmax, and top_k=1 too
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
 expect_equal(sample_next(logits, temperature=0.0), [0, 1], "sample_next(logits, temperature=0)")
@@ -1205,7 +1205,7 @@ expect_equal(sample_next(logits, top_k=1, generator=torch.Generator().manual_see
 
 # %%
 # Frequencies follow softmax(logits / T): [2, 1, 0] at T = 0.5
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)
 ids = sample_next(logits, temperature=0.5, generator=torch.Generator().manual_seed(0))
@@ -1215,7 +1215,7 @@ expect_close(freq, [0.867, 0.117, 0.016], "the frequencies at temperature 0.5", 
 
 # %%
 # top_k=2: frequencies [0.731, 0.269, 0], input unchanged
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(20000, 3)
 before = logits.clone()

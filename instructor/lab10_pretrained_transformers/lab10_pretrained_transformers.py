@@ -77,12 +77,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.datasets.download import DatasetUnavailable
-from attnlab.datasets.gpt2 import load_gpt2_state_dict, load_gpt2_tokenizer
-from attnlab.device import sized
-from attnlab.plotting import line_plot
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.download import DatasetUnavailable
+from attnlab.kit.datasets.gpt2 import load_gpt2_state_dict, load_gpt2_tokenizer
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 0. Given: the encoder of Lab 07 and the GPT of Lab 09
@@ -166,7 +166,7 @@ def mask_tokens(ids, mask_id, vocab_size, p=0.15, generator=None):
 
 # %%
 # Specials are never selected; labels match the originals
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 ids = torch.tensor([[1, 9, 7, 12, 0, 0], [1, 5, 6, 7, 8, 2]])
 inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=13, p=1.0, generator=torch.Generator().manual_seed(0))
@@ -179,7 +179,7 @@ assert torch.equal(ids, torch.tensor([[1, 9, 7, 12, 0, 0], [1, 5, 6, 7, 8, 2]]))
 
 # %%
 # About 15% selected; of them 80% [MASK], 10% random, 10% kept
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 ids = torch.randint(5, 105, (400, 50), generator=torch.Generator().manual_seed(1))
 inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=105, generator=torch.Generator().manual_seed(2))
@@ -237,7 +237,7 @@ def mlm_loss(logits, labels):
 
 # %%
 # Worked example: probabilities 0.5 and 0.25 cost 1.040
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.full((1, 3, 4), -1e4)
 logits[0, 0, :2] = 0.0  # position 0: tokens 0 and 1 at probability 0.5 each
@@ -247,7 +247,7 @@ expect_close(mlm_loss(logits, labels), (math.log(2) + math.log(4)) / 2, "mlm_los
 
 # %%
 # Positions labelled -100 do not count
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.randn(2, 5, 7)
 labels = torch.tensor([[3, -100, -100, 1, -100], [-100, 6, -100, -100, -100]])
@@ -343,7 +343,7 @@ assert out.shape == (3, 6, 16), f"the output should be (B, L, d) = (3, 6, 16), g
 
 # %%
 # Extra padding changes no output at a real token
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 encoder = BertEncoder(vocab_size=20, max_len=8, d_model=16, num_heads=4, num_layers=2, d_ff=32).eval()
 ids = torch.tensor([[1, 7, 9, 11, 0], [1, 5, 0, 0, 0]])
@@ -408,7 +408,7 @@ class SequenceClassifier(nn.Module):
 
 # %%
 # The logits come from position 0 only
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 encoder = BertEncoder(vocab_size=20, max_len=8, d_model=16, num_heads=4, num_layers=1, d_ff=32).eval()
 model = SequenceClassifier(encoder, num_classes=3).eval()
@@ -807,7 +807,7 @@ def load_gpt2_weights(model, state_dict):
 
 # %%
 # Conv1D weights are transposed, the rest copied
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = GPT2(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=1)
 sd = {"wte.weight": torch.randn(11, 16), "wpe.weight": torch.randn(8, 16), "ln_f.weight": torch.randn(16),
@@ -826,7 +826,7 @@ expect_close(model.lm_head.weight, sd["wte.weight"], "lm_head.weight (tied to th
 
 # %%
 # "transformer." prefixes and the mask buffers are handled
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = GPT2(vocab_size=11, block_size=8, d_model=16, num_heads=4, num_layers=1)
 sd = {"transformer.wte.weight": torch.randn(11, 16), "transformer.wpe.weight": torch.randn(8, 16),

@@ -91,10 +91,10 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: F401 - for your code (F.unfold, F.conv2d, ...)
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.device import sized
-from attnlab.plotting import plot_history
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import plot_history
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 0. Given: Lab 07's encoder block
@@ -171,7 +171,7 @@ def patchify(images, patch):
 
 # %%
 # the worked example: a 4 x 4 image of 0..15, patches of 2
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 image = torch.arange(16.0).reshape(1, 1, 4, 4)  # (B, C, H, W)
 patches = patchify(image, 2)
@@ -182,7 +182,7 @@ expect_equal(patches[0], torch.tensor([[0.0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 
 
 # %%
 # two channels: channel 0's pixels first; a side not divisible
-from attnlab.expect import expect_equal
+from attnlab.kit.expect import expect_equal
 
 image = torch.arange(16.0).reshape(1, 1, 4, 4)
 two = torch.cat([image, 100 + image], dim=1)  # (1, 2, 4, 4): channel 1 = channel 0 + 100
@@ -270,7 +270,7 @@ assert out.shape == (2, 5, 10), f"expected (B, N + 1, d) = (2, 5, 10), got {tupl
 
 # %%
 # [CLS] first, positions on every token, patches through proj
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 embed = PatchEmbedding(4, 2, 1, 3)
 with torch.no_grad():
@@ -370,7 +370,7 @@ assert logits.shape == (5, 3), f"expected logits (B, num_classes) = (5, 3), got 
 
 # %%
 # the logits come from the [CLS] token (row 0) only
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 seed_everything(0)
 vit = ViT(8, 4, 1, 3, d_model=16, num_heads=2, num_layers=1, d_ff=32).eval()
@@ -447,7 +447,7 @@ def attention_rollout(attentions):
 
 # %%
 # the worked example: two layers, one head, two tokens
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 a1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])[None, None]  # (B, h, N, N) = (1, 1, 2, 2)
 a2 = torch.tensor([[0.0, 1.0], [0.0, 1.0]])[None, None]
@@ -458,7 +458,7 @@ expect_close(rollout[0], [[0.75, 0.25], [0.5, 0.5]], "R = A2_hat @ A1_hat of the
 
 # %%
 # heads averaged; one layer; rows of 3 layers sum to 1
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 heads = torch.stack([torch.eye(3), torch.ones(3, 3) / 3])[None]  # (1, 2, 3, 3): two different heads
 rollout = attention_rollout([heads])
@@ -727,7 +727,7 @@ print("the shapes' patches:            ", shape_cells.tolist())
 # scikit-learn ships a small real image set inside the package: **1,797 handwritten digits** of 8 x 8 pixels
 # (`sklearn.datasets.load_digits`; each pixel counts the ink in a 4 x 4 block of a 32 x 32 scan). It needs no
 # network, so this section runs everywhere scikit-learn is installed (Colab has it; elsewhere
-# `pip install scikit-learn`, or the cell says so and the notebook goes on). `attnlab.datasets.digits` splits
+# `pip install scikit-learn`, or the cell says so and the notebook goes on). `attnlab.kit.datasets.digits` splits
 # it at random into 1,297 training and 500 test images.
 #
 # The same three models, now with ten outputs: the ViT with patches of 2 (a 4 x 4 grid of 16 patches, as
@@ -737,7 +737,7 @@ print("the shapes' patches:            ", shape_cells.tolist())
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded): ViT, pooled patches and CNN on scikit-learn's handwritten digits (offline)
-from attnlab.datasets.digits import load_digits_splits
+from attnlab.kit.datasets.digits import load_digits_splits
 
 try:
     digit_splits = load_digits_splits(test_size=500, seed=0)
@@ -830,7 +830,7 @@ if digit_splits is not None:
 # pixels give a 4 x 4 grid of 16 patches, as above; the head has ten outputs.
 #
 # The images are **downloaded** (12 MB for MNIST, 31 MB for Fashion-MNIST) into the data cache once, each file
-# checked against its SHA-256 (`attnlab.datasets.mnist`). Where this machine cannot download them (no internet,
+# checked against its SHA-256 (`attnlab.kit.datasets.mnist`). Where this machine cannot download them (no internet,
 # no course mirror), the next cell says how to get them (`ATTNLAB_DATA_MIRROR`, or the files placed by hand) and
 # the section is skipped: nothing else in the notebook needs it. On a CPU (fast size) the ViT trains on the first
 # 4,000 training images for 3 epochs (189 steps, seconds) and is tested on the first 1,000 test images; on a GPU
@@ -842,8 +842,8 @@ if digit_splits is not None:
 
 # %% tags=["otter_ignore"]
 # Experiment (not graded, optional): MNIST or Fashion-MNIST, when this machine can download them
-from attnlab.datasets import DatasetUnavailable
-from attnlab.datasets.mnist import MNIST_CLASSES, load_mnist
+from attnlab.kit.datasets import DatasetUnavailable
+from attnlab.kit.datasets.mnist import MNIST_CLASSES, load_mnist
 
 SOURCE = "mnist"  # or "fashion_mnist"
 try:
@@ -965,7 +965,7 @@ def clip_loss(image_emb, text_emb, temperature=0.07):
 
 # %%
 # the worked example: tau = 1, B = 2
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 images = torch.tensor([[3.0, 0.0], [2.0, 0.0]])  # (B, d): both (1, 0) once normalised
 texts = torch.tensor([[1.0, 0.0], [0.0, 5.0]])
@@ -977,7 +977,7 @@ expect_close(loss, (rows + math.log(2)) / 2, "the worked example's loss ((0.813 
 
 # %%
 # tau divides; matching pairs cost less; a batch of one
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 images = torch.tensor([[3.0, 0.0], [2.0, 0.0]])  # the worked example
 texts = torch.tensor([[1.0, 0.0], [0.0, 5.0]])

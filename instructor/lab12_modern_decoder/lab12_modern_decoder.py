@@ -75,11 +75,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.datasets.shakespeare import load_tiny_shakespeare
-from attnlab.device import sized
-from attnlab.plotting import line_plot
-from attnlab.seeding import seed_everything
-from attnlab.training import evaluate, fit
+from attnlab.kit.datasets.shakespeare import load_tiny_shakespeare
+from attnlab.kit.device import sized
+from attnlab.kit.plotting import line_plot
+from attnlab.kit.seeding import seed_everything
+from attnlab.kit.training import evaluate, fit
 
 # %% [markdown]
 # ## 0. Given: Lab 09's GPT
@@ -160,7 +160,7 @@ def apply_rope(x, offset=0, base=10000.0):
 
 # %%
 # [1, 0] at position 1 turns by 1 radian; position 0 stays
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 x = torch.tensor([[1.0, 0.0], [1.0, 0.0]])  # (T=2, d_h=2): positions 0 and 1
 expect_close(apply_rope(x), [[1.0, 0.0], [math.cos(1.0), math.sin(1.0)]], "apply_rope of [1, 0] at positions 0, 1",
@@ -169,7 +169,7 @@ expect_close(apply_rope(x[:1], offset=1), [[math.cos(1.0), math.sin(1.0)]], "app
 
 # %%
 # A rotation keeps the norm of every pair
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 x = torch.randn(2, 3, 7, 8)
 y = apply_rope(x, offset=5)
@@ -179,7 +179,7 @@ expect_close(y.reshape(2, 3, 7, 4, 2).norm(dim=-1), x.reshape(2, 3, 7, 4, 2).nor
 
 # %%
 # Scores depend only on the offset between positions
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 q, k = torch.randn(1, 16, dtype=torch.float64), torch.randn(1, 16, dtype=torch.float64)
 near = (apply_rope(q, offset=3) * apply_rope(k, offset=1)).sum()  # query at 3, key at 1
@@ -230,7 +230,7 @@ class RMSNorm(nn.Module):
 
 # %%
 # [3, 4] has root mean square sqrt(12.5)
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 norm = RMSNorm(2)
 assert [name for name, _ in norm.named_parameters()] == ["weight"], "RMSNorm has one parameter, weight"
@@ -239,7 +239,7 @@ expect_close(norm(torch.tensor([[3.0, 4.0]])), [[3 / math.sqrt(12.5), 4 / math.s
 
 # %%
 # The mean is not subtracted, and weight scales each feature
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 norm = RMSNorm(3)
 with torch.no_grad():
@@ -303,7 +303,7 @@ assert shapes == expected, f"SwiGLU(8, 20) should have the parameters {expected}
 
 # %%
 # silu gates w1, not w3
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 ffn = SwiGLU(1, 1)
 with torch.no_grad():
@@ -412,7 +412,7 @@ assert attn(torch.randn(2, 5, 16)).shape == (2, 5, 16), "the output keeps the sh
 
 # %%
 # Changing token 3 changes no output before position 3
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 attn = GroupedQueryAttention(16, 4, 1).eval()
 x = torch.randn(1, 6, 16)
@@ -422,7 +422,7 @@ expect_close(attn(x_changed)[:, :3], attn(x)[:, :3], "outputs before the change"
 
 # %%
 # Cached token by token: the full pass; h_kv heads cached
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 attn = GroupedQueryAttention(16, 4, 2).eval()
 x = torch.randn(2, 6, 16)
@@ -513,7 +513,7 @@ class MoEFeedForward(nn.Module):
 
 # %%
 # top_k=1: each token's output is its best expert's
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 seed_everything(0)
 moe = MoEFeedForward(8, 16, num_experts=3, top_k=1).eval()
@@ -526,7 +526,7 @@ expect_close(out, want, "top_k=1: each token through its best expert, weight 1",
 
 # %%
 # top_k = E with equal router scores: the mean of the experts
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 moe = MoEFeedForward(4, 8, num_experts=2, top_k=2).eval()
 with torch.no_grad():
@@ -584,7 +584,7 @@ def linear_attention(q, k, v, eps=1e-6):
 
 # %%
 # With equal keys: the mean of the values so far
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 q, k = torch.randn(1, 4, 3), torch.zeros(1, 4, 3)  # equal keys: equal weights
 v = torch.tensor([[[1.0], [3.0], [5.0], [7.0]]])
@@ -592,7 +592,7 @@ expect_close(linear_attention(q, k, v), [[[1.0], [2.0], [3.0], [4.0]]], "linear 
 
 # %%
 # Causal: changing token 2 changes nothing before it
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 q, k, v = torch.randn(2, 6, 4), torch.randn(2, 6, 4), torch.randn(2, 6, 5)
 out = linear_attention(q, k, v)
@@ -637,7 +637,7 @@ def linear_attention_recurrent(q, k, v, state=None, eps=1e-6):
 
 # %%
 # The recurrent form equals linear_attention
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 q, k, v = torch.randn(2, 7, 4), torch.randn(2, 7, 4), torch.randn(2, 7, 3)
 out, (S, z) = linear_attention_recurrent(q, k, v)
@@ -646,7 +646,7 @@ expect_close(out, linear_attention(q, k, v), "the recurrent form against linear_
 
 # %%
 # Two halves with the state carried over equal the whole
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 q, k, v = torch.randn(2, 7, 4), torch.randn(2, 7, 4), torch.randn(2, 7, 3)
 out, _ = linear_attention_recurrent(q, k, v)
@@ -798,7 +798,7 @@ assert isinstance(ModernDecoder(11, 8, 16, 4, 2, 1, 24, num_experts=3).blocks[0]
 
 # %%
 # The loss of an untrained model is about ln V; causal logits
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 seed_everything(0)
 model = ModernDecoder(11, 8, 16, 4, 2, num_layers=2, d_ff=24)
@@ -810,7 +810,7 @@ expect_close(model(idx[:, :5])[0], logits[:, :5], "the logits of the first 5 tok
 
 # %%
 # With the cache, chunk by chunk: the full pass
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 model = ModernDecoder(11, 8, 16, 4, 1, num_layers=2, d_ff=24).eval()
 idx = torch.randint(11, (2, 8))

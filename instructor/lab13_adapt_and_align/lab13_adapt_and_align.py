@@ -58,8 +58,8 @@ import torch.nn.functional as F
 from torch.nn import Linear, Sequential  # noqa: F401 (the grader builds a layer for LoRA to wrap, and a container)
 from tqdm.auto import tqdm
 
-from attnlab.device import sized
-from attnlab.seeding import seed_everything
+from attnlab.kit.device import sized
+from attnlab.kit.seeding import seed_everything
 
 # %% [markdown]
 # ## 0. Given: a tiny GPT and its data
@@ -273,7 +273,7 @@ class LoRALinear(nn.Module):
 
 # %%
 # The worked example: x = [1, 2] gives 7
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 base = nn.Linear(2, 1)
 with torch.no_grad():
@@ -288,7 +288,7 @@ expect_close(layer.merge()(torch.tensor([[1.0, 2.0]])), [[7.0]], "merge() on the
 
 # %%
 # B starts at zero, the base is frozen, A and B train
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 base = nn.Linear(6, 5)
 layer = LoRALinear(base, r=3, alpha=6.0)
@@ -346,7 +346,7 @@ def apply_lora(model, target_names, r=4, alpha=8.0):
 
 # %%
 # Only the targeted layers' A and B train; logits unchanged
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 seed_everything(0)
 model = TinyGPT(10, 8, 16, 2, 2)
@@ -408,7 +408,7 @@ def sft_loss(logits, tokens, response_mask):
 
 # %%
 # Uniform logits: each counted prediction costs log V
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 tokens = torch.tensor([[1, 2, 3, 0], [1, 2, 0, 0]])
 mask = torch.tensor([[False, False, True, False], [False, True, False, False]])
@@ -417,7 +417,7 @@ expect_close(sft_loss(torch.zeros(2, 4, 5), tokens, mask), math.log(5), "sft_los
 
 # %%
 # A wrong guess on the prompt costs nothing
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.zeros(1, 3, 4)
 logits[0, 0, 3] = 20.0  # predicts token 3 at position 1 (a prompt token: not counted)
@@ -460,7 +460,7 @@ def sequence_logprob(logits, tokens, response_mask):
 
 # %%
 # Uniform logits over 4: n tokens have -n log 4
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 tokens = torch.tensor([[1, 2, 3, 0], [1, 2, 0, 0]])
 mask = torch.tensor([[False, True, True, False], [False, True, False, False]])
@@ -469,7 +469,7 @@ expect_close(sequence_logprob(torch.zeros(2, 4, 4), tokens, mask), [-2 * math.lo
 
 # %%
 # Position t - 1 predicts token t
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 logits = torch.zeros(1, 3, 3)
 logits[0, 0, 1] = 50.0  # position 0 predicts token 1 (right)
@@ -523,7 +523,7 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1)
 
 # %%
 # The policy equal to the reference: loss log 2
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 lp = torch.tensor([-3.0, -5.0])
 loss, chosen, rejected = dpo_loss(lp, lp - 1.0, lp, lp - 1.0, beta=0.5)
@@ -532,7 +532,7 @@ expect_close(chosen, [0.0, 0.0], "the chosen rewards with the policy equal to th
 
 # %%
 # A margin of 2 nats at beta 0.5, detached rewards
-from attnlab.expect import expect_close
+from attnlab.kit.expect import expect_close
 
 pc = torch.tensor([-2.0], requires_grad=True)
 loss, chosen, rejected = dpo_loss(pc, torch.tensor([-4.0]), torch.tensor([-3.0]), torch.tensor([-3.0]), beta=0.5)

@@ -140,7 +140,7 @@ class Lab:
 
     @property
     def public_tests_dir(self) -> Path:
-        return self.root / "src" / "attnlab" / "public_tests" / self.id
+        return self.root / "src" / "attnlab" / "kit" / "generated" / "public_tests" / self.id
 
 
 @dataclass(frozen=True)

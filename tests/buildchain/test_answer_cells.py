@@ -116,7 +116,7 @@ def test_the_bundle_lists_the_written_question_and_leaves_the_code_questions_as_
         otter_manifest = json.loads(zf.read("files/manifest.json"))
         assert "written" not in otter_manifest and otter_manifest["questions"] == manifest["questions"]
         assert not [n for n in zf.namelist() if REFERENCE.split()[0] in zf.read(n).decode(errors="replace")]
-    assert not (built / "src" / "attnlab" / "public_tests" / LAB / f"{NAME}.py").exists()
+    assert not (built / "src" / "attnlab" / "kit" / "generated" / "public_tests" / LAB / f"{NAME}.py").exists()
 
 
 def test_an_old_bundle_has_no_written_question_and_a_broken_list_says_rebuild(built_course, tmp_path):

@@ -20,7 +20,7 @@ OUTPUTS = sorted([
     f"autograder/{LAB}/hidden_tests.py", f"autograder/{LAB}/{LAB}-otter.zip", f"autograder/{LAB}/manifest.json",
     f"autograder/{LAB}/{LAB}-gradescope.zip", f"autograder/{LAB}/catalogue.py",
     f"autograder/{LAB}/reference.py", f"labs/{LAB}/{LAB}.ipynb", f"solutions/{LAB}/{LAB}.ipynb",
-    f"src/attnlab/public_tests/{LAB}/Scale.py", f"src/attnlab/public_tests/{LAB}/double.py",
+    f"src/attnlab/kit/generated/public_tests/{LAB}/Scale.py", f"src/attnlab/kit/generated/public_tests/{LAB}/double.py",
     "nbgrader/nbgrader_config.py", f"nbgrader/source/{LAB}/{LAB}.ipynb",
 ])
 SOLUTION_LINES = ("result = x * 2", "return result", "return x * self.weight")
@@ -89,7 +89,7 @@ def test_check_reports_a_changed_public_check(copy):
     master = copy / "instructor" / LAB / f"{LAB}.py"
     master.write_text(master.read_text().replace("should be [2, 4]", "must be [2, 4]"))
     report = check(copy)
-    assert f"differs from a fresh build: src/attnlab/public_tests/{LAB}/double.py" in report
+    assert f"differs from a fresh build: src/attnlab/kit/generated/public_tests/{LAB}/double.py" in report
     assert f"differs from a fresh build: labs/{LAB}/{LAB}.ipynb" not in report
 
 
@@ -104,7 +104,7 @@ def test_check_reports_a_deleted_output_and_build_restores_it(copy):
 def test_check_reports_a_stale_extra_file_and_build_removes_it(copy):
     stale = copy / "autograder" / LAB / "old_reference.py"
     stale.write_text("x = 1\n")
-    cache = copy / "src" / "attnlab" / "public_tests" / LAB / "__pycache__" / "double.cpython-311.pyc"
+    cache = copy / "src" / "attnlab" / "kit" / "generated" / "public_tests" / LAB / "__pycache__" / "double.cpython-311.pyc"
     cache.parent.mkdir()
     cache.write_bytes(b"\0")
     assert check(copy) == [f"stale (not produced by the build): autograder/{LAB}/old_reference.py"]
@@ -128,7 +128,7 @@ def test_student_notebook_has_no_solution_and_no_hidden_test(built):
     assert sources.count('grader.check("double")') == 1 and sources.count('grader.check("Scale")') == 1
     assert cells[1].metadata["tags"] == ["attnlab_setup"] and "start_lab('lab99_demo')" in cells[1].source
     assert '    # TODO: your code here\n    raise NotImplementedError("double: not written yet")' in sources[4]
-    for public in (built / "src" / "attnlab" / "public_tests" / LAB).iterdir():
+    for public in (built / "src" / "attnlab" / "kit" / "generated" / "public_tests" / LAB).iterdir():
         for word in SOLUTION_LINES + HIDDEN_TEXT:
             assert word not in public.read_text(), (public.name, word)
 

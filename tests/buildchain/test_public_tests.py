@@ -7,7 +7,7 @@ from otter.test_files import ExceptionTestFile
 
 from attnlab.buildchain.transforms.parse_questions import Question
 from attnlab.buildchain.transforms.public_tests import public_test_files, render_test_file
-from attnlab.public_check import PublicCheck, format_result
+from attnlab.kit.public_check import PublicCheck, format_result
 
 CHECKS = [
     '# double([1, 2]) is [2, 4]\n'
@@ -15,7 +15,7 @@ CHECKS = [
     'assert torch.equal(out, torch.tensor([2.0, 4.0])), "double([1, 2]) should be [2, 4]"',
     "\n# the shape is kept\nassert double(torch.zeros(3)).shape == (3,), 'keep the shape'\n",
     '# values of a worked example\n'
-    'from attnlab.expect import expect_close\n'
+    'from attnlab.kit.expect import expect_close\n'
     'expect_close(double(torch.tensor([0.5, 1.5])), [1.0, 3.0], "double([0.5, 1.5])")',
 ]
 QUESTION = Question("double", 2.0, list(CHECKS))
@@ -84,7 +84,7 @@ def test_by_default_a_failed_check_shows_its_name_and_how_far_off_not_its_source
 
 
 def test_grader_check_passes_show_source_to_what_it_shows(monkeypatch):
-    from attnlab.public_check import Grader
+    from attnlab.kit.public_check import Grader
 
     monkeypatch.delenv("ATTNLAB_SHOW_SOURCE", raising=False)
     tf = load(render_test_file(QUESTION))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.datasets.download import (
+from attnlab.kit.datasets.download import (
     DatasetUnavailable,
     RemoteFile,
     default_cache_dir,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.datasets.multi30k import MULTI30K_FILES, MULTI30K_SIZES, load_multi30k, multi30k_file
-from attnlab.datasets.shakespeare import TINY_SHAKESPEARE, load_tiny_shakespeare
+from attnlab.kit.datasets.multi30k import MULTI30K_FILES, MULTI30K_SIZES, load_multi30k, multi30k_file
+from attnlab.kit.datasets.shakespeare import TINY_SHAKESPEARE, load_tiny_shakespeare
 
 FIRST_PAIRS = {  # (de, en, fr) of line 1 of each split
     "train": ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",

@@ -8,8 +8,8 @@ from collections import Counter, defaultdict
 import pytest
 import torch
 
-from attnlab.datasets import sentiment
-from attnlab.datasets.sentiment import (
+from attnlab.kit.datasets import sentiment
+from attnlab.kit.datasets.sentiment import (
     SentimentExample,
     bag_of_words_ceiling,
     build_vocab,

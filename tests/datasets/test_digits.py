@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from attnlab.datasets.digits import DIGITS_SIZE, load_digits_splits
+from attnlab.kit.datasets.digits import DIGITS_SIZE, load_digits_splits
 
 
 def test_digits_split_values_and_shapes():

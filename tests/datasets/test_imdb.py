@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.datasets import imdb
-from attnlab.datasets.download import DatasetUnavailable, RemoteFile
+from attnlab.kit.datasets import imdb
+from attnlab.kit.datasets.download import DatasetUnavailable, RemoteFile
 
 # member name -> text; the real layout: aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt, plus files to ignore
 REVIEWS = {

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.datasets import mnist
-from attnlab.datasets.download import DatasetUnavailable, RemoteFile
+from attnlab.kit.datasets import mnist
+from attnlab.kit.datasets.download import DatasetUnavailable, RemoteFile
 
 # Three 28 x 28 images: 0, 51 and 255 everywhere except one pixel that tells them apart (row 3, column 5).
 PIXELS = torch.tensor([0, 51, 255], dtype=torch.uint8)[:, None, None].repeat(1, 28, 28)  # (3, 28, 28)

@@ -1,5 +1,5 @@
 """A grading command imports only what grading uses: no plotting (the reference's ``import matplotlib.pyplot`` is
-deferred, ``attnlab.plotting`` imports matplotlib where it draws), no sympy (torch imports it for a backward pass
+deferred, ``attnlab.kit.plotting`` imports matplotlib where it draws), no sympy (torch imports it for a backward pass
 given ``grad_outputs``; the executor asks for one scalar instead), no report, no Hugging Face libraries. Each command
 runs as a whole process under ``python -X importtime``, which lists every module the grader imported, in the
 batch's forked grader processes too (the worker's zygote is a process of its own and may import what it likes)."""
@@ -44,9 +44,9 @@ def _unused(names: set[str]) -> list[str]:
 
 
 def test_the_reference_does_import_pyplot():
-    """What the other tests rest on: grading runs the reference, whose code imports pyplot and attnlab.plotting."""
+    """What the other tests rest on: grading runs the reference, whose code imports pyplot and attnlab.kit.plotting."""
     code = (BUNDLE / "reference.py").read_text()
-    assert "import matplotlib.pyplot as plt" in code and "from attnlab.plotting import" in code
+    assert "import matplotlib.pyplot as plt" in code and "from attnlab.kit.plotting import" in code
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])

@@ -61,7 +61,7 @@ ROUTES = {
     "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "`import subprocess`"),
     "sys_modules": ("import sys\nm = sys.modules['attnlab.grading.worker.executor']", "`import sys`"),
     "torch_reexports_sys": ("m = torch.sys.modules", "`torch.sys`"),
-    "attnlab_reexports_os": ("import attnlab.device\nattnlab.device.os.system('ls')", "`attnlab.device.os`"),
+    "attnlab_reexports_os": ("import attnlab.kit.device\nattnlab.kit.device.os.system('ls')", "`attnlab.kit.device.os`"),
     "importlib": ("import importlib\nt = importlib.import_module('torch')", "`import importlib`"),
     "dunder_import": ("t = __import__('torch')", "`__import__`"),
     "eval": ("f = eval('lambda x: x')", "`eval`"),
@@ -74,7 +74,7 @@ ROUTES = {
     "relative_import": ("from . import x", "`from . import x`"),
     "grading_import": ("import attnlab.grading.worker.executor as ex", "`import attnlab.grading.worker.executor as ex`"),
     "grading_from": ("from attnlab import grading", "`from attnlab import grading`"),
-    "grading_tamper": ("import attnlab.expect\nattnlab.grading.worker.executor.x = 1", "`attnlab.grading`"),
+    "grading_tamper": ("import attnlab.kit.expect\nattnlab.grading.worker.executor.x = 1", "`attnlab.grading`"),
     "patch_library": ("torch.allclose = lambda *a, **k: True", "`torch.allclose`"),
     "delete_from_library": ("del F.softmax", "`F.softmax`"),
     "self_default": ("def f(self=torch):\n    return self._C", "`torch`"),
@@ -128,8 +128,8 @@ HONEST = HEAD + dedent('''
     from __future__ import annotations
     import math
     from collections import Counter
-    from attnlab.expect import expect_close
-    from attnlab.training import fit
+    from attnlab.kit.expect import expect_close
+    from attnlab.kit.training import fit
 
 
     class Block(nn.Module):

@@ -171,10 +171,10 @@ def test_written_answers_are_handed_in_on_every_route_from_the_student_install(s
     notebook, answers = _written_answered(tmp, lab)
     assert len(answers) >= 2
     hand_in = notebook.read_text()
-    assert f"python -m attnlab.written_pdf {notebook.name}" in hand_in  # the way the notebook gives
+    assert f"python -m attnlab.kit.written_pdf {notebook.name}" in hand_in  # the way the notebook gives
 
     bare = {"PATH": str(python.parent), "HOME": str(tmp), "PYTHONNOUSERSITE": "1"}
-    said = _run([python, "-m", "attnlab.written_pdf", notebook.name], cwd=notebook.parent, env=bare)
+    said = _run([python, "-m", "attnlab.kit.written_pdf", notebook.name], cwd=notebook.parent, env=bare)
     assert f"{len(answers)} written question(s)" in said
     text = _pdf_text((notebook.parent / f"{lab.id}-written.pdf").read_bytes())
     assert all(answer in text for answer in answers.values()), text[:2000]

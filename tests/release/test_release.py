@@ -56,7 +56,8 @@ def test_layout_notebooks_kit_readme_licence_and_nothing_else(course, released):
     for lab in course.labs:
         assert (f"labs/{lab.id}/{lab.id}.ipynb" in files) == (lab.id not in GIVING)
         # a lab not released yet ships none of its public checks
-        assert any(name.startswith(f"src/attnlab/public_tests/{lab.id}/") for name in files) == (lab.id not in GIVING)
+        shipped = any(name.startswith(f"src/attnlab/kit/generated/public_tests/{lab.id}/") for name in files)
+        assert shipped == (lab.id not in GIVING)
     assert {"README.md", "LICENSE", "pyproject.toml", ".gitignore", "src/attnlab/__init__.py",
             "docs/CURRICULUM.md"} <= set(files)
     tops = {name.split("/")[0] for name in files}
@@ -112,7 +113,7 @@ def test_the_leak_gate_catches_a_planted_secret_line(course, released, tmp_path,
     shown = _shown_lines(_shipped(course))  # given code from an earlier lab is meant to be seen
     line = next(line for line, where in sorted(secret_lines(course).items()) if where.endswith(origin)
                 and line not in shown)
-    planted = _plant(released, tmp_path, "src/attnlab/public_tests/lab05_self_attention/causal_mask.py", line)
+    planted = _plant(released, tmp_path, "src/attnlab/kit/generated/public_tests/lab05_self_attention/causal_mask.py", line)
     with pytest.raises(ReleaseLeak, match="causal_mask.py holds a line of"):
         check_release(course, _shipped(course), planted)
 
@@ -196,8 +197,8 @@ def test_wheel_is_written_deterministically_and_holds_the_checks(course, tmp_pat
     with zipfile.ZipFile(wa) as zf:
         names = zf.namelist()
     first = list(course.labs)[0].id
-    assert any(n.startswith(f"attnlab/public_tests/{first}/") for n in names)  # the released lab's checks
-    assert not any(n.startswith("attnlab/public_tests/lab05_self_attention/") for n in names)  # only those
+    assert any(n.startswith(f"attnlab/kit/generated/public_tests/{first}/") for n in names)  # the released lab's checks
+    assert not any(n.startswith("attnlab/kit/generated/public_tests/lab05_self_attention/") for n in names)  # only those
 
 
 def _scanned_lines(folder: Path):

@@ -65,7 +65,7 @@ def _package_files(root: Path, labs: list[Lab]) -> dict[Path, bytes]:
     the release holds: none of a lab not yet released), no caches."""
     files = {Path("pyproject.toml"): (root / "pyproject.toml").read_bytes()}
     package = root / "src" / "attnlab"
-    checks, shipped = package / "public_tests", {lab.id for lab in labs}
+    checks, shipped = package / "kit" / "generated" / "public_tests", {lab.id for lab in labs}
     for path in sorted(package.rglob("*")):
         inside = path.relative_to(checks).parts if path.is_relative_to(checks) else ()
         if len(inside) > 1 and inside[0] not in shipped:  # a lab's folder of checks: kept for the labs shipped

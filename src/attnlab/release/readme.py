@@ -121,8 +121,8 @@ Your course says which way it collects work; each gives every question the same 
 
 - **Gradescope**: upload the notebook (`<lab>.ipynb`) to the lab's programming assignment. The written answers go
   to the lab's written assignment as a PDF made by the kit, with nothing more to install (no LaTeX, no browser):
-  `python -m attnlab.written_pdf <lab>.ipynb` in the notebook's folder (on Colab: upload the downloaded `.ipynb` in
-  the Files pane, then run `!python -m attnlab.written_pdf <lab>.ipynb` in a cell) writes `<lab>-written.pdf`, one
+  `python -m attnlab.kit.written_pdf <lab>.ipynb` in the notebook's folder (on Colab: upload the downloaded `.ipynb` in
+  the Files pane, then run `!python -m attnlab.kit.written_pdf <lab>.ipynb` in a cell) writes `<lab>-written.pdf`, one
   page per written question with its prompt and your answer; upload it and mark the page of each question.
 - **nbgrader**, or a folder of notebooks your instructor grades with `attnlab grade`: hand in the notebook itself;
   your written answers are read from it.

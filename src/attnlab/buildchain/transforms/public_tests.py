@@ -1,7 +1,7 @@
 """Render Otter test files (exception-based format) for each question.
 
 Public checks run in the student's kernel (``grader.check``); each test cell of the master becomes one
-``attnlab.public_check.PublicCheck`` named by the cell's first comment line (``# rows of the weights sum to 1``)
+``attnlab.kit.public_check.PublicCheck`` named by the cell's first comment line (``# rows of the weights sum to 1``)
 and executed on a copy of the notebook's globals. The cell's code is copied verbatim into the test file (a raw
 string), at the line numbers its compiled code reports, so that even plain Otter shows the check's own failing
 line. With ``hidden`` (the autograder's copy), the hidden tests are added as cases that call
@@ -17,7 +17,7 @@ HEADER = '''\
 
 from otter.test_files import test_case
 
-from attnlab.public_check import PublicCheck
+from attnlab.kit.public_check import PublicCheck
 
 OK_FORMAT = False
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from attnlab.expect import unravel
 from attnlab.grading.worker.api import ObjectRef, Result, StudentAPI
 from attnlab.grading.worker.executor import StudentError, tensor_leaves
+from attnlab.kit.expect import unravel
 
 # (rtol, atol) per dtype: wide enough for every correct implementation we know of (einsum, manual
 # stable softmax, -1e9 masking, ...), narrow enough to catch each catalogued mistake.

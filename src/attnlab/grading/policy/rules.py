@@ -56,8 +56,8 @@ from attnlab.grading.policy.rule_costs import top_level_names
 DEFAULT_IMPORTS = frozenset({
     "__future__", "torch", "numpy", "math", "re", "time", "collections", "itertools", "functools", "dataclasses",
     "typing", "string", "random", "unicodedata", "heapq", "bisect", "statistics", "copy", "matplotlib.pyplot",
-    "tqdm", "attnlab.expect", "attnlab.plotting", "attnlab.training", "attnlab.datasets", "attnlab.device",
-    "attnlab.seeding",
+    "tqdm", "attnlab.kit.expect", "attnlab.kit.plotting", "attnlab.kit.training", "attnlab.kit.datasets",
+    "attnlab.kit.device", "attnlab.kit.seeding",
 })
 ALLOWED_DUNDERS = frozenset({
     # what honest code defines or reads; not __name__ (selecting a function by a computed name) nor __class__
@@ -65,7 +65,7 @@ ALLOWED_DUNDERS = frozenset({
     "__str__", "__contains__",
 })
 DENIED_ATTRIBUTES = frozenset({
-    # modules that allowed modules re-export (torch.sys, attnlab.device.os, np.ctypeslib) and attnlab's grader
+    # modules that allowed modules re-export (torch.sys, attnlab.kit.device.os, np.ctypeslib) and attnlab's grader
     "sys", "os", "posix", "nt", "subprocess", "importlib", "builtins", "inspect", "pickle", "dill", "cloudpickle",
     "copyreg", "shelve", "marshal", "ctypes", "ctypeslib", "cffi", "codecs", "operator", "types", "gc", "runpy",
     "code", "codeop", "imp", "pkgutil", "socket", "shutil", "io", "pathlib", "tempfile", "urllib", "http",

@@ -45,13 +45,13 @@ PRELOAD = ("torch", "torch.nn", "torch.nn.functional", "torch.utils.data", "nump
            "attnlab.grading.worker.executor", "attnlab.grading.worker.wire", "attnlab.grading.worker.deferred_imports",
            "attnlab.grading.worker.reference_proxy", "attnlab.grading.worker.module_proxy",
            "attnlab.grading.worker.call_evidence",
-           "attnlab.grading.source.notebook_code", "attnlab.records.safe_text", "attnlab.device", "attnlab.seeding")
+           "attnlab.grading.source.notebook_code", "attnlab.records.safe_text", "attnlab.kit.device", "attnlab.kit.seeding")
 # What a worker may use later (the labs' graded cells import tqdm and the kit's modules): imported, like the warm-up,
 # while the zygote waits for requests, one step at a time, so that a grader asking for a worker never waits for them.
 # Not pyplot: a graded cell's import of it is deferred to first use (deferred_imports), and its import, one long
 # step, would hold up the fork a grader asks for.
-WHEN_IDLE = ("tqdm.auto", "attnlab.plotting", "attnlab.training", "attnlab.datasets.sentiment",
-             "attnlab.datasets.multi30k", "attnlab.datasets.shakespeare")
+WHEN_IDLE = ("tqdm.auto", "attnlab.kit.plotting", "attnlab.kit.training", "attnlab.kit.datasets.sentiment",
+             "attnlab.kit.datasets.multi30k", "attnlab.kit.datasets.shakespeare")
 MAX_REQUEST_BYTES = 1 << 20
 _FDS = 4  # stdin (read end), stdout (write end), stderr (write end), status (write end)
 
