@@ -1,4 +1,9 @@
-"""What the first cell of every student notebook calls: ``grader, device = start_lab("lab05_self_attention")``."""
+"""What the first cell of every student notebook calls: ``grader, device = start_lab("lab05_self_attention")``.
+
+The student kernel's one entry point, so it sits above grading's bridges in the layers: it hands the public checks'
+``Grader`` the score of nbgrader's bridge (``grading/bridges/nbgrader_bridge.py``), imported only while nbgrader
+autogrades the notebook (torch and the bundle); the rest of the kit imports nothing of grading.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,13 @@ def public_tests_dir(lab_id: str) -> Path:
     return folder
 
 
+def graded_by_nbgrader(env: dict, lab_id: str, question: str) -> float:
+    """While nbgrader autogrades: ``question``'s score from its hidden tests, as ``attnlab grade`` gives it."""
+    from attnlab.grading.bridges import nbgrader_bridge
+
+    return nbgrader_bridge.grade_question(env, lab_id, question)
+
+
 def start_lab(lab_id: str, seed: int = 0):
     """Seed, pick the device, print a one-line summary, and return ``(grader, device)``.
 
@@ -33,6 +45,6 @@ def start_lab(lab_id: str, seed: int = 0):
 
     seed_everything(seed)
     device = pick_device()
-    grader = Grader(otter.Notebook(tests_dir=str(public_tests_dir(lab_id))), lab_id)
+    grader = Grader(otter.Notebook(tests_dir=str(public_tests_dir(lab_id))), lab_id, autograde=graded_by_nbgrader)
     print(f"attnlab {lab_id}: {describe_device()}")
     return grader, device
