@@ -75,6 +75,7 @@ for name in ("by_getattr", "by_ops", "by_c", "by_module", "by_alias", "by_annota
     ns[name](x)
     seen[name] = sorted({(u["call"], u["line"]) for u in ce.end()})
 ce.begin(); torch.nn.functional.layer_norm(x, (4,)); seen["trusted"] = ce.end()  # no cell on the stack: nobody's
+seen["imported"] = sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules)
 print(json.dumps(seen))
 '''
 
@@ -99,6 +100,8 @@ def test_the_guard_sees_forbidden_operations_through_every_route_at_the_students
         assert [operation, line] in seen[route], (route, seen[route])
         assert all(at == line for _, at in seen[route]), (route, seen[route])  # only the student's line
     assert seen["honest"] == [] and seen["trusted"] == [], seen  # matmul, softmax, mean, var: not forbidden
+    # the dispatch mode never pulls in torch's compiler (800 modules, a second or more in each fresh worker)
+    assert seen["imported"] == [], seen["imported"]
 
 
 def test_families_name_operations_no_correct_answer_needs():

@@ -57,6 +57,7 @@ class HiddenSuite:
     def __init__(self, lab: str, policy_questions=None, allowed_imports=(), graded_on_reference=None):
         self.lab = lab
         self.watched_calls: tuple[str, ...] = ()  # set by load_suite: call_evidence.watched_names
+        self.guarded_questions: frozenset[str] | None = None  # set by load_suite: call_evidence.guarded_questions
         self.allowed_imports = tuple(allowed_imports)
         self.graded_on_reference = {q: tuple(names) for q, names in (graded_on_reference or {}).items()}
         self.tests: list[HiddenTest] = []
@@ -101,6 +102,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     whose tests ran a forbidden call that the source check did not find (``call_evidence.Tracker``).
     """
     set_deadline = getattr(student, "set_deadline", None)
+    set_guard = getattr(student, "set_guard", None)  # the worker's operation guard, per question (RemoteStudent)
     results: dict[str, dict] = {}
     forbidden_met: dict[str, list] = {}  # question -> the forbidden_calls.ForbiddenUse its failed tests raised
     on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
@@ -118,13 +120,16 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
         start = time.monotonic()
         if set_deadline is not None:
             set_deadline(None if test_timeout is None else start + test_timeout)
+        guarded = suite.guarded_questions is None or test.question in suite.guarded_questions
+        if set_guard is not None:
+            set_guard(guarded)
         evidence.start()
         scope = _question_code(suite, test.question, uses)
         with forbidden_calls.question_scope(scope):
             passed, message, forbidden = _outcome(suite, test, student, ref, rng, (on_reference, on_own))
         if set_deadline is not None:
             set_deadline(None)
-        evidence.stop(test.question, scope)
+        evidence.stop(test.question, scope, guarded)
         entry = results[test.question]
         if passed:
             entry["score"] += test.points
@@ -137,6 +142,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
+    if set_guard is not None:
+        set_guard(True)
     _redefinition_notes(results, cells)
     _reference_notes(results, on_reference, on_own)
     forbidden_costs_question(results, forbidden_met, student)
@@ -307,4 +314,5 @@ def _load_suite(path: Path) -> HiddenSuite:
     if not isinstance(suite, HiddenSuite):
         raise TypeError(f"{path} must define `suite = HiddenSuite(...)`")
     suite.watched_calls = call_evidence.suite_watch(path, module)  # what the worker watches run
+    suite.guarded_questions = call_evidence.guarded_questions(path.read_text(), suite.tests)  # where its ops guard
     return suite

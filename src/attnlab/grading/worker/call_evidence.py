@@ -89,6 +89,48 @@ def suite_watch(path: Path, module: Any) -> tuple[str, ...]:
         return ()
 
 
+def guarded_questions(source: str, tests: Iterable) -> frozenset[str] | None:
+    """The questions whose tests can ask a check about forbidden names, read from the hidden tests' ``source``: a test
+    function (``tests``: ``hidden.HiddenTest``) that names one of ``_CHECKS`` or ``forbidden_calls``, itself or
+    through the module's top-level definitions it names, transitively. Only those questions' graded calls need the
+    operation guard (``op_guard``), whose cost is on every torch call (``Tracker`` counts what the worker saw only
+    for a question that asked). None, every question guarded, when the source does not parse or a test's function
+    is not a top-level definition of it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    asks: dict[str, bool] = {}  # top-level name -> a statement binding it names a check
+    refers: dict[str, set[str]] = {}  # top-level name -> the names its statements read
+    for statement in tree.body:
+        mentioned = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(statement) if isinstance(n, ast.Attribute)}
+        for name in rule_costs.top_level_names(statement):
+            asks[name] = asks.get(name, False) or bool(mentioned & {*_CHECKS, "forbidden_calls"})
+            refers.setdefault(name, set()).update(mentioned)
+
+    def reaches(name: str) -> bool:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in asks:
+                continue
+            if asks[current]:
+                return True
+            seen.add(current)
+            todo += refers[current]
+        return False
+
+    guarded = set()
+    for test in tests:
+        name = getattr(test.func, "__name__", None)
+        if name not in asks:
+            return None
+        if reaches(name):
+            guarded.add(test.question)
+    return frozenset(guarded)
+
+
 # -- the worker: wrap and record ----------------------------------------------------------------------------------
 class _State:
     active = False
@@ -162,10 +204,11 @@ def _count(call: str, cell: int, line: int) -> None:
         _State.uses[key] = min(_State.uses.get(key, 0) + 1, MAX_COUNT)
 
 
-def begin() -> None:
-    """A graded call starts: record from now on, the operation guard on (``op_guard``)."""
+def begin(guard: bool = True) -> None:
+    """A graded call starts: record from now on, the operation guard on (``op_guard``) unless ``guard`` is False (the
+    grader says so for a question whose tests ask no check about forbidden names: ``guarded_questions``)."""
     _State.uses, _State.active = {}, True
-    _State.leave_guard = op_guard.begin()
+    _State.leave_guard = op_guard.begin() if guard else (lambda: None)
 
 
 def end() -> list[dict]:
@@ -218,15 +261,20 @@ class Tracker:
         self.asked: dict[str, set] = {}
         self.seen: dict[str, dict] = {}
         self.scope: dict[str, set | None] = {}
+        self.unguarded: set[str] = set()  # questions that asked about forbidden names with the operation guard off
         self._mark = 0
 
     def start(self) -> None:
         forbidden_calls.asked_names(start=True)
         self._mark = len(self.student.call_uses) if self.student else 0
 
-    def stop(self, question: str, scope: set | None = None) -> None:
-        """The test of ``question`` ended; ``scope``: the top-level names whose code is the question's (None: all)."""
-        self.asked.setdefault(question, set()).update(forbidden_calls.asked_names())
+    def stop(self, question: str, scope: set | None = None, guarded: bool = True) -> None:
+        """The test of ``question`` ended; ``scope``: the top-level names whose code is the question's (None: all);
+        ``guarded``: whether the worker's operation guard was on for it (``guarded_questions``)."""
+        asked = forbidden_calls.asked_names()
+        if asked and not guarded:
+            self.unguarded.add(question)
+        self.asked.setdefault(question, set()).update(asked)
         self.scope[question] = scope
         for use in self.student.call_uses[self._mark:] if self.student else ():
             seen = self.seen.setdefault(question, {})
@@ -264,6 +312,10 @@ class Tracker:
                     "this question's. No points are taken for it; a person will review it")
             entry["messages"].insert(0, f"needs review: {text}")
             lines.append(f"forbidden call seen running in {question}: {shown}")
+        for question in sorted(self.unguarded):
+            lines.append(f"{question}'s tests asked about forbidden calls, but the grader had not foreseen it and ran "
+                         "them without the worker's operation guard: operations reached other than by name were not "
+                         "watched there (a person may review it; the hidden tests' checks should be named in them)")
         refused = getattr(self.student, "call_uses_refused", 0)
         if refused:
             lines.append(f"the grading process sent {refused} malformed report(s) of forbidden calls, ignored "

@@ -63,10 +63,21 @@ def cannot_send_text(name: str, exc: BaseException) -> str:
     return f"the grader could not send the reference `{name[:60]}`'s answer ({type(exc).__name__}: {exc}): refused"
 
 
+def _callback_name(message: Any) -> str:
+    return message["name"] if isinstance(message, dict) and isinstance(message.get("name"), str) else "?"
+
+
+def _refused(calls, message: Any, exc: BaseException) -> str:
+    """The refusal's text for ``message``, recorded in ``calls.refused`` where it keeps a list."""
+    text = cannot_send_text(_callback_name(message), exc)
+    if isinstance(getattr(calls, "refused", None), list):
+        calls.refused.append(text)
+    return text
+
+
 def checked_answer(calls, message: Any) -> dict:
     """``calls.answer(message)`` (a ``ReferenceCalls``' reply) with its tensors checked, or a refusal in its place:
     never raises. Run where the reference runs (``reference_host``'s child) and again by the grader."""
-    name = message.get("name") if isinstance(message, dict) and isinstance(message.get("name"), str) else "?"
     try:
         reply = calls.answer(message)
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
@@ -74,10 +85,7 @@ def checked_answer(calls, message: Any) -> dict:
         _check_tensors(reply.get("value"))
         return reply
     except Exception as exc:  # noqa: BLE001 - one refused callback, never a shifted conversation
-        text = cannot_send_text(name, exc)
-        if isinstance(getattr(calls, "refused", None), list):
-            calls.refused.append(text)
-        return {"ok": False, "error": clip(text, 500), "type": "RuntimeError"}
+        return {"ok": False, "error": clip(_refused(calls, message, exc), 500), "type": "RuntimeError"}
 
 
 def answer_frame(calls, frame: Any) -> bytes:
@@ -90,11 +98,7 @@ def answer_frame(calls, frame: Any) -> bytes:
     try:
         return wire.pack({**reply, "id": ident}, budget=True)
     except Exception as exc:  # noqa: BLE001 - one refused callback, never a shifted conversation
-        name = message.get("name") if isinstance(message, dict) and isinstance(message.get("name"), str) else "?"
-        text = cannot_send_text(name, exc)
-        if isinstance(getattr(calls, "refused", None), list):
-            calls.refused.append(text)
-        return _refusal(ident, text)
+        return _refusal(ident, _refused(calls, message, exc))
 
 
 def checked_shortfalls(raw: Any, bound) -> dict[str, str]:

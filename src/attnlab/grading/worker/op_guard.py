@@ -77,9 +77,9 @@ def _cell_frame(frame):
     return None
 
 
-def _saw(func) -> None:
-    name = op_name(func)
-    if name in _State.ops and _State.record is not None:
+def _saw(name: str) -> None:
+    """A guarded operation ``name`` ran: record it at the student's innermost cell frame, if any."""
+    if _State.record is not None:
         frame = _cell_frame(sys._getframe(2))
         if frame is not None:
             _State.record(f"{OWNER}.{name}", int(frame.f_code.co_filename[6:-1]), frame.f_lineno)
@@ -92,15 +92,25 @@ def _modes() -> tuple:
 
     class FunctionGuard(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            _saw(func)
-            if op_name(func) in ELEMENTARY:
+            name = op_name(func)
+            if name in _State.ops:
+                _saw(name)
+            if name in ELEMENTARY:
                 return func(*args, **(kwargs or {}))
             with DispatchGuard():  # what library code inside it runs, below autograd
                 return func(*args, **(kwargs or {}))
 
     class DispatchGuard(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # Left True, torch wraps __torch_dispatch__ in _disable_dynamo, whose first call imports torch._dynamo
+            # (sympy, torch.distributed: 800 modules, over a second in each fresh worker). This guard never compiles.
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            _saw(func)
+            name = op_name(func)
+            if name in _State.ops:
+                _saw(name)
             return func(*args, **(kwargs or {}))
 
     return (FunctionGuard,)  # it enters DispatchGuard itself, around what is not ELEMENTARY

@@ -177,7 +177,7 @@ def main() -> int:
             errors = [{k: c[k] for k in ("index", "line", "error")} for c in cells if not c["ok"]]
             reply({"ok": True, "id": ident, "value": {"errors": errors[:MAX_MESSAGES], "failed": len(errors)}})
             continue
-        call_evidence.begin()
+        call_evidence.begin(guard=request.get("guard") is not False)
         take_shortfalls()
         try:
             answer = {"ok": True, "value": executor.dispatch(op, request.get("payload", {}))}

@@ -66,8 +66,8 @@ class RemoteStudent(StudentAPI):
     code catches or masks, recording the limit in ``killed_for`` first (a death that is the student's).
 
     ``watch``: the lab's forbidden callables the worker records when the student's code runs them during a call
-    (``call_evidence``); what it reports is checked and kept in ``call_uses`` (evidence only).
-    """
+    (``call_evidence``; their operations too while ``set_guard`` is on); what it reports is checked and kept in
+    ``call_uses`` (evidence only)."""
 
     def __init__(self, spawn, cells: list[dict], code: str, *, cell_timeout: float, load_timeout: float,
                  call_timeout: float, max_restarts: int = 4, deadline: float | None = None,
@@ -100,13 +100,16 @@ class RemoteStudent(StudentAPI):
         self.watch = tuple(watch)[:call_evidence.MAX_WATCHED]
         self.call_uses: list[call_evidence.Use] = []  # forbidden calls the worker saw run (checked, evidence only)
         self.call_uses_refused = 0  # entries of its reports that did not pass the check
+        self.guard_ops = True  # the worker's operation guard during graded calls (set_guard)
         self.grader_fault: str | None = None  # set when the worker was killed from outside: a grader error
 
     def set_deadline(self, deadline: float | None) -> None:
-        """Calls until ``deadline`` (time.monotonic, set as a test starts) share what is left of it, the test's limit;
-        None lifts it."""
+        """Calls until ``deadline`` (time.monotonic, set as a test starts) share what is left of it; None lifts it."""
         self._test = None if deadline is None else Limit(TEST, round(max(0.0, deadline - time.monotonic()), 1),
                                                          deadline)
+
+    def set_guard(self, on: bool) -> None:  # the operation guard for the next graded calls (hidden.run_suite)
+        self.guard_ops = bool(on)
 
     def source(self, name: str | None = None) -> str | None:
         return definition_source(self.code, name)
@@ -241,7 +244,8 @@ class RemoteStudent(StudentAPI):
             raise StudentError(overrun_text(self._test))
         self.last_death = None
         try:
-            return self._request({"op": op, "payload": payload}, Limit.starting_now(CALL, self.call_timeout))
+            return self._request({"op": op, "payload": payload, "guard": self.guard_ops},
+                                 Limit.starting_now(CALL, self.call_timeout))
         except WorkerDied:
             if self.last_death:  # a call killed or hung the worker: the next call gets a fresh one
                 self.problems.append(self.last_death)
