@@ -9,6 +9,7 @@ import pytest
 
 from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import run_suite
+from attnlab.grading.diagnosis.diagnose import Recorder
 from attnlab.grading.worker.api import LocalStudent
 
 from .test_api import recording_student
@@ -42,10 +43,11 @@ READS = [
 
 
 def _graded(lab: str, code: str, questions) -> dict:
-    """``run_suite`` of ``questions`` on ``code`` in a worker (where the proxies stand in)."""
+    """``run_suite`` of ``questions`` on ``code`` in a worker (where the proxies stand in), wrapped in the diagnosis'
+    ``Recorder`` as ``attnlab grade`` wraps it (what the proxy reports must reach the suite through it)."""
     bundle = load_bundle(ROOT / "autograder" / lab)
     remote = recording_student([{"index": 0, "source": code}], cell_timeout=60, load_timeout=120, call_timeout=120)
-    student = next(remote)
+    student = Recorder(next(remote))
     try:
         return run_suite(bundle.suite, student, bundle.reference, seed=0, questions=tuple(questions))
     finally:

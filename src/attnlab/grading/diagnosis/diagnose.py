@@ -151,6 +151,7 @@ class Recorder(StudentAPI):
         return self.inner.source(name)
 
     graded_on_reference = property(lambda self: self.inner.graded_on_reference)  # the inner's (hidden.run_suite)
+    reference_shortfalls = property(lambda self: getattr(self.inner, "reference_shortfalls", {}))  # the inner's too
 
     def _op(self, op: str, **payload) -> Any:
         try:
