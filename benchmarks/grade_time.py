@@ -36,7 +36,7 @@ from pathlib import Path
 from attnlab.buildchain.transforms.gradescope_zip import run_autograder
 from attnlab.course import load_course
 from attnlab.demo import make_demo_submissions
-from attnlab.grading.core.bundle import FILES
+from attnlab.records.bundle_names import FILES
 
 BIN = Path(sys.executable).parent
 HEADER = ("| lab | one grade s (whole process) | otter run s | ratio | batch of {n} --jobs 2, s/submission (whole process) "

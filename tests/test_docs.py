@@ -190,17 +190,17 @@ def _map_line(module: str) -> str:
     return line
 
 
-def test_the_bundle_file_names_are_spelled_in_bundle_py_only():
-    """grading/core/bundle.py owns the autograder folder: no other module writes its file names as string literals."""
-    from attnlab.grading.core import bundle
+def test_the_bundle_file_names_are_spelled_in_bundle_names_only():
+    """records/bundle_names.py owns the autograder folder's names: no other module writes them as string literals."""
+    from attnlab.records import bundle_names
 
     package = ROOT / "src" / "attnlab"
-    names = "|".join(re.escape(n) for n in bundle.FILES) + r"|-otter\.zip|-gradescope\.zip"
+    names = "|".join(re.escape(n) for n in bundle_names.FILES) + r"|-otter\.zip|-gradescope\.zip"
     literal = re.compile(rf"""["'][^"'\n]*(?:{names})["']""")
     spelled = {path.relative_to(package).as_posix(): literal.findall(path.read_text())
                for path in package.rglob("*.py") if "public_tests" not in path.parts}
-    assert spelled.pop("grading/core/bundle.py"), "grading/core/bundle.py no longer defines the names"
-    assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.grading.core.bundle"
+    assert spelled.pop("records/bundle_names.py"), "records/bundle_names.py no longer defines the names"
+    assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.records.bundle_names"
 
 
 def test_the_leak_gates_lines_say_what_they_check():
@@ -222,7 +222,8 @@ def test_the_leak_gates_lines_say_what_they_check():
 def test_generated_folders_are_marked_and_the_bundle_copies_say_where_they_come_from():
     import subprocess
 
-    from attnlab.grading.core.bundle import CATALOGUE, GENERATED_HEADER, HIDDEN_TESTS
+    from attnlab.grading.core.bundle import GENERATED_HEADER
+    from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS
 
     table = ARCHITECTURE.read_text().split("## Folders", 1)[1].split("\n## ", 1)[0]
     generated = re.findall(r"^\| `([^`]+)` \|.*\| `attnlab build` \|$", table, flags=re.M)

@@ -131,7 +131,7 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
     from attnlab.grading.outputs.gradebook_check import rerun_line
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
-    from attnlab.grading.scale.submissions import student_rule
+    from attnlab.student_from import student_rule
 
     try:
         rule = student_rule(student_from)  # a pattern that does not compile or has no group: ValueError
@@ -340,8 +340,9 @@ def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
     kept share of its question beside the loss its entry states (``Entry.loses``, the policy in docs/CURRICULUM.md),
     and each variant's marks. Exit 1 when a mutant's loss is not the stated one or a variant loses points. A bundle
     older than the instructor's files is refused: run ``attnlab build`` first."""
-    from attnlab.grading.core.bundle import CATALOGUE, HIDDEN_TESTS, load_bundle
+    from attnlab.grading.core.bundle import load_bundle
     from attnlab.grading.diagnosis.mutants import CatalogueError
+    from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS
 
     lab_info = _lab(_course(root), lab)
     try:

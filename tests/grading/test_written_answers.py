@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import pytest
 
 from attnlab.buildchain.transforms.markers import PLACEHOLDER
+from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.core.written_answers import AWAITING, MAX_ANSWER_CHARS, Question, add_written, find_answer, total_text
 from attnlab.grading.outputs.feedback import feedback_markdown
 from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, row_notes, validate_result
 from attnlab.grading.outputs.gradebook_csv import export_csv
-from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
+from attnlab.grading.outputs.gradescope import to_gradescope
 from attnlab.grading.outputs.marks_applied import apply_marks
 from attnlab.grading.outputs.score_table import json_rows, score_table
 

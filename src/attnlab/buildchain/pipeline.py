@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.grading.core.bundle import WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
+from attnlab.gradescope_visibility import MANIFEST_KEY
+from attnlab.grading.core.bundle import WRITTEN, WrittenQuestion, bundle_files
 from attnlab.grading.core.hidden import load_suite
 from attnlab.grading.diagnosis.mutants import load_catalogue
-from attnlab.grading.outputs.gradescope import MANIFEST_KEY
+from attnlab.records.bundle_names import gradescope_zip_name, otter_zip_name
 
 from ..course import Course, Lab, check_install_spec
 from ..late_policy import deadline_to_config
@@ -132,7 +133,7 @@ def _manifest(lab: Lab, suite, written: list) -> dict:
         "max_score": sum(suite.questions().values()),
         "questions": suite.questions(),
         "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
-        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/outputs/gradescope.py)
+        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (gradescope_visibility.py)
     }
     if written:  # an old lab's manifest stays byte for byte as it was
         manifest[WRITTEN] = [WrittenQuestion.from_master(q.name, q.points, q.prompt, q.reference, q.rubric).as_dict()

@@ -78,7 +78,7 @@ def _package_files(root: Path, labs: list[Lab]) -> dict[Path, bytes]:
 def _built(course: Course, labs: list[Lab], spec: str) -> tuple[dict[Path, bytes], dict[str, bytes]]:
     """The student notebooks (path in OUT -> bytes) and the Gradescope zips (file name -> bytes) of ``labs``,
     both built with ``spec`` as the install address."""
-    from attnlab.grading.core.bundle import gradescope_zip_name
+    from attnlab.records.bundle_names import gradescope_zip_name
 
     from ..buildchain.pipeline import build_lab
 

@@ -21,7 +21,7 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-from attnlab.grading.core.bundle import FILES
+from attnlab.records.bundle_names import FILES
 
 from ..buildchain.transforms.check_no_leak import (
     instructor_lines,

@@ -23,8 +23,9 @@ from pathlib import Path
 from attnlab.grading.outputs.connection import GradebookError
 from attnlab.grading.outputs.gradebook import open_gradebook, redact_url, sqlite_path
 from attnlab.grading.scale.batch import file_sha256
-from attnlab.grading.scale.submissions import collect_submissions, student_rule
+from attnlab.grading.scale.submissions import collect_submissions
 from attnlab.records.safe_text import for_terminal, readable_name
+from attnlab.student_from import student_rule
 
 KINDS = ("missing", "stale", "errored")
 

@@ -28,6 +28,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.core.bundle import manifest_lab, manifest_questions, read_manifest
 from attnlab.grading.core.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.core.written_answers import add_written, awaiting_note, points_awaiting
@@ -42,7 +43,7 @@ from attnlab.grading.outputs.gradebook import (
     sqlite_path,
     validate_result,
 )
-from attnlab.grading.outputs.gradescope import Visibility, results_json_text
+from attnlab.grading.outputs.gradescope import results_json_text
 from attnlab.grading.scale import pool
 from attnlab.grading.scale.progress import BatchProgress
 from attnlab.grading.scale.scheduler import is_auto, shard_from_environment
