@@ -34,7 +34,7 @@ from typing import Any
 from otter.test_files import test_case
 
 from . import settings
-from .buildchain.transforms.strip_solutions import NOT_WRITTEN  # the ending of the stubs' NotImplementedError
+from .records.stub_text import NOT_WRITTEN  # the ending of the stubs' NotImplementedError
 
 PASS = "[pass]"  # plain ASCII: renders in every font (an emoji check mark is an empty box without an emoji font)
 FAIL = "[FAIL]"

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from attnlab.buildchain.transforms.markers import PLACEHOLDER
 from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.core.written_answers import AWAITING, MAX_ANSWER_CHARS, Question, add_written, find_answer, total_text
 from attnlab.grading.outputs.feedback import feedback_markdown
@@ -18,6 +17,7 @@ from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.gradescope import to_gradescope
 from attnlab.grading.outputs.marks_applied import apply_marks
 from attnlab.grading.outputs.score_table import json_rows, score_table
+from attnlab.records.stub_text import PLACEHOLDER
 
 PROMPT = "**Written question (2 points).** Why does the model without positions score 0.5 on mirror pairs?"
 MANIFEST = {"lab": "lab99_demo", "written": [

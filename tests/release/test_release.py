@@ -121,8 +121,8 @@ LAB01 = "lab01_text_as_vectors"
 
 
 def test_the_released_notebook_has_the_written_answer_cells_and_no_reference_or_rubric(course, released):
-    from attnlab.buildchain.transforms.markers import PLACEHOLDER
     from attnlab.buildchain.transforms.parse_questions import parse_questions
+    from attnlab.records.stub_text import PLACEHOLDER
 
     lab = course.lab(LAB01)
     written = [q for q in parse_questions(read_master(lab.master))[1] if q.manual]

@@ -15,9 +15,10 @@ import ast
 import copy
 import re
 
-from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, PLACEHOLDER, SOLUTION_SUFFIX
+from attnlab.records.stub_text import NOT_WRITTEN, PLACEHOLDER
 
-NOT_WRITTEN = "not written yet"  # defined here only: the public checks, the grader and nbgrader's stub use it
+from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
+
 _SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 
 

@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from attnlab.buildchain.transforms.strip_solutions import NOT_WRITTEN
 from attnlab.grading.core.checks import compare_values
 from attnlab.grading.diagnosis.candidates import compiled_candidate
 from attnlab.grading.diagnosis.mutants import Catalogue, CatalogueError, Entry
@@ -42,6 +41,7 @@ from attnlab.grading.worker.api import StudentAPI
 from attnlab.grading.worker.wire import ObjectHandle
 from attnlab.records import result_fields as fields
 from attnlab.records.safe_text import clip
+from attnlab.records.stub_text import NOT_WRITTEN
 
 HINT_PREFIX = "likely mistake: "
 log = logging.getLogger(__name__)
