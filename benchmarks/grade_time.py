@@ -105,7 +105,7 @@ def _gradescope(lab, tmp: Path, runs: int) -> list[float]:
 
 
 def _in_process(lab) -> float:
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     grade_submission(lab.autograder_dir, lab.solution_notebook)  # imports, bundle, zygote
     start = time.perf_counter()

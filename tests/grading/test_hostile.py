@@ -156,7 +156,7 @@ def double(x):
 BATCH = MEASURE + textwrap.dedent("""
     import functools, json, sys
     from attnlab.grading.scale.batch import grade_batch
-    from attnlab.grading.core.runner import grade_submission, load_bundle
+    from attnlab.grading.runner import grade_submission, load_bundle
 
     lab, subs, out = sys.argv[1:4]
     load_bundle(lab)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from attnlab.grading.core.bundle import grading_seed, load_bundle
-from attnlab.grading.core.runner import grade_submission
+from attnlab.grading.runner import grade_submission
 
 LAB = "lab99_demo"
 KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors", "review",

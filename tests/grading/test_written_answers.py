@@ -233,7 +233,7 @@ def written_lab(built_course, tmp_path, monkeypatch):
 
 
 def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab, tmp_path):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
     from attnlab.grading.scale.batch import grade_batch
     from attnlab.report import build_report
 

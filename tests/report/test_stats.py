@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.grading.diagnosis.mutants import Entry
+from attnlab.grading.core.catalogue import Entry
 from attnlab.records import result_fields as f
 from attnlab.report import stats
 from attnlab.report.load import Names
