@@ -203,9 +203,9 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     (``student_from``, else course.yml's ``student_from:``): one line per missing, stale or errored row, then a
     summary; ``EXIT_FOUND`` when anything is listed."""
     from attnlab.grading.outputs.connection import GradebookError, GradebookUnavailable
-    from attnlab.grading.outputs.gradebook_csv import export_gradebook
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.gradebook_check import print_check
+    from attnlab.report.gradebook_csv import export_gradebook
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")

@@ -25,11 +25,11 @@ from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.diagnosis.diagnose import MAX_RECORDED_BYTES
 from attnlab.grading.outputs.feedback import REVIEW_HEADING, feedback_markdown
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_csv, export_gradebook
 from attnlab.grading.outputs.gradescope import to_gradescope
 from attnlab.grading.outputs.score_table import score_table
 from attnlab.grading.scale.batch import grade_batch
 from attnlab.records.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
+from attnlab.report.gradebook_csv import export_csv, export_gradebook
 
 from .test_attacks import SCALE, WRONG
 from .test_batch import fake_grade

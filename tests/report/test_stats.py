@@ -6,8 +6,8 @@ import pytest
 
 from attnlab.grading.core.catalogue import Entry
 from attnlab.records import result_fields as f
+from attnlab.records.student_names import Names
 from attnlab.report import stats
-from attnlab.report.load import Names
 
 from .rows import diagnosed, problem, sub
 
