@@ -3,7 +3,7 @@
     python benchmarks/diagnosis_coverage.py [--labs lab06 lab07] [--seeds 3] [--budget 3.0 | real] [--clock cpu]
                                             [--entries a b]
 
-Each lab's ``instructor/<lab>/heldout.py`` lists held-out mistakes (``catalogue.HeldOut``): written apart from the
+Each lab's ``instructor/<lab>/heldout.py`` lists held-out mistakes (``mutants.HeldOut``): written apart from the
 catalogue, each labelled with the catalogue mutant it should be diagnosed as, or None for a mistake the catalogue
 lacks. The matching never sees them. Each entry is graded in process (the reference code with the entry's
 definitions run after it, as a catalogue entry is) through the grader's own diagnosis path: ``Recorder`` around
@@ -95,8 +95,8 @@ def diagnosed(bundle, entry, seed: int, budget_s: float | None, timings: list, c
     """``(results, question -> hint)`` of one held-out entry graded at ``seed`` the way the grader does it, in this
     process. ``budget_s`` None: the cap ``diagnose.diagnosis_budget`` gives for the time the grading took, in wall
     seconds or (``clock="cpu"``) in this process's CPU seconds, which the machine's load does not change."""
-    from attnlab.grading.core.catalogue import Entry, student_with
     from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.core.mutants import Entry, student_with
     from attnlab.grading.diagnosis import diagnose
 
     catalogue = bundle.catalogue()
@@ -152,7 +152,7 @@ def lab_coverage(lab_id: str, seeds: list[int], budget_s: float | None, only: se
     None: at the real grader's cap (with the wall clock: through ``grade_submission``); ``clock``: ``diagnosed``."""
     from attnlab.course import load_course
     from attnlab.grading.core.bundle import load_bundle
-    from attnlab.grading.core.catalogue import load_heldout
+    from attnlab.grading.core.mutants import load_heldout
 
     lab = load_course(ROOT).lab(lab_id)
     bundle = load_bundle(lab.autograder_dir)

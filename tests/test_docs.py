@@ -203,6 +203,15 @@ def test_the_bundle_file_names_are_spelled_in_bundle_names_only():
     assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.records.bundle_names"
 
 
+def test_no_package_module_is_named_like_a_bundle_file():
+    """The release refuses any file named like one of the bundle's (``FORBIDDEN_NAMES``): the kit it ships may hold none."""
+    from attnlab.records.bundle_names import FILES
+
+    package = ROOT / "src" / "attnlab"
+    clashes = sorted(p.relative_to(package).as_posix() for p in package.rglob("*") if p.name in FILES)
+    assert not clashes, f"{clashes}: named like a bundle file, so the release would refuse the kit; rename them"
+
+
 def test_the_leak_gates_lines_say_what_they_check():
     """Both gates check solution, hidden-test and catalogue lines with one rule (``secret_line``), as the map says."""
     import ast

@@ -29,8 +29,8 @@ from attnlab.buildchain.transforms.check_no_leak import solution_lines
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import Bundle, load_bundle
-from attnlab.grading.core.catalogue import load_catalogue, real_loss, stated, student_with
 from attnlab.grading.core.hidden import run_suite
+from attnlab.grading.core.mutants import load_catalogue, real_loss, stated, student_with
 from attnlab.grading.diagnosis.diagnose import Recorder, diagnose
 from attnlab.grading.runner import grade_submission
 

@@ -26,7 +26,7 @@ from attnlab.buildchain.transforms.markers import GIVEN_PREFIX
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import manifest_questions, written_questions
-from attnlab.grading.core.catalogue import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.records.stub_text import PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -287,7 +287,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
-    from attnlab.grading.core.catalogue import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
     from attnlab.grading.outputs.connection import GradebookError
 
     from .report import build_report
@@ -340,7 +340,7 @@ def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
     its stated loss (``Entry.loses``, docs/CURRICULUM.md), each variant's marks. Exit 1 when a mutant's loss is not the
     stated one or a variant loses points. A bundle older than the instructor's files is refused (``attnlab build``)."""
     from attnlab.grading.core.bundle import load_bundle
-    from attnlab.grading.core.catalogue import CatalogueError
+    from attnlab.grading.core.mutants import CatalogueError
     from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS
 
     lab_info = _lab(_course(root), lab)
@@ -374,7 +374,7 @@ def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
 
 def _print_verdict(bundle, kind: str, entry, seed: int) -> bool:
     """Grade one catalogue entry at ``seed``, print its line; whether it is as its kind demands (``Bundle.verdict``)."""
-    from attnlab.grading.core.catalogue import real_loss, stated
+    from attnlab.grading.core.mutants import real_loss, stated
 
     res = bundle.grade_entry(entry, seed=seed)
     ok = bundle.verdict(kind, entry, res)

@@ -17,7 +17,7 @@ from attnlab.grading.core.bundle import (
     manifest_lab,
     manifest_questions,
 )
-from attnlab.grading.core.catalogue import Entry
+from attnlab.grading.core.mutants import Entry
 from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS, MANIFEST, REFERENCE
 
 LAB = "lab99_demo"

@@ -183,8 +183,8 @@ def test_without_the_reference_the_dependents_would_lose(monkeypatch):
     """The isolation is what keeps the dependents' points: the same wrong helper with the suite's map emptied costs
     SelfAttention and AttentionClassifier too (in process, as the catalogue grades)."""
     from attnlab.grading.core.bundle import load_bundle
-    from attnlab.grading.core.catalogue import student_with
     from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.core.mutants import student_with
 
     bundle = load_bundle(ROOT / "autograder" / "lab05_self_attention")
     (entry,) = [m for m in bundle.catalogue().mutants if m.name == "sdpa_no_scale"]

@@ -12,7 +12,7 @@ import torch
 
 from attnlab.course import load_course
 from attnlab.grading.bridges import in_kernel
-from attnlab.grading.core.catalogue import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.grading.runner import grade_submission
 from attnlab.grading.source.notebook_code import described_cells, joined_source, read_cells
 

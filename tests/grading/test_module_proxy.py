@@ -9,8 +9,8 @@ import torch
 
 from attnlab.grading.core import checks
 from attnlab.grading.core.bundle import load_bundle
-from attnlab.grading.core.catalogue import student_with
 from attnlab.grading.core.hidden import run_suite
+from attnlab.grading.core.mutants import student_with
 from attnlab.grading.worker import module_calls
 from attnlab.grading.worker.api import LocalStudent
 from attnlab.grading.worker.executor import StudentError

@@ -13,8 +13,8 @@ import torch  # noqa: F401 - the grader process has torch loaded, as rules' modu
 
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import load_bundle
-from attnlab.grading.core.catalogue import load_catalogue
 from attnlab.grading.core.hidden import HiddenSuite, run_suite
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.grading.policy import forbidden_calls, rules
 from attnlab.grading.source.notebook_code import python_source, read_cells
 from attnlab.grading.worker.api import LocalStudent

@@ -83,7 +83,7 @@ def _write(base: Path, code: str, path: Path) -> None:
 
 def make_submissions(subs: Path) -> dict:
     """Write the batch's notebooks into ``subs``; return what the tests need to know about them."""
-    from attnlab.grading.core.catalogue import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
 
     template = ROOT / "labs" / LAB / f"{LAB}.ipynb"
     solution = ROOT / "solutions" / LAB / f"{LAB}.ipynb"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.grading.core.catalogue import Entry
+from attnlab.grading.core.mutants import Entry
 from attnlab.records import result_fields as f
 from attnlab.records.student_names import Names
 from attnlab.report import stats

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from attnlab.gradescope_visibility import MANIFEST_KEY
 from attnlab.grading.core.bundle import WRITTEN, WrittenQuestion, bundle_files
-from attnlab.grading.core.catalogue import load_catalogue
 from attnlab.grading.core.hidden import load_suite
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.records.bundle_names import gradescope_zip_name, otter_zip_name
 
 from ..course import Course, Lab, check_install_spec

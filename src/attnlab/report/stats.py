@@ -94,7 +94,7 @@ class Mistake:
 
 def mistakes(subs: list[Submission], names: Names, mutants=()) -> list[Mistake]:
     """Mistakes ranked by how many submissions made them (then by question and hint); ``mutants``: the lab's
-    catalogued mistakes (``catalogue.Entry``), whose names are given for each hint."""
+    catalogued mistakes (``mutants.Entry``), whose names are given for each hint."""
     found: dict[tuple[str, str], list[Submission]] = {}
     for s in subs:
         for q, hint in diagnosed(s):

@@ -24,8 +24,8 @@ from attnlab import settings
 from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS, MANIFEST, REFERENCE
 
 if TYPE_CHECKING:
-    from attnlab.grading.core.catalogue import Catalogue, Entry
     from attnlab.grading.core.hidden import HiddenSuite
+    from attnlab.grading.core.mutants import Catalogue, Entry
     from attnlab.grading.worker.api import LocalStudent
 
 BUNDLE_ENV = settings.BUNDLE  # a bridge's explicit bundle folder
@@ -129,7 +129,7 @@ class Bundle:
     def catalogue(self) -> Catalogue | None:
         """The bundle's mutants and variants (None when it has no ``catalogue.py``), loaded once. Raises
         ``CatalogueError`` naming the file or entry when the catalogue is broken (an instructor's bug)."""
-        from attnlab.grading.core.catalogue import Catalogue, CatalogueError, load_catalogue
+        from attnlab.grading.core.mutants import Catalogue, CatalogueError, load_catalogue
 
         with self._lock:
             if not self._catalogue:
@@ -150,17 +150,17 @@ class Bundle:
 
     def grade_entry(self, entry: Entry, seed: int = 0) -> dict[str, dict]:
         """The hidden-test results of a catalogue entry, run in this process after the reference code."""
-        from attnlab.grading.core.catalogue import grade_entry
+        from attnlab.grading.core.mutants import grade_entry
 
         return grade_entry(self.suite, self.reference, self.reference_code, entry, seed=seed)
 
     @staticmethod
     def verdict(kind: str, entry: Entry, results: dict[str, dict]) -> bool:
         """Whether an entry's results are what its kind demands: a ``mutant`` loses points on its question, the share
-        its entry states (``Entry.loses``, ``catalogue.loss_agrees``); a ``variant`` keeps full marks on every
+        its entry states (``Entry.loses``, ``mutants.loss_agrees``); a ``variant`` keeps full marks on every
         question."""
         if kind == "mutant":
-            from attnlab.grading.core.catalogue import loss_agrees
+            from attnlab.grading.core.mutants import loss_agrees
 
             q = results[entry.question]
             return q["score"] < q["max_score"] and loss_agrees(entry, q)

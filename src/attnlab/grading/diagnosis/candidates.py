@@ -1,6 +1,6 @@
 """The catalogue's entries as candidates for the diagnosis (``diagnose.py``): each entry's code, compiled once.
 
-``catalogue.student_with`` compiles the reference and the entry every time it is called. The diagnosis replays 10-30
+``mutants.student_with`` compiles the reference and the entry every time it is called. The diagnosis replays 10-30
 candidates per failed question, many of them for every submission of a batch, so this module keeps the compiled
 code of each entry (per process, the most recent ``CANDIDATES_KEPT``) and runs it in a fresh namespace per
 candidate.
@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from attnlab.grading.core.catalogue import Catalogue, Entry, student_with
+from attnlab.grading.core.mutants import Catalogue, Entry, student_with
 from attnlab.grading.worker.api import LocalStudent, StudentAPI, trusted_namespace
 
 CANDIDATES_KEPT = 256  # compiled catalogue entries kept per process: a course's catalogues are about 300 entries
@@ -21,7 +21,7 @@ CANDIDATES_KEPT = 256  # compiled catalogue entries kept per process: a course's
 class Compiled:
     """Each catalogue entry's code (the reference, then the entry's definitions), compiled once per process.
 
-    ``catalogue.student_with`` compiles the reference and the entry every time it is called, a real share of a
+    ``mutants.student_with`` compiles the reference and the entry every time it is called, a real share of a
     diagnosis that replays tens of candidates (``benchmarks/README.md``). The compiled code is reused; each candidate
     still runs it in a fresh namespace, so no state passes from one replay to the next. The first use of an entry
     goes through ``student_with`` itself (its source, its file name, its ``CatalogueError`` for a broken entry), so

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from attnlab.grading.core.catalogue import Catalogue, CatalogueError, Entry
 from attnlab.grading.core.checks import compare_values
+from attnlab.grading.core.mutants import Catalogue, CatalogueError, Entry
 from attnlab.grading.diagnosis.candidates import compiled_candidate
 from attnlab.grading.worker.api import StudentAPI
 from attnlab.grading.worker.wire import ObjectHandle

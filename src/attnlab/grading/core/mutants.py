@@ -120,7 +120,7 @@ def load_catalogue(path: str | Path) -> tuple[list[Entry], list[Entry]]:
         if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low <= high <= 1):
             raise CatalogueError(f"{path}: mutant {entry.name!r} states loses={entry.loses!r}; state the share of "
                                  f"{entry.question} it should lose: loses=ALL, MOST, PART or SLIP (the tiers of "
-                                 "grading/core/catalogue.py, the policy in docs/CURRICULUM.md), or a range (low, high) "
+                                 "grading/core/mutants.py, the policy in docs/CURRICULUM.md), or a range (low, high) "
                                  "with 0 < low <= high <= 1")
     return groups
 
