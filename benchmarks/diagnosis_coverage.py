@@ -96,8 +96,8 @@ def diagnosed(bundle, entry, seed: int, budget_s: float | None, timings: list, c
     process. ``budget_s`` None: the cap ``diagnose.diagnosis_budget`` gives for the time the grading took, in wall
     seconds or (``clock="cpu"``) in this process's CPU seconds, which the machine's load does not change."""
     from attnlab.grading.core.hidden import run_suite
+    from attnlab.grading.core.mutants import Entry, student_with
     from attnlab.grading.diagnosis import diagnose
-    from attnlab.grading.diagnosis.mutants import Entry, student_with
 
     catalogue = bundle.catalogue()
     student = student_with(catalogue.reference_code, Entry(entry.name, entry.question, entry.source))
@@ -126,7 +126,7 @@ def graded(lab, entry, seed: int, timings: list) -> tuple[dict, dict[str, str]]:
     import nbformat
 
     from attnlab.demo import with_entry
-    from attnlab.grading.core import runner
+    from attnlab.grading import runner
     from attnlab.grading.diagnosis import diagnose
 
     budget, name_mistakes, grading = runner.diagnosis_budget, diagnose.name_mistakes, []
@@ -152,7 +152,7 @@ def lab_coverage(lab_id: str, seeds: list[int], budget_s: float | None, only: se
     None: at the real grader's cap (with the wall clock: through ``grade_submission``); ``clock``: ``diagnosed``."""
     from attnlab.course import load_course
     from attnlab.grading.core.bundle import load_bundle
-    from attnlab.grading.diagnosis.mutants import load_heldout
+    from attnlab.grading.core.mutants import load_heldout
 
     lab = load_course(ROOT).lab(lab_id)
     bundle = load_bundle(lab.autograder_dir)

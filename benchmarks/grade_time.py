@@ -36,7 +36,7 @@ from pathlib import Path
 from attnlab.buildchain.transforms.gradescope_zip import run_autograder
 from attnlab.course import load_course
 from attnlab.demo import make_demo_submissions
-from attnlab.grading.core.bundle import FILES
+from attnlab.records.bundle_names import FILES
 
 BIN = Path(sys.executable).parent
 HEADER = ("| lab | one grade s (whole process) | otter run s | ratio | batch of {n} --jobs 2, s/submission (whole process) "
@@ -105,7 +105,7 @@ def _gradescope(lab, tmp: Path, runs: int) -> list[float]:
 
 
 def _in_process(lab) -> float:
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     grade_submission(lab.autograder_dir, lab.solution_notebook)  # imports, bundle, zygote
     start = time.perf_counter()

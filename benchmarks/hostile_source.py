@@ -69,7 +69,7 @@ def hwm():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
 from attnlab.grading.core.bundle import load_bundle
-from attnlab.grading.core.runner import grade_submission, warm_up
+from attnlab.grading.runner import grade_submission, warm_up
 lab_dir, path = sys.argv[1], sys.argv[2]
 warm_up(lab_dir)
 load_bundle(lab_dir)

@@ -141,7 +141,7 @@ def _from_tests(tests: list[dict], questions) -> tuple[dict[str, float], dict[st
 
 
 def grade_attnlab(bundle: Path, notebook: Path) -> tuple[dict[str, float], dict[str, list[str]]]:
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     questions = json.loads((bundle / "manifest.json").read_text())["questions"]  # the code questions
     result = grade_submission(bundle, notebook)["questions"]
@@ -248,7 +248,7 @@ def grade_nbgrader(course: Path, notebooks: dict[str, dict[str, Path]], question
 
 def notebooks_of(lab, folder: Path, limit: int | None = None, names=None) -> dict[str, Path]:
     """The solution, the blank notebook and the catalogue mutants (``names``: only these; ``limit``: the first N)."""
-    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
 
     folder.mkdir(parents=True, exist_ok=True)
     out = {"solution": folder / "solution.ipynb", "blank": folder / "blank.ipynb"}
@@ -355,7 +355,7 @@ TABLE = {"lab05_self_attention": "sdpa_no_scale", "lab09_mini_gpt": "csa_no_scal
 
 def table_notebooks(lab, folder: Path) -> dict[str, Path]:
     """The issue's table for ``lab``: its solution, its wrong helper (``TABLE``) and its forbidden call."""
-    from attnlab.grading.diagnosis.mutants import Entry
+    from attnlab.grading.core.mutants import Entry
 
     out = notebooks_of(lab, folder, names={TABLE[lab.id]})
     out.pop("blank")

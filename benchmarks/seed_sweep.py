@@ -74,7 +74,7 @@ def _lab(lab_id: str):
 
 @functools.lru_cache(maxsize=None)
 def _student(lab_id: str, kind: str, name: str):
-    from attnlab.grading.diagnosis.mutants import student_with
+    from attnlab.grading.core.mutants import student_with
 
     bundle, ref_code, mutants, variants = _lab(lab_id)
     if kind == "reference":
@@ -178,7 +178,7 @@ def mutant_as_stated(lab_id: str, student, entry, seed: int) -> tuple[bool, int,
     the question); how many tests ran and the share of the question it lost."""
     from attnlab.grading.core.bundle import Bundle
     from attnlab.grading.core.hidden import run_suite
-    from attnlab.grading.diagnosis.mutants import real_loss
+    from attnlab.grading.core.mutants import real_loss
 
     ran = []
     bundle = _lab(lab_id)[0]
@@ -190,7 +190,7 @@ def mutant_as_stated(lab_id: str, student, entry, seed: int) -> tuple[bool, int,
 def run_task(task: tuple) -> Outcome:
     """One (lab, kind, entry name, seeds) block: the failed tests of a correct entry, or the seeds at which a
     mutant's loss on its question was not the one its entry states."""
-    from attnlab.grading.diagnosis.mutants import stated
+    from attnlab.grading.core.mutants import stated
 
     lab_id, kind, name, seeds = task
     student, entry = _student(lab_id, kind, name)

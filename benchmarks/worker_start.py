@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.grading.core import runner
+from attnlab.grading import runner
 from attnlab.grading.worker.remote import RemoteStudent
 from attnlab.grading.worker.sandbox import forked
 

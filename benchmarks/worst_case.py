@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 
 from attnlab.course import load_course
-from attnlab.grading.core import runner
+from attnlab.grading import runner
 from attnlab.grading.core.bundle import load_bundle
 
 SWALLOWERS = [

@@ -66,7 +66,7 @@ SWEEP_LAB = "lab05_self_attention"
 
 def test_seed_sweep_runs_reference_and_variants_and_prints_the_table(capsys):
     from attnlab.grading.core.bundle import load_bundle
-    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
 
     sweep = load("seed_sweep")
     assert sweep.main(["--labs", "lab05", "--seeds", "2", "--start", "777", "--no-progress"]) == 0
@@ -79,7 +79,7 @@ def test_seed_sweep_runs_reference_and_variants_and_prints_the_table(capsys):
 
 
 def test_seed_sweep_reports_a_failing_entry_by_name_test_and_seed(monkeypatch):
-    from attnlab.grading.diagnosis.mutants import load_catalogue, student_with
+    from attnlab.grading.core.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
@@ -98,7 +98,7 @@ def test_seed_sweep_replays_the_reference_without_changing_a_verdict(monkeypatch
     """A mistake posing as a variant, after the reference has run at the same seeds: the replayed reference's
     answers give exactly the failures that run_suite with the real reference gives, and most of them are replayed."""
     from attnlab.grading.core.hidden import run_suite
-    from attnlab.grading.diagnosis.mutants import load_catalogue, student_with
+    from attnlab.grading.core.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]
@@ -119,7 +119,7 @@ def test_seed_sweep_replays_the_reference_without_changing_a_verdict(monkeypatch
 def test_seed_sweep_checks_a_mutants_stated_loss_over_its_whole_question(monkeypatch):
     import dataclasses
 
-    from attnlab.grading.diagnosis.mutants import load_catalogue, student_with
+    from attnlab.grading.core.mutants import load_catalogue, student_with
 
     sweep = load("seed_sweep")
     mutant = load_catalogue(ROOT / "instructor" / SWEEP_LAB / "catalogue.py")[0][0]

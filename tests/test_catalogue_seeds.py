@@ -20,7 +20,7 @@ import pytest
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import run_suite
-from attnlab.grading.diagnosis.mutants import student_with
+from attnlab.grading.core.mutants import student_with
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT)

@@ -210,7 +210,7 @@ def test_catalogue_fails_when_a_mutant_loses_other_than_stated_or_a_variant_lose
     root = tmp_path / "course"
     shutil.copytree(built_course, root)
     (root / "instructor" / LAB / "catalogue.py").write_text(
-        "from attnlab.grading.diagnosis.mutants import MOST, Entry\n"
+        "from attnlab.grading.core.mutants import MOST, Entry\n"
         "MUTANTS = [Entry('not_a_bug', 'double', 'def double(x):\\n    return 2 * x\\n', loses=MOST),\n"
         "           Entry('stated_too_small', 'double', 'def double(x):\\n    return 2 * x + 1\\n', hint='h',\n"
         "                 loses=(0.1, 0.5))]\n"

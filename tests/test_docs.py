@@ -190,17 +190,26 @@ def _map_line(module: str) -> str:
     return line
 
 
-def test_the_bundle_file_names_are_spelled_in_bundle_py_only():
-    """grading/core/bundle.py owns the autograder folder: no other module writes its file names as string literals."""
-    from attnlab.grading.core import bundle
+def test_the_bundle_file_names_are_spelled_in_bundle_names_only():
+    """records/bundle_names.py owns the autograder folder's names: no other module writes them as string literals."""
+    from attnlab.records import bundle_names
 
     package = ROOT / "src" / "attnlab"
-    names = "|".join(re.escape(n) for n in bundle.FILES) + r"|-otter\.zip|-gradescope\.zip"
+    names = "|".join(re.escape(n) for n in bundle_names.FILES) + r"|-otter\.zip|-gradescope\.zip"
     literal = re.compile(rf"""["'][^"'\n]*(?:{names})["']""")
     spelled = {path.relative_to(package).as_posix(): literal.findall(path.read_text())
                for path in package.rglob("*.py") if "generated" not in path.parts}
-    assert spelled.pop("grading/core/bundle.py"), "grading/core/bundle.py no longer defines the names"
-    assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.grading.core.bundle"
+    assert spelled.pop("records/bundle_names.py"), "records/bundle_names.py no longer defines the names"
+    assert not {p: hits for p, hits in spelled.items() if hits}, "use the names of attnlab.records.bundle_names"
+
+
+def test_no_package_module_is_named_like_a_bundle_file():
+    """The release refuses any file named like one of the bundle's (``FORBIDDEN_NAMES``): the kit it ships may hold none."""
+    from attnlab.records.bundle_names import FILES
+
+    package = ROOT / "src" / "attnlab"
+    clashes = sorted(p.relative_to(package).as_posix() for p in package.rglob("*") if p.name in FILES)
+    assert not clashes, f"{clashes}: named like a bundle file, so the release would refuse the kit; rename them"
 
 
 def test_the_leak_gates_lines_say_what_they_check():
@@ -211,18 +220,23 @@ def test_the_leak_gates_lines_say_what_they_check():
         line = _map_line(module)
         for claim in ("solution", "hidden test", "catalogue", "secret_line"):
             assert claim in line, f"docs/ARCHITECTURE.md's line of {module} does not say it checks {claim!r}"
-    # the release gate takes its secret lines from the build gate's functions, which apply secret_line
-    gate = ast.parse((ROOT / "src/attnlab/release/leak_gate.py").read_text())
-    taken = {a.name for node in gate.body if isinstance(node, ast.ImportFrom)
-             and (node.module or "").endswith("transforms.check_no_leak") for a in node.names}
-    assert {"instructor_lines", "solution_lines"} <= taken, "release/leak_gate.py must import them from check_no_leak"
+    # the release gate takes its secret lines from the build gate's functions, which apply secret_line (the solution
+    # blocks' lines through the run's masters, buildchain/masters.py)
+    def taken(path: str) -> set[str]:
+        tree = ast.parse((ROOT / "src/attnlab" / path).read_text())
+        return {a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                and (node.module or "").endswith("transforms.check_no_leak") for a in node.names}
+
+    assert "instructor_lines" in taken("release/leak_gate.py"), "release/leak_gate.py must import it from check_no_leak"
+    assert "solution_lines" in taken("buildchain/masters.py"), "buildchain/masters.py must import it from check_no_leak"
     assert "instructor-only file" in _map_line("release/leak_gate.py")
 
 
 def test_generated_folders_are_marked_and_the_bundle_copies_say_where_they_come_from():
     import subprocess
 
-    from attnlab.grading.core.bundle import CATALOGUE, GENERATED_HEADER, HIDDEN_TESTS
+    from attnlab.grading.core.bundle import GENERATED_HEADER
+    from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS
 
     table = ARCHITECTURE.read_text().split("## Folders", 1)[1].split("\n## ", 1)[0]
     generated = re.findall(r"^\| `([^`]+)` \|.*\| `attnlab build` \|$", table, flags=re.M)

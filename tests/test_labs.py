@@ -30,9 +30,9 @@ from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import Bundle, load_bundle
 from attnlab.grading.core.hidden import run_suite
-from attnlab.grading.core.runner import grade_submission
+from attnlab.grading.core.mutants import load_catalogue, real_loss, stated, student_with
 from attnlab.grading.diagnosis.diagnose import Recorder, diagnose
-from attnlab.grading.diagnosis.mutants import load_catalogue, real_loss, stated, student_with
+from attnlab.grading.runner import grade_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 # The real data copies (tiny Shakespeare, Multi30k) beside the repository: the labs' loaders read them through

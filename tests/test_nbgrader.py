@@ -22,11 +22,12 @@ import pytest
 
 from attnlab.buildchain.pipeline import build_lab
 from attnlab.buildchain.transforms.check_no_leak import solution_lines
-from attnlab.buildchain.transforms.markers import GIVEN_PREFIX, PLACEHOLDER
+from attnlab.buildchain.transforms.markers import GIVEN_PREFIX
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import manifest_questions, written_questions
-from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
+from attnlab.records.stub_text import PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 NBGRADER = Path(sys.executable).parent / "nbgrader"

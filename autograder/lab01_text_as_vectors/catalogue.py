@@ -5,7 +5,7 @@ Each entry's ``source`` is run after the reference code and redefines one graded
 points on ``question``; a variant must keep full marks on every question.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import MOST, PART, SLIP, Entry
 
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [

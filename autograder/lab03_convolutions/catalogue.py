@@ -6,7 +6,7 @@ reference picks the new definition up (``causal_conv1d`` calls whatever ``conv1d
 lose points on ``question``; a variant must keep full marks on every question.
 """
 
-from attnlab.grading.diagnosis.mutants import ALL, MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import ALL, MOST, PART, SLIP, Entry
 
 _CONV_HEAD = '''
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1):

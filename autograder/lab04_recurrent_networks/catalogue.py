@@ -7,7 +7,7 @@ the reference picks the new definition up (``ElmanRNN`` calls whatever ``rnn_cel
 keep full marks on every question.
 """
 
-from attnlab.grading.diagnosis.mutants import ALL, MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import ALL, MOST, PART, SLIP, Entry
 
 # ------------------------------------------------------------------------------------------------ mutants
 MUTANTS = [

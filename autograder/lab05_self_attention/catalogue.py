@@ -7,7 +7,7 @@ rest of the reference picks the new definition up (``SelfAttention`` calls whate
 keep full marks on every question.
 """
 
-from attnlab.grading.diagnosis.mutants import ALL, MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import ALL, MOST, PART, SLIP, Entry
 
 _SA_ATTEND = "return scaled_dot_product_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), mask)"
 

@@ -7,7 +7,7 @@ Each ``source`` is run after the reference code, so a redefined ``split_heads`` 
 available to every entry.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import MOST, PART, SLIP, Entry
 
 # A correct MultiHeadAttention.__init__, shared by the entries that only change forward.
 _INIT = '''

@@ -6,7 +6,7 @@ Each ``source`` is run after the reference code, so a redefined ``FeedForward`` 
 ``TransformerEncoderBlock`` builds, and the given ``MultiHeadAttention`` stays available to every entry.
 """
 
-from attnlab.grading.diagnosis.mutants import ALL, MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import ALL, MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math

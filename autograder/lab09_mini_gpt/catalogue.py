@@ -7,7 +7,7 @@ reference picks the new definition up (``GPTBlock`` builds whatever ``CausalSelf
 variant must keep full marks on every question.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math

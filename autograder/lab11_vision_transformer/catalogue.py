@@ -6,7 +6,7 @@ Each ``source`` is run after the reference code, so a redefined ``patchify`` is 
 ``PatchEmbedding`` calls, and the given ``TransformerEncoderBlock`` stays available to every entry.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, SLIP, Entry
+from attnlab.grading.core.mutants import MOST, SLIP, Entry
 
 _IMPORTS = '''
 import torch

@@ -6,7 +6,7 @@ the new definition up (``apply_lora`` builds whatever ``LoRALinear`` is defined)
 ``question``; a variant must keep full marks.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math

@@ -6,7 +6,7 @@ reference ``Seq2SeqTransformer`` builds, and the given Lab 07 code and ``ToyTran
 entry (the hidden tests pass a ``ToyTranslator`` to whichever ``greedy_decode`` is defined last).
 """
 
-from attnlab.grading.diagnosis.mutants import ALL, MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import ALL, MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math

@@ -5,7 +5,7 @@ picks the new definition up. A mutant must lose points on ``question``; a varian
 question.
 """
 
-from attnlab.grading.diagnosis.mutants import MOST, PART, SLIP, Entry
+from attnlab.grading.core.mutants import MOST, PART, SLIP, Entry
 
 _IMPORTS = '''
 import math

@@ -5,7 +5,7 @@ the new definition up (``GroupedQueryAttention`` calls whatever ``apply_rope`` i
 whatever ``ModernBlock`` is defined). A mutant must lose points on ``question``; a variant must keep full marks.
 """
 
-from attnlab.grading.diagnosis.mutants import ALL, MOST, PART, Entry
+from attnlab.grading.core.mutants import ALL, MOST, PART, Entry
 
 _IMPORTS = '''
 import math

@@ -2,7 +2,7 @@
 labelled with the catalogue mutant the grader should name, or None for a mistake the catalogue lacks (no name).
 Never used by the matching: ``benchmarks/diagnosis_coverage.py`` measures the diagnosis with them."""
 
-from attnlab.grading.diagnosis.mutants import HeldOut
+from attnlab.grading.core.mutants import HeldOut
 
 HELDOUT = [
     HeldOut("sft_every_token", "sft_loss", '''

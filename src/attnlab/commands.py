@@ -76,7 +76,7 @@ def grade(*, lab: str, paths: list[str], as_json: bool = False, out: str | None 
           root: str | None = None, student_from: str | None = None, times: str | None = None) -> int:
     """Grade submissions. With ``out`` (or ``gradebook``/``shard``): a batch with results files and a gradebook,
     and, for a lab with a due date, each submission's time and late penalty recorded (``times``: a CSV of them)."""
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
     from attnlab.grading.scale.submission_times import TimesError, read_times_csv
 
     course = _course(root)
@@ -128,10 +128,10 @@ def _grade_batch(lab_info, paths: list[str], *, out: str, jobs: int, shard, grad
     """``attnlab grade --out/--gradebook/--shard/--student-from``: (exit status, results or None when interrupted
     or stopped, the line that says what to rerun or None)."""
     from attnlab.grading.outputs.connection import GradebookUnavailable
-    from attnlab.grading.outputs.gradebook_check import rerun_line
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
     from attnlab.grading.scale.batch import BatchInterrupted, BatchWriteFailed, grade_batch, parse_shard
-    from attnlab.grading.scale.submissions import student_rule
+    from attnlab.grading.scale.gradebook_check import rerun_line
+    from attnlab.student_from import student_rule
 
     try:
         rule = student_rule(student_from)  # a pattern that does not compile or has no group: ValueError
@@ -203,9 +203,9 @@ def gradebook(*, target: str, csv: str | None = None, check: str | None = None, 
     (``student_from``, else course.yml's ``student_from:``): one line per missing, stale or errored row, then a
     summary; ``EXIT_FOUND`` when anything is listed."""
     from attnlab.grading.outputs.connection import GradebookError, GradebookUnavailable
-    from attnlab.grading.outputs.gradebook_check import print_check
-    from attnlab.grading.outputs.gradebook_csv import export_gradebook
     from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
+    from attnlab.grading.scale.gradebook_check import print_check
+    from attnlab.report.gradebook_csv import export_gradebook
 
     if csv is None and check is None:
         raise UsageError("say what to do: --csv FILE (export) and/or --check SUBMISSIONS (verify a run)")
@@ -287,7 +287,7 @@ def report(*, target: str, html: str | None = None, lab: str | None = None, anon
     (default: ``report.html`` in the folder or beside the .db file), the Markdown summary and the score CSVs
     beside it. The lab's catalogue names the diagnosed mistakes and its student template is left out of the similarity;
     a submission matching the lab's solution notebook or a ``known`` file (or a file in a ``known`` folder) is marked."""
-    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
     from attnlab.grading.outputs.connection import GradebookError
 
     from .report import build_report
@@ -336,12 +336,12 @@ def _say_not_on_roster(names: list[str]) -> None:
 
 
 def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
-    """Grade the catalogue of the lab's built bundle through the narrow interface at ``seed``; print each mutant's
-    kept share of its question beside the loss its entry states (``Entry.loses``, the policy in docs/CURRICULUM.md),
-    and each variant's marks. Exit 1 when a mutant's loss is not the stated one or a variant loses points. A bundle
-    older than the instructor's files is refused: run ``attnlab build`` first."""
-    from attnlab.grading.core.bundle import CATALOGUE, HIDDEN_TESTS, load_bundle
-    from attnlab.grading.diagnosis.mutants import CatalogueError
+    """Grade the built bundle's catalogue through the narrow interface at ``seed``: each mutant's kept share beside
+    its stated loss (``Entry.loses``, docs/CURRICULUM.md), each variant's marks. Exit 1 when a mutant's loss is not the
+    stated one or a variant loses points. A bundle older than the instructor's files is refused (``attnlab build``)."""
+    from attnlab.grading.core.bundle import load_bundle
+    from attnlab.grading.core.mutants import CatalogueError
+    from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS
 
     lab_info = _lab(_course(root), lab)
     try:
@@ -374,7 +374,7 @@ def catalogue(*, lab: str, seed: int = 0, root: str | None = None) -> int:
 
 def _print_verdict(bundle, kind: str, entry, seed: int) -> bool:
     """Grade one catalogue entry at ``seed``, print its line; whether it is as its kind demands (``Bundle.verdict``)."""
-    from attnlab.grading.diagnosis.mutants import real_loss, stated
+    from attnlab.grading.core.mutants import real_loss, stated
 
     res = bundle.grade_entry(entry, seed=seed)
     ok = bundle.verdict(kind, entry, res)

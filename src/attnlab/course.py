@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from attnlab.grading.core.bundle import CATALOGUE, HIDDEN_TESTS
-from attnlab.grading.outputs.gradescope import VISIBILITIES, Visibility
-from attnlab.grading.scale.submissions import student_rule
+from attnlab.gradescope_visibility import VISIBILITIES, Visibility
+from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS
+from attnlab.student_from import student_rule
 
 from . import settings
 from .late_policy import LabDeadline, LatePolicy, LatePolicyError, parse_extensions, parse_policy

@@ -9,7 +9,7 @@ from textwrap import dedent
 
 import nbformat
 
-from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.grading.source.notebook_code import OTTER_IGNORE
 
 from .course import Lab

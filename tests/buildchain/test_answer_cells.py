@@ -18,10 +18,11 @@ from attnlab.buildchain.transforms.answer_cells import (
     EXPORT_END,
     answer_cells,
 )
-from attnlab.buildchain.transforms.markers import META, PLACEHOLDER
+from attnlab.buildchain.transforms.markers import META
 from attnlab.buildchain.transforms.nbgrader_cells import checksum
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import RubricItem, WrittenQuestion, load_bundle, written_questions
+from attnlab.records.stub_text import PLACEHOLDER
 
 from .written_master import CRITERIA, FIXTURE, LAB, NAME, PROMPT, REFERENCE, with_written
 

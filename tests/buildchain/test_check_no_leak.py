@@ -15,7 +15,7 @@ from attnlab.buildchain.transforms.parse_questions import parse_questions
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.buildchain.transforms.replace_tests import replace_tests
 from attnlab.buildchain.transforms.strip_solutions import strip_solutions
-from attnlab.grading.diagnosis.mutants import Entry
+from attnlab.grading.core.mutants import Entry
 
 MASTER = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "instructor" / "lab99_demo" / "lab99_demo.py"
 

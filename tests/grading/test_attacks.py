@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnlab.grading.core.runner import grade_submission
+from attnlab.grading.runner import grade_submission
 from attnlab.grading.worker import wire as _wire
 
 LAB = "lab99_demo"

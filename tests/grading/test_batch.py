@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_gradebook
 from attnlab.grading.scale.batch import BatchInterrupted, grade_batch, in_shard, parse_shard
 from attnlab.grading.scale.submissions import collect_submissions
 from attnlab.records.safe_text import markdown_inline
+from attnlab.report.gradebook_csv import export_gradebook
 
 LAB = "lab05_self_attention"
 QUESTIONS = {"softmax": 2.0, "attention": 3.0}  # the result order: not alphabetical on purpose

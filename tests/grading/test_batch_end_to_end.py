@@ -71,7 +71,7 @@ def test_grade_batch_default_grade_fn_grades_against_the_lab_folder(built_course
 def test_the_batch_grades_a_copy_and_still_hides_the_other_submissions(built_course, tmp_path, monkeypatch):
     """The grader runs a private copy of each notebook, and the worker is still told to hide the folder the original
     came from (the other students' work), besides the copy's folder."""
-    from attnlab.grading.core import runner
+    from attnlab.grading import runner
     from attnlab.grading.scale.batch import grade_batch
 
     hidden, real = [], runner._start_worker

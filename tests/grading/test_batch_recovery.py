@@ -21,7 +21,8 @@ from attnlab.grading.outputs.feedback import write_feedback
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.grading.outputs.gradescope import write_results_json
 from attnlab.grading.scale.batch import BatchWriteFailed, grade_batch
-from attnlab.grading.scale.submissions import collect_submissions, student_rule
+from attnlab.grading.scale.submissions import collect_submissions
+from attnlab.student_from import student_rule
 
 from .test_batch import LAB, Grader, fake_grade, rows_by_key, write_submissions
 

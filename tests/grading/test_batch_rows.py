@@ -16,10 +16,10 @@ from attnlab.cli import main
 from attnlab.commands import EXIT_GRADEBOOK
 from attnlab.grading.outputs.connection import GradebookError
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_check import check_gradebook
 from attnlab.grading.outputs.gradebook_schema import GradebookSchemaError
 from attnlab.grading.scale import batch
 from attnlab.grading.scale.batch import grade_batch
+from attnlab.grading.scale.gradebook_check import check_gradebook
 
 from .test_batch import LAB, Grader, fake_grade, rows_by_key, write_submissions
 

@@ -9,11 +9,7 @@ import pytest
 
 from attnlab.grading.core.bundle import (
     BUNDLE_ENV,
-    CATALOGUE,
     GENERATED_HEADER,
-    HIDDEN_TESTS,
-    MANIFEST,
-    REFERENCE,
     Bundle,
     bundle_files,
     find_bundle,
@@ -21,7 +17,8 @@ from attnlab.grading.core.bundle import (
     manifest_lab,
     manifest_questions,
 )
-from attnlab.grading.diagnosis.mutants import Entry
+from attnlab.grading.core.mutants import Entry
+from attnlab.records.bundle_names import CATALOGUE, HIDDEN_TESTS, MANIFEST, REFERENCE
 
 LAB = "lab99_demo"
 

@@ -217,7 +217,7 @@ SIMPLE = "the cell defining `simple_self_attention`"
 
 
 def test_grading_names_a_planted_forbidden_call_and_an_error_by_cell_and_line(tmp_path):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     res = grade_submission(load_course(ROOT).lab("lab05").autograder_dir, _planted_lab05(tmp_path))
     q = res["questions"]["simple_self_attention"]
@@ -233,7 +233,7 @@ def test_grading_names_a_planted_forbidden_call_and_an_error_by_cell_and_line(tm
 def test_grading_costs_a_forbidden_call_the_source_check_cannot_see(tmp_path, monkeypatch):
     """The route is simulated: the source check is made blind (as to a route it does not know); the worker still
     sees the call run (by name and as the operation it runs), and the question is costed with the cell and line."""
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     monkeypatch.setattr(forbidden_calls, "_uses", lambda *args, **kwargs: [])
     res = grade_submission(load_course(ROOT).lab("lab05").autograder_dir, _planted_lab05(tmp_path))

@@ -10,7 +10,7 @@ import time
 import nbformat
 import pytest
 
-from attnlab.grading.core.runner import grade_submission, worst_case_s
+from attnlab.grading.runner import grade_submission, worst_case_s
 from attnlab.grading.worker.deadlines import CELL_GRACE_S, LOAD, SUBMISSION, Limit, overrun_text
 from attnlab.grading.worker.remote import RemoteStudent
 from tests.grading.test_api import Spawner

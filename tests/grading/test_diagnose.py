@@ -8,6 +8,7 @@ import torch
 
 from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import run_suite
+from attnlab.grading.core.mutants import Catalogue, CatalogueError, Entry, student_with
 from attnlab.grading.diagnosis.diagnose import (
     HINT_PREFIX,
     Deadline,
@@ -19,7 +20,6 @@ from attnlab.grading.diagnosis.diagnose import (
     diagnosis_budget,
     name_mistakes,
 )
-from attnlab.grading.diagnosis.mutants import Catalogue, CatalogueError, Entry, student_with
 from attnlab.grading.worker.api import LocalStudent
 
 LAB = "lab99_demo"
@@ -188,7 +188,7 @@ def test_a_broken_catalogue_entry_is_logged_by_name_and_the_score_stands(lab, tm
     copy = tmp_path / "broken"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").write_text(
-        "from attnlab.grading.diagnosis.mutants import MOST, Entry\n"
+        "from attnlab.grading.core.mutants import MOST, Entry\n"
         "MUTANTS = [Entry('typo_entry', 'double', 'def double(x)\\n    return 2 * x + 1\\n', hint='h', loses=MOST)]\n")
     broken = load_bundle(copy)
     recorder, results = graded(lab, "def double(x):\n    return 2 * x + 1\n")
@@ -225,7 +225,7 @@ def test_warnings_a_mutant_raises_during_the_replay_stay_out_of_the_grade_output
     copy = tmp_path / "noisy"
     shutil.copytree(directory, copy)
     (copy / "catalogue.py").write_text(
-        "from attnlab.grading.diagnosis.mutants import MOST, Entry\n"
+        "from attnlab.grading.core.mutants import MOST, Entry\n"
         "SOURCE = 'import warnings\\nwarnings.warn(\"noisy import\")\\n"
         "def double(x):\\n    warnings.warn(\"noisy call\")\\n    return 2 * x + 1\\n'\n"
         "MUTANTS = [Entry('noisy', 'double', SOURCE, hint='noisy hint', loses=MOST)]\n")

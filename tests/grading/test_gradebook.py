@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, validate_result
-from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.records.score_text import format_score
+from attnlab.report.gradebook_csv import export_csv
 
 
 def result(questions, *, errors=(), isolation="fake", elapsed_s=0.5):

@@ -4,8 +4,8 @@ summary; exit 1 when anything is listed, 0 when the run is complete."""
 from __future__ import annotations
 
 from attnlab.cli import main
-from attnlab.grading.outputs.gradebook_check import attnlab_executable, check_gradebook
 from attnlab.grading.scale.batch import grade_batch
+from attnlab.grading.scale.gradebook_check import attnlab_executable, check_gradebook
 
 from .test_batch import write_submissions
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.grading.core.runner import grade_submission
+from attnlab.grading.runner import grade_submission
 from attnlab.grading.worker import reference_calls
 from attnlab.grading.worker.api import LocalStudent
 from attnlab.grading.worker.executor import StudentError
@@ -184,7 +184,7 @@ def test_without_the_reference_the_dependents_would_lose(monkeypatch):
     SelfAttention and AttentionClassifier too (in process, as the catalogue grades)."""
     from attnlab.grading.core.bundle import load_bundle
     from attnlab.grading.core.hidden import run_suite
-    from attnlab.grading.diagnosis.mutants import student_with
+    from attnlab.grading.core.mutants import student_with
 
     bundle = load_bundle(ROOT / "autograder" / "lab05_self_attention")
     (entry,) = [m for m in bundle.catalogue().mutants if m.name == "sdpa_no_scale"]

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from attnlab.course import CourseError, load_course
+from attnlab.gradescope_visibility import MANIFEST_KEY, Visibility
 from attnlab.grading.outputs.feedback import feedback_markdown, write_feedback
 from attnlab.grading.outputs.gradebook import InvalidResult
-from attnlab.grading.outputs.gradescope import MANIFEST_KEY, Visibility, to_gradescope, write_results_json
+from attnlab.grading.outputs.gradescope import to_gradescope, write_results_json
 
 RESULT = {
     "submission": "/srv/grading/2024/subs/alice.ipynb", "score": 3.5, "max_score": 9.0,

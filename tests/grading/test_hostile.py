@@ -21,14 +21,15 @@ import nbformat
 import pytest
 
 import attnlab
+from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.diagnosis.diagnose import MAX_RECORDED_BYTES
 from attnlab.grading.outputs.feedback import REVIEW_HEADING, feedback_markdown
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_csv, export_gradebook
-from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
+from attnlab.grading.outputs.gradescope import to_gradescope
 from attnlab.grading.outputs.score_table import score_table
 from attnlab.grading.scale.batch import grade_batch
 from attnlab.records.safe_text import MAX_MESSAGE_CHARS, MAX_MESSAGES, for_csv, readable_name
+from attnlab.report.gradebook_csv import export_csv, export_gradebook
 
 from .test_attacks import SCALE, WRONG
 from .test_batch import fake_grade
@@ -155,7 +156,7 @@ def double(x):
 BATCH = MEASURE + textwrap.dedent("""
     import functools, json, sys
     from attnlab.grading.scale.batch import grade_batch
-    from attnlab.grading.core.runner import grade_submission, load_bundle
+    from attnlab.grading.runner import grade_submission, load_bundle
 
     lab, subs, out = sys.argv[1:4]
     load_bundle(lab)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.grading.outputs.gradebook_csv import export_gradebook
 from attnlab.grading.outputs.score_table import score_table
 from attnlab.grading.scale.batch import grade_batch
 from attnlab.records.safe_text import escape_controls, for_csv, for_terminal, is_invisible, markdown_inline
 from attnlab.report import build_report
+from attnlab.report.gradebook_csv import export_gradebook
 
 INVISIBLE = ["\u200b", "\u2060", "\ufeff", "\u061c", "\u202a", "\u202e", "\u2066", "\u2069", "\u200d", "\u00ad",
              "\u3164", "\ufe0f", "\U000e0041", "\u00a0", "\u2028", "\x85", "\x1b", "\r"]

@@ -12,8 +12,8 @@ import torch
 
 from attnlab.course import load_course
 from attnlab.grading.bridges import in_kernel
-from attnlab.grading.core.runner import grade_submission
-from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
+from attnlab.grading.runner import grade_submission
 from attnlab.grading.source.notebook_code import described_cells, joined_source, read_cells
 
 ROOT = Path(__file__).resolve().parents[2]

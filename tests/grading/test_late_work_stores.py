@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_csv
 from attnlab.grading.outputs.late_work import late_work, record_late_work
-from attnlab.grading.outputs.marks_applied import marked_rows
 from attnlab.late_policy import LabDeadline, LatePolicy
+from attnlab.marking.marks_applied import marked_rows
+from attnlab.report.gradebook_csv import export_csv
 
 from .test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 

@@ -10,7 +10,7 @@ import torch
 from attnlab.grading.core import checks
 from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import run_suite
-from attnlab.grading.diagnosis.mutants import student_with
+from attnlab.grading.core.mutants import student_with
 from attnlab.grading.worker import module_calls
 from attnlab.grading.worker.api import LocalStudent
 from attnlab.grading.worker.executor import StudentError
@@ -156,7 +156,7 @@ def test_without_the_module_proxy_the_questions_built_on_a_class_would_lose(lab,
 
 
 def test_a_wrong_mask_costs_only_causal_self_attention_through_grade_submission(tmp_path):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     res = grade_submission(ROOT / "autograder" / LAB, _mutated_solution(
         tmp_path, LAB, "is_causal=mask is None", "is_causal=False"))  # no causal mask without the cache

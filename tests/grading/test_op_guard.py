@@ -163,7 +163,7 @@ def _assert_costed(res: dict, routes: dict) -> None:
 
 
 def test_lab05_routes_the_source_check_cannot_see_cost_their_questions(tmp_path, monkeypatch):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     _blind(monkeypatch)
     res = grade_submission(load_course(ROOT).lab("lab05").autograder_dir, _planted(tmp_path, "lab05", LAB05_ROUTES))
@@ -182,7 +182,7 @@ LAB07_ROUTES = {  # the issue's alias: group norm with one group is layer norm
 
 
 def test_lab07_an_unlisted_alias_costs_the_question(tmp_path, monkeypatch):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     _blind(monkeypatch)
     res = grade_submission(load_course(ROOT).lab("lab07").autograder_dir, _planted(tmp_path, "lab07", LAB07_ROUTES))

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_gradebook
+from attnlab.report.gradebook_csv import export_gradebook
 
 # The backend-independent gradebook tests, collected here again with the PostgreSQL ``book`` below.
 from .test_batch import grade_shards_in_processes, write_submissions

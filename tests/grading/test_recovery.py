@@ -23,9 +23,9 @@ from attnlab.cli import main
 from attnlab.commands import EXIT_GRADEBOOK
 from attnlab.grading.outputs.connection import GradebookUnavailable
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_check import attnlab_executable
 from attnlab.grading.scale import batch, pool
 from attnlab.grading.scale.batch import grade_batch
+from attnlab.grading.scale.gradebook_check import attnlab_executable
 
 from .test_batch import write_submissions
 from .test_postgres import fresh_database, throwaway_server

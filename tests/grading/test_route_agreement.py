@@ -21,7 +21,7 @@ import benchmark_scripts
 import pytest
 
 from attnlab.course import load_course
-from attnlab.grading.diagnosis.mutants import Entry, load_catalogue
+from attnlab.grading.core.mutants import Entry, load_catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow,

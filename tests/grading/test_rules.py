@@ -14,7 +14,7 @@ import torch  # noqa: F401 - the grader process has torch loaded, as rules' modu
 from attnlab.course import load_course
 from attnlab.grading.core.bundle import load_bundle
 from attnlab.grading.core.hidden import HiddenSuite, run_suite
-from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.grading.policy import forbidden_calls, rules
 from attnlab.grading.source.notebook_code import python_source, read_cells
 from attnlab.grading.worker.api import LocalStudent
@@ -400,7 +400,7 @@ def test_a_breach_costs_the_question_it_appears_in_and_those_that_use_it():
 
 # ---------------------------------------------------------------- end to end through grade_submission
 def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     lab = load_course(ROOT).lab("lab05")
     nb = json.loads(lab.solution_notebook.read_text())
@@ -426,7 +426,7 @@ def test_an_aliased_forbidden_call_loses_the_points_and_is_reviewed(tmp_path):
 def test_a_correct_encoder_registering_parameters_by_built_names_keeps_its_marks(tmp_path):
     """Lab04's bidirectional GRU with ``setattr``/``register_parameter`` under names built at run time: correct,
     only suspicious (rule 6), so it keeps every point and goes to a person, the review naming the rule."""
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     lab = load_course(ROOT).lab("lab04")
     nb = json.loads(lab.solution_notebook.read_text())

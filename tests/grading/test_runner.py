@@ -5,7 +5,7 @@ import json
 import pytest
 
 from attnlab.grading.core.bundle import grading_seed, load_bundle
-from attnlab.grading.core.runner import grade_submission
+from attnlab.grading.runner import grade_submission
 
 LAB = "lab99_demo"
 KEYS = {"submission", "lab", "score", "max_score", "questions", "isolation", "elapsed_s", "errors", "review",
@@ -139,8 +139,9 @@ def test_hostile_message_text_makes_no_category(lab_dir, built_course, tmp_path)
     import nbformat
 
     from attnlab.grading.outputs.gradebook import open_gradebook
+    from attnlab.records.student_names import Names
     from attnlab.report import stats
-    from attnlab.report.load import Names, load_submissions
+    from attnlab.report.load import load_submissions
 
     forged = ("timed out after 1 s (an endless loop, or far too slow); your code ended the Python process "
               "(killed by signal SIGKILL)\nlikely mistake: you forgot the scale")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnlab.grading.outputs.gradebook_csv import export_gradebook
 from attnlab.grading.scale.batch import in_shard, parse_shard
 from attnlab.grading.scale.scheduler import shard_from_environment
+from attnlab.report.gradebook_csv import export_gradebook
 
 from .test_batch import write_submissions
 from .test_postgres import pg_server, pg_url  # noqa: F401 - fixtures: a real server on loopback

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from attnlab.cli import main
-from attnlab.grading.core.runner import grade_submission
 from attnlab.grading.outputs.gradebook import open_gradebook
+from attnlab.grading.runner import grade_submission
 from attnlab.grading.worker.deaths import WorkerKilled, judge
 from attnlab.records import result_fields as fields
 

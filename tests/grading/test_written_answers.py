@@ -9,14 +9,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from attnlab.buildchain.transforms.markers import PLACEHOLDER
+from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.core.written_answers import AWAITING, MAX_ANSWER_CHARS, Question, add_written, find_answer, total_text
 from attnlab.grading.outputs.feedback import feedback_markdown
 from attnlab.grading.outputs.gradebook import InvalidResult, open_gradebook, row_notes, validate_result
-from attnlab.grading.outputs.gradebook_csv import export_csv
-from attnlab.grading.outputs.gradescope import Visibility, to_gradescope
-from attnlab.grading.outputs.marks_applied import apply_marks
+from attnlab.grading.outputs.gradescope import to_gradescope
 from attnlab.grading.outputs.score_table import json_rows, score_table
+from attnlab.marking.marks_applied import apply_marks
+from attnlab.records.stub_text import PLACEHOLDER
+from attnlab.report.gradebook_csv import export_csv
 
 PROMPT = "**Written question (2 points).** Why does the model without positions score 0.5 on mirror pairs?"
 MANIFEST = {"lab": "lab99_demo", "written": [
@@ -232,7 +233,7 @@ def written_lab(built_course, tmp_path, monkeypatch):
 
 
 def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab, tmp_path):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
     from attnlab.grading.scale.batch import grade_batch
     from attnlab.report import build_report
 
@@ -262,10 +263,10 @@ def test_grade_submission_batch_and_report_carry_the_awaiting_answer(written_lab
 def test_marks_from_the_marking_store_reach_the_csv_the_report_and_the_feedback_files(written_lab, tmp_path):
     """A marker marks alice's written answer (two rubric items and a comment) and changes a code score with a reason
     (marking.store): `attnlab gradebook --csv`, the report's CSVs and alice's refreshed feedback.md follow."""
-    from attnlab.grading.outputs.gradebook_csv import export_gradebook
     from attnlab.grading.scale.batch import grade_batch
     from attnlab.marking.store import MarkStore
     from attnlab.report import build_report
+    from attnlab.report.gradebook_csv import export_gradebook
 
     lab_dir, alice = written_lab
     out = tmp_path / "out"

@@ -199,7 +199,7 @@ def test_a_child_inherits_nothing_from_an_earlier_child(forked, workdir):
 
 
 def test_a_submission_grades_the_same_forked_and_cold(built_course, monkeypatch):
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     lab = built_course / "autograder" / "lab99_demo"
     solution = built_course / "solutions" / "lab99_demo" / "lab99_demo.ipynb"

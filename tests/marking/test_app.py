@@ -107,11 +107,12 @@ def test_rubrics_and_guides_come_from_the_labs_bundle_and_edited_points_stay(tmp
 
     from attnlab.grading.core import bundle as bundles
     from attnlab.marking.serve import seed_rubrics
+    from attnlab.records.bundle_names import HIDDEN_TESTS, MANIFEST
 
     folder = tmp_path / "course" / "autograder" / "lab05"
     folder.mkdir(parents=True)
-    (folder / bundles.MANIFEST).write_text('{"lab": "lab05"}')
-    (folder / bundles.HIDDEN_TESTS).write_text("")
+    (folder / MANIFEST).write_text('{"lab": "lab05"}')
+    (folder / HIDDEN_TESTS).write_text("")
     item = SimpleNamespace(id="mirror.1", criterion="Says why both orders look alike", points=2.0)
     monkeypatch.setattr(bundles, "written_questions", lambda where: [SimpleNamespace(
         name="mirror", prompt="Why **0.5**?", reference="Same bag of words.", rubric=(item,))] if where == folder

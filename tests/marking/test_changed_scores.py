@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from attnlab.grading.core.written_answers import change_text, clean_marks
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.marks_applied import marked_rows
+from attnlab.marking.marks_applied import marked_rows
 from attnlab.marking.store import MarkStore
 
 from .classroom import record_student

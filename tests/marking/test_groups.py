@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnlab.buildchain.transforms.markers import PLACEHOLDER
 from attnlab.grading.outputs.gradebook import open_gradebook
 from attnlab.marking.audit import audit_log
 from attnlab.marking.groups import answer_groups, mark_empty, mark_group, tfidf
 from attnlab.marking.records import AWAITING, MARKED
 from attnlab.marking.store import MarkStore, effective_scores
+from attnlab.records.stub_text import PLACEHOLDER
 
 from .classroom import record_student
 

@@ -20,11 +20,11 @@ from chromium_browser import CHROMIUM, NO_CHROMIUM, launch
 from grading.test_postgres import fresh_database, pg_server  # noqa: F401 - pg_server: the module's server
 
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.gradebook_csv import export_gradebook
 from attnlab.marking.markers import add_marker
 from attnlab.marking.records import CHANGED, MARKED
 from attnlab.marking.store import MarkStore, effective_scores
 from attnlab.report import build_report
+from attnlab.report.gradebook_csv import export_gradebook
 
 from .classroom import record_student
 

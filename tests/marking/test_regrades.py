@@ -12,8 +12,8 @@ import pytest
 from attnlab.grading.outputs.feedback import feedback_markdown
 from attnlab.grading.outputs.feedback_page import feedback_page
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.grading.outputs.marks_applied import marked_rows
 from attnlab.marking.audit import audit_log, check_chain, readable
+from attnlab.marking.marks_applied import marked_rows
 from attnlab.marking.records import CHANGED, MarkConflict, MarkingError
 from attnlab.marking.regrade_csv import find_key, import_requests
 from attnlab.marking.regrades import (

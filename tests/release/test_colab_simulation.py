@@ -162,7 +162,7 @@ def test_written_answers_are_handed_in_on_every_route_from_the_student_install(s
     `attnlab grade`, the Gradescope zip (awaiting manual grading) and nbgrader (manually graded cells)."""
     import benchmark_scripts
 
-    from attnlab.grading.core.runner import grade_submission
+    from attnlab.grading.runner import grade_submission
 
     tmp, url, python, _ = student_install
     if subprocess.run([python, "-c", "import attnlab"], capture_output=True).returncode != 0:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from attnlab.buildchain.masters import Masters
 from attnlab.buildchain.transforms.check_no_leak import solution_lines
 from attnlab.buildchain.transforms.read_master import read_master
 from attnlab.cli import main
@@ -110,7 +111,7 @@ def _plant(released, tmp_path, rel, text):
 
 @pytest.mark.parametrize("origin", ["solution", "hidden_tests.py", "catalogue.py"])
 def test_the_leak_gate_catches_a_planted_secret_line(course, released, tmp_path, origin):
-    shown = _shown_lines(_shipped(course))  # given code from an earlier lab is meant to be seen
+    shown = _shown_lines(_shipped(course), Masters(course))  # given code from an earlier lab is meant to be seen
     line = next(line for line, where in sorted(secret_lines(course).items()) if where.endswith(origin)
                 and line not in shown)
     planted = _plant(released, tmp_path, "src/attnlab/kit/generated/public_tests/lab05_self_attention/causal_mask.py", line)
@@ -122,8 +123,8 @@ LAB01 = "lab01_text_as_vectors"
 
 
 def test_the_released_notebook_has_the_written_answer_cells_and_no_reference_or_rubric(course, released):
-    from attnlab.buildchain.transforms.markers import PLACEHOLDER
     from attnlab.buildchain.transforms.parse_questions import parse_questions
+    from attnlab.records.stub_text import PLACEHOLDER
 
     lab = course.lab(LAB01)
     written = [q for q in parse_questions(read_master(lab.master))[1] if q.manual]
@@ -295,7 +296,7 @@ def test_the_gate_fails_given_code_of_an_open_lab_and_passes_it_once_closed(cour
 
 def test_the_gate_reads_notebook_cells_not_their_json(course, released, tmp_path):
     """A notebook's JSON quotes each line ("    x = ...\\n",): the gate reads the cells' text."""
-    shown = _shown_lines(_shipped(course))
+    shown = _shown_lines(_shipped(course), Masters(course))
     line = next(line for line, where in sorted(secret_lines(course).items()) if where.endswith("solution")
                 and line not in shown)
     copy = tmp_path / "planted"
@@ -346,3 +347,34 @@ def test_release_refuses_a_gradescope_folder_inside_the_student_repository(tmp_p
     assert main(argv + ["--gradescope", str(out / "zips")]) == 2
     assert "hold the hidden tests" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_release_reads_and_parses_each_master_once(course, tmp_path, monkeypatch):
+    """The hold-back rule, the build of each lab (its given cells included) and every gate of the leak check share
+    the run's masters (``buildchain/masters.py``): each master of the course is read from disk and parsed once."""
+    import pathlib
+
+    from attnlab.buildchain.transforms import read_master as reader
+
+    masters = {lab.master.resolve(): lab.id for lab in course.labs}
+    reads: dict[str, int] = {}
+    parses: list[str] = []
+    read_text, parse = pathlib.Path.read_text, reader.parse_master
+
+    def counted_read(self, *args, **kwargs):
+        if self.resolve() in masters:
+            reads[masters[self.resolve()]] = reads.get(masters[self.resolve()], 0) + 1
+        return read_text(self, *args, **kwargs)
+
+    def counted_parse(text, **kwargs):
+        parses.append(text)
+        return parse(text, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", counted_read)
+    monkeypatch.setattr(reader, "parse_master", counted_parse)
+    two = list(course.labs[:2])
+    done = release(course, two, tmp_path / "out", url=URL)
+    assert done.released == [lab.id for lab in two]
+    assert {lab.id for lab in two} <= set(reads), "the released labs' masters were not read"
+    assert {lab: n for lab, n in reads.items() if n != 1} == {}, "a master was read more than once"
+    assert len(parses) == len(set(parses)) == len(reads), "a master was parsed more than once"

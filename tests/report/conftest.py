@@ -83,7 +83,7 @@ def _write(base: Path, code: str, path: Path) -> None:
 
 def make_submissions(subs: Path) -> dict:
     """Write the batch's notebooks into ``subs``; return what the tests need to know about them."""
-    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
 
     template = ROOT / "labs" / LAB / f"{LAB}.ipynb"
     solution = ROOT / "solutions" / LAB / f"{LAB}.ipynb"
@@ -118,7 +118,7 @@ def lab05_batch(tmp_path_factory) -> Batch:
     gradebook. The report is under test, not the diagnosis's time cap: the cap (30% of a submission's grading
     time, at least 0.5 s) is raised to 60 s here, so that a loaded machine cannot leave a mistake unnamed and
     change the true counts (it did once: ``sdpa_inverted_mask`` counted 1 of 2 under CI with other work running)."""
-    from attnlab.grading.core import runner
+    from attnlab.grading import runner
     from attnlab.grading.scale.batch import grade_batch
 
     root = tmp_path_factory.mktemp("report-batch")

@@ -65,7 +65,7 @@ def _class_of(n: int, tmp_path):
     """``n`` gradebook rows, each a real lab05 notebook on disk: a base (variant set 0-3, renamed or not) with one
     catalogued mistake appended, its question failed with the mistake's hint."""
     from attnlab.demo import with_entry
-    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
 
     mutants, variants = load_catalogue(ROOT / "instructor" / LAB / "catalogue.py")
     template = ROOT / "labs" / LAB / f"{LAB}.ipynb"

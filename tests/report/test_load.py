@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from attnlab.grading.outputs.gradebook import open_gradebook
-from attnlab.report.load import Names, ReportInputError, load_submissions
+from attnlab.records.student_names import Names
+from attnlab.report.load import ReportInputError, load_submissions
 
 from .rows import sub
 

@@ -7,7 +7,7 @@ import itertools
 
 import nbformat
 
-from attnlab.grading.diagnosis.mutants import load_catalogue
+from attnlab.grading.core.mutants import load_catalogue
 from attnlab.report import similarity as S
 
 from .conftest import LAB, ROOT, renamed, variants_code

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.grading.diagnosis.mutants import Entry
+from attnlab.grading.core.mutants import Entry
 from attnlab.records import result_fields as f
+from attnlab.records.student_names import Names
 from attnlab.report import stats
-from attnlab.report.load import Names
 
 from .rows import diagnosed, problem, sub
 

@@ -39,8 +39,8 @@ SHORT = {"timeout": "timed out", "cell_timeout": "cell timed out", "rule_breach"
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     from attnlab.demo import with_entry
-    from attnlab.grading.core.runner import grade_submission
-    from attnlab.grading.diagnosis.mutants import load_catalogue
+    from attnlab.grading.core.mutants import load_catalogue
+    from attnlab.grading.runner import grade_submission
     from attnlab.grading.scale.batch import grade_batch
 
     root = tmp_path_factory.mktemp("students")

@@ -34,14 +34,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.grading.core.bundle import WRITTEN, WrittenQuestion, bundle_files, gradescope_zip_name, otter_zip_name
+from attnlab.gradescope_visibility import MANIFEST_KEY
+from attnlab.grading.core.bundle import WRITTEN, WrittenQuestion, bundle_files
 from attnlab.grading.core.hidden import load_suite
-from attnlab.grading.diagnosis.mutants import load_catalogue
-from attnlab.grading.outputs.gradescope import MANIFEST_KEY
+from attnlab.grading.core.mutants import load_catalogue
+from attnlab.records.bundle_names import gradescope_zip_name, otter_zip_name
 
 from ..course import Course, Lab, check_install_spec
 from ..late_policy import deadline_to_config
 from .lab_parts import missing_parts
+from .masters import Masters
 from .transforms.answer_cells import answer_cells
 from .transforms.check_no_leak import check_no_leak
 from .transforms.drop_marker_cells import drop_marker_cells
@@ -56,7 +58,6 @@ from .transforms.normalize import normalize, notebook_bytes
 from .transforms.otter_zip import otter_zip
 from .transforms.parse_questions import MasterError, parse_questions
 from .transforms.public_tests import public_test_files, render_test_file
-from .transforms.read_master import read_master
 from .transforms.readme_written import with_written_section, written_section
 from .transforms.reference_code import reference_code
 from .transforms.remove_solution_markers import remove_solution_markers
@@ -64,9 +65,9 @@ from .transforms.replace_tests import replace_tests
 from .transforms.strip_solutions import strip_solutions
 
 
-def build_lab(course: Course, lab: Lab) -> dict[Path, bytes]:
-    """Every output file of ``lab`` (absolute path -> bytes), computed in memory."""
-    master = resolved_master(course, lab.id)
+def build_lab(course: Course, lab: Lab, masters: Masters | None = None) -> dict[Path, bytes]:
+    """Every output file of ``lab`` (absolute path -> bytes), computed in memory; ``masters``: the run's masters."""
+    master = resolved_master(masters or Masters(course), lab.id)
     labelled, questions = parse_questions(master)
     code = [q for q in questions if not q.manual]
     written = {q.name: q.points for q in questions if q.manual}
@@ -132,7 +133,7 @@ def _manifest(lab: Lab, suite, written: list) -> dict:
         "max_score": sum(suite.questions().values()),
         "questions": suite.questions(),
         "tests": [{"name": t.name, "question": t.question, "points": t.points} for t in suite.tests],
-        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (grading/outputs/gradescope.py)
+        MANIFEST_KEY: lab.visibility.as_dict(),  # read by the Gradescope run (gradescope_visibility.py)
     }
     if written:  # an old lab's manifest stays byte for byte as it was
         manifest[WRITTEN] = [WrittenQuestion.from_master(q.name, q.points, q.prompt, q.reference, q.rubric).as_dict()
@@ -140,12 +141,12 @@ def _manifest(lab: Lab, suite, written: list) -> dict:
     return manifest
 
 
-def resolved_master(course: Course, lab_id: str, _seen: tuple[str, ...] = ()):
+def resolved_master(masters: Masters, lab_id: str, _seen: tuple[str, ...] = ()):
     """The master of ``lab_id`` with its given cells filled from earlier labs (recursively)."""
     if lab_id in _seen:
         raise MasterError(f"given cells form a cycle: {' -> '.join(_seen + (lab_id,))}")
-    master = read_master(course.lab(lab_id).master)
-    return include_given(master, load_master=lambda other: resolved_master(course, other, _seen + (lab_id,)))
+    return include_given(masters.notebook(lab_id),
+                         load_master=lambda other: resolved_master(masters, other, _seen + (lab_id,)))
 
 
 def _check_questions(lab: Lab, master_questions: list[str], hidden_questions: list[str]) -> None:
@@ -187,8 +188,9 @@ def build(course: Course, labs: list[Lab], *, check: bool = False) -> list[str]:
     """
     warning = check_install_spec(course.install_spec)  # raises CourseError for the placeholder
     report: list[str] = [f"warning: {warning}"] if warning and not check else []
+    masters = Masters(course)  # each master read once, however many labs give its code
     for lab in labs:
-        files = build_lab(course, lab)
+        files = build_lab(course, lab, masters)
         report += [] if check else [f"warning: {line}" for line in missing_parts(course, lab)]
         stale = [p for d in _owned_dirs(lab) if d.exists() for p in d.rglob("*")
                  if p.is_file() and p not in files and "__pycache__" not in p.parts

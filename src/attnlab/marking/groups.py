@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlab.buildchain.transforms.markers import PLACEHOLDER  # the answer cell's text in the student notebook
 from attnlab.marking.records import WRITTEN, MarkConflict
 from attnlab.marking.store import MarkStore
+from attnlab.records.stub_text import PLACEHOLDER  # the answer cell's text in the student notebook
 
 THRESHOLD = 0.5  # cosine similarity to a group's centroid: near-paraphrases join, different arguments stay apart
 _WORD = re.compile(r"\d+(?:\.\d+)?|[a-z][a-z0-9]*")  # a number (0.5) is one word: measured values matter

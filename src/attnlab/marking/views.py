@@ -1,7 +1,7 @@
 """What every page of the marking application shares (``Marking``: the store and the templates; the marker and whether
 names are shown, from the server-side session), and the pages that are not about one question: the labs with each
 written question's progress, names shown or not, the audit log (with its hash chain checked) and its CSV. Students
-are ``student-NNN`` (``report.load.Names``: the report's own aliases) unless a marker asks for names."""
+are ``student-NNN`` (``records/student_names.py``: the report's aliases too) unless a marker asks for names."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from attnlab.marking.audit import audit_csv, audit_log, check_chain, readable
 from attnlab.marking.records import WRITTEN, MarkConflict, MarkingError
 from attnlab.marking.store import MarkStore
 from attnlab.records.safe_text import escape_controls
-from attnlab.report.load import Names
+from attnlab.records.student_names import Names
 
 
 @dataclass

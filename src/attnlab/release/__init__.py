@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ..buildchain.masters import Masters
 from ..course import PLACEHOLDER_SPECS, Course, CourseError, Lab, current_time
 from .hold_back import held_back
 from .leak_gate import check_release
@@ -75,17 +76,17 @@ def _package_files(root: Path, labs: list[Lab]) -> dict[Path, bytes]:
     return files
 
 
-def _built(course: Course, labs: list[Lab], spec: str) -> tuple[dict[Path, bytes], dict[str, bytes]]:
+def _built(course: Course, labs: list[Lab], spec: str, masters: Masters) -> tuple[dict[Path, bytes], dict[str, bytes]]:
     """The student notebooks (path in OUT -> bytes) and the Gradescope zips (file name -> bytes) of ``labs``,
     both built with ``spec`` as the install address."""
-    from attnlab.grading.core.bundle import gradescope_zip_name
+    from attnlab.records.bundle_names import gradescope_zip_name
 
     from ..buildchain.pipeline import build_lab
 
     released = dataclasses.replace(course, install_spec=spec)
     notebooks, zips = {}, {}
     for lab in labs:
-        files = build_lab(released, lab)
+        files = build_lab(released, lab, masters)
         notebooks[lab.student_notebook.relative_to(course.root)] = files[lab.student_notebook]
         name = gradescope_zip_name(lab.id)
         zips[name] = files[lab.autograder_dir / name]
@@ -145,13 +146,14 @@ def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel
     ``CourseError`` with ``out`` untouched, and ``CourseError`` when every lab asked for is held back."""
     spec = install_spec_for(url)
     now = now or current_time()
-    reasons = held_back(course, labs, now)
+    masters = Masters(course)  # each master read and parsed once for the whole release
+    reasons = held_back(course, labs, now, masters)
     ready = [lab for lab in labs if lab.id not in reasons]
     if not ready:
         raise CourseError("nothing to release, every lab asked for is held back: " + "; ".join(reasons.values()))
     out = Path(out)
     zip_folder = _outside(gradescope, out) if gradescope is not None else None
-    notebooks, zips = _built(course, ready, spec)
+    notebooks, zips = _built(course, ready, spec, masters)
     kept = [] if replace_all else kept_labs(out, {lab.id for lab in ready})
     present = [lab for lab in course.labs if lab in ready or lab.id in kept]
     files = {**_package_files(course.root, present), **notebooks,
@@ -164,7 +166,7 @@ def release(course: Course, labs: list[Lab], out: str | Path, *, url: str, wheel
         write_files(stage, files)
         if wheel:
             written.append(_build_wheel(stage).relative_to(stage).as_posix())
-        check_release(course, present, stage, now=now)
+        check_release(course, present, stage, now=now, masters=masters)
         swap_in(stage, out)
     zip_paths = _write_gradescope(zip_folder, zips) if zip_folder is not None else []
     return Release(written, [lab.id for lab in ready], reasons, zip_paths, kept)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..buildchain.masters import Masters
 from ..buildchain.transforms.include_given import given_origins
-from ..buildchain.transforms.read_master import read_master
 from ..course import COURSE_FILE, Course, Lab
 
 
-def open_origins(course: Course, lab: Lab, now: datetime) -> dict[str, list[str]]:
+def open_origins(course: Course, lab: Lab, now: datetime, masters: Masters) -> dict[str, list[str]]:
     """open lab id -> the names ``lab``'s given cells take from it (empty when every source is closed)."""
-    origins = given_origins(read_master(lab.master), load_master=lambda lab_id: read_master(course.lab(lab_id).master))
+    origins = given_origins(masters.notebook(lab.id), load_master=masters.notebook)
     held: dict[str, list[str]] = {}
     for name, origin in origins.items():
         if course.lab(origin).is_open(now):
@@ -37,11 +37,13 @@ def hold_back_reason(course: Course, lab: Lab, origins: dict[str, list[str]], no
             f"a due: date that has passed) or with --closed {shorts}")
 
 
-def held_back(course: Course, labs: list[Lab], now: datetime) -> dict[str, str]:
-    """lab id -> why it is held back, for each of ``labs`` whose given code comes from an open lab."""
+def held_back(course: Course, labs: list[Lab], now: datetime, masters: Masters | None = None) -> dict[str, str]:
+    """lab id -> why it is held back, for each of ``labs`` whose given code comes from an open lab; ``masters``: the
+    run's masters, read once."""
+    masters = masters or Masters(course)
     reasons = {}
     for lab in labs:
-        origins = open_origins(course, lab, now)
+        origins = open_origins(course, lab, now, masters)
         if origins:
             reasons[lab.id] = hold_back_reason(course, lab, origins, now)
     return reasons

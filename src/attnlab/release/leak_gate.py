@@ -21,19 +21,18 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-from attnlab.grading.core.bundle import FILES
+from attnlab.records.bundle_names import FILES
 
+from ..buildchain.masters import Masters
 from ..buildchain.transforms.check_no_leak import (
     instructor_lines,
     shown_elsewhere,
-    solution_lines,
     written_leak,
     written_secrets,
     written_shown,
 )
 from ..buildchain.transforms.include_given import solution_code
 from ..buildchain.transforms.markers import GIVEN_PREFIX
-from ..buildchain.transforms.read_master import read_master
 from ..course import Course, Lab, current_time
 
 FORBIDDEN_DIRS = {"solutions", "autograder", "instructor"}
@@ -44,43 +43,41 @@ class ReleaseLeak(ValueError):
     """Instructor material would ship to students; the message names the file and the line."""
 
 
-def _solution_lines(lab: Lab) -> set[str]:
-    """The secret lines (``check_no_leak.secret_line``, the build gate's rule) of the lab's solution blocks."""
-    return solution_lines(read_master(lab.master))
-
-
-def secret_lines(course: Course) -> dict[str, str]:
+def secret_lines(course: Course, masters: Masters | None = None) -> dict[str, str]:
     """line -> where it comes from, over every lab of the course (not only the released ones): the build gate's
-    rule (``instructor_lines``): secret lines that the lab's master does not show outside its solution blocks."""
+    rule (``instructor_lines``, ``check_no_leak.secret_line``): secret lines that the lab's master does not show
+    outside its solution blocks."""
+    masters = masters or Masters(course)
     secrets: dict[str, str] = {}
     for lab in course.labs:
-        master = read_master(lab.master)
+        master = masters.notebook(lab.id)
         for path in (lab.catalogue, lab.hidden_tests):
             if path.exists():
                 secrets.update(dict.fromkeys(instructor_lines([path.read_text()], master), f"{lab.id}/{path.name}"))
-        secrets.update(dict.fromkeys(solution_lines(master), f"{lab.id} solution"))
+        secrets.update(dict.fromkeys(masters.solution_lines(lab.id), f"{lab.id} solution"))
     return secrets
 
 
-def course_written_secrets(course: Course) -> dict[str, str]:
+def course_written_secrets(course: Course, masters: Masters | None = None) -> dict[str, str]:
     """The written questions' secrets (``written_secrets``) of every lab of the course, each saying its lab, but
     those that any lab's master shows students (a reference may quote another lab's prose) or the kit's hand-written
     modules hold (a docstring may say what a reference answer says): those ship anyway."""
+    masters = masters or Masters(course)
     secrets: dict[str, str] = {}
     shown = list(_kit_sources(course))
     for lab in course.labs:
-        master = read_master(lab.master)
+        master = masters.notebook(lab.id)
         shown.append(written_shown(master))
         for secret, what in written_secrets(master).items():
             secrets.setdefault(secret, f"{what} ({lab.id})")
     return shown_elsewhere(secrets, "\n".join(shown))
 
 
-def _given_lines(lab: Lab) -> set[str]:
+def _given_lines(masters: Masters, lab: Lab) -> set[str]:
     """The lines a later lab's given cell shows of ``lab``'s own definitions, as ``include_given`` cuts them
     (``ast.get_source_segment``: a definition's last line loses its trailing comment). Read from the raw master,
     whose given cells are ``# GIVEN`` lines only: code that ``lab`` took from an earlier lab is not among them."""
-    code = solution_code(read_master(lab.master))
+    code = solution_code(masters.notebook(lab.id))
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -90,15 +87,15 @@ def _given_lines(lab: Lab) -> set[str]:
             for line in (ast.get_source_segment(code, node) or "").splitlines()}
 
 
-def closed_lab_lines(course: Course, now: datetime) -> set[str]:
+def closed_lab_lines(course: Course, now: datetime, masters: Masters) -> set[str]:
     """Every line of the masters of the labs closed at ``now``, solutions included, and of their definitions as a
     given cell shows them: a later lab's given cell may show them. The raw master holds ``# GIVEN`` lines, not the
     code they stand for, so an open lab's code that a closed lab gives is not among them."""
     lines: set[str] = set()
     for lab in course.labs:
         if not lab.is_open(now):
-            lines |= ({line.strip() for line in lab.master.read_text().splitlines()} | _solution_lines(lab)
-                      | _given_lines(lab))
+            lines |= ({line.strip() for line in masters.text(lab.id).splitlines()} | masters.solution_lines(lab.id)
+                      | _given_lines(masters, lab))
     return lines
 
 
@@ -151,13 +148,13 @@ def _texts(name: str, data: bytes):
     yield name, "\n".join(_strings(rest)), False
 
 
-def _shown_lines(labs: list[Lab]) -> set[str]:
+def _shown_lines(labs: list[Lab], masters: Masters) -> set[str]:
     """Lines the released labs' masters show outside their solution blocks (prose, signatures, public checks): what
     their student notebooks show of their own. Not read from the release itself, so a planted line is no excuse;
     a given cell's code is not in the master (only its ``# GIVEN`` line is)."""
     lines: set[str] = set()
     for lab in labs:
-        lines |= {line.strip() for line in lab.master.read_text().splitlines()} - _solution_lines(lab)
+        lines |= {line.strip() for line in masters.text(lab.id).splitlines()} - masters.solution_lines(lab.id)
     return lines
 
 
@@ -180,13 +177,15 @@ def _check_name(name: str) -> None:
         raise ReleaseLeak(f"release holds an instructor-only file: {name}")
 
 
-def check_release(course: Course, labs: list[Lab], out: Path, *, now: datetime | None = None) -> None:
+def check_release(course: Course, labs: list[Lab], out: Path, *, now: datetime | None = None,
+                  masters: Masters | None = None) -> None:
     """Raise ``ReleaseLeak`` naming the first instructor file or secret line found in ``out``; ``now`` (default:
-    the current time) says which labs are closed."""
-    secrets = secret_lines(course)
-    written = course_written_secrets(course)
-    shown = _shown_lines(labs) | _kit_source_lines(course)
-    published = closed_lab_lines(course, now or current_time())
+    the current time) says which labs are closed; ``masters``: the run's masters, read once."""
+    masters = masters or Masters(course)
+    secrets = secret_lines(course, masters)
+    written = course_written_secrets(course, masters)
+    shown = _shown_lines(labs, masters) | _kit_source_lines(course)
+    published = closed_lab_lines(course, now or current_time(), masters)
     for name, data in _released_files(out):
         _check_name(name)
         for where, text, given in _texts(name, data):

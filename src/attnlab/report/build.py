@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from attnlab.records.student_names import Names
+
 from . import clusters, exports, markdown, page, plots, similarity, stats
 from .handback import write_pages
-from .load import Names, Submission, load_submissions
+from .load import Submission, load_submissions
 from .model import ClassReport
 from .students import feedback_links, refresh_feedback
 

@@ -15,7 +15,7 @@ columns. A submission the roster does not list keeps its row, flagged: its name 
 for the login and ID number: name the files by login, or map the column on import.
 
 With ``--anonymise`` the identifiers are the aliases (``student-007``) in every layout, and the roster is not read.
-A lab with written questions (``grading/core/written_answers.py``) gets the marks (``grading/outputs/marks_applied.py``): a
+A lab with written questions (``grading/core/written_answers.py``) gets the marks (``marking/marks_applied.py``): a
 written question's cell is empty while it awaits marking (never 0), the total counts the marked points, and a last
 column ``<lab>: points awaiting marking`` holds the points still waiting (in Canvas's layout marked ``(read only)``
 in the ``Points Possible`` row, as Canvas marks the columns its import skips; the plain layout's notes say it).

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from attnlab.records.student_names import Names
+
 from . import clusters, similarity, stats
-from .load import Names, Submission
+from .load import Submission
 
 
 @dataclass

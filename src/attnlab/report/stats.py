@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from attnlab.records import result_fields as fields
 from attnlab.records.safe_text import clip
 from attnlab.records.score_text import format_score
+from attnlab.records.student_names import Names
 
 from .categories import CATEGORIES, diagnosed, problems, unwritten
-from .load import Names, Submission
+from .load import Submission
 
 FULL_MARKS_SLACK = 1e-9
 EXAMPLE_CHARS = 400  # an example message, clipped

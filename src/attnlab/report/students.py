@@ -58,7 +58,7 @@ def feedback_files(target, subs: list[Submission]) -> dict[str, Path]:
 
 def refresh_feedback(target, subs: list[Submission]) -> int:
     """Write again, from the marked gradebook row (``load.py``), the feedback file of each submission that has a
-    written question or a mark (``grading/outputs/marks_applied.py``): the student then reads the marks, the rubric items
+    written question or a mark (``marking/marks_applied.py``): the student then reads the marks, the rubric items
     applied, the marker's comment and a changed score's reason. Other files stay as the grade wrote them. Returns
     how many were written."""
     from attnlab.grading.outputs.feedback import write_feedback

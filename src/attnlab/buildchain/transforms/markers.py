@@ -24,7 +24,3 @@ def first_line(source: str) -> str:
         if line.strip():
             return line
     return ""
-
-# The text of a written question's answer cell in every student notebook, nbgrader's stub for it, and what the grader
-# and the marking app read as "not answered": one owner.
-PLACEHOLDER = "_Type your answer here, replacing this text._"

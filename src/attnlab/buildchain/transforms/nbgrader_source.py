@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import copy
 
-from attnlab.records.stub_text import NOT_WRITTEN
+from attnlab.records.stub_text import NOT_WRITTEN, PLACEHOLDER
 
-from .markers import BEGIN_SOLUTION, END_SOLUTION, PLACEHOLDER, SOLUTION_SUFFIX
+from .markers import BEGIN_SOLUTION, END_SOLUTION, SOLUTION_SUFFIX
 
 CONFIG = '''\
 """nbgrader's configuration for this course (written by `attnlab build`; edit instructor/course.yml instead).

@@ -12,6 +12,11 @@ def read_master(path: str | Path) -> nbformat.NotebookNode:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"master notebook {path} does not exist")
-    if path.suffix == ".ipynb":
-        return nbformat.read(path, as_version=4)
-    return jupytext.read(path, fmt="py:percent")
+    return parse_master(path.read_text(), ipynb=path.suffix == ".ipynb")
+
+
+def parse_master(text: str, *, ipynb: bool = False) -> nbformat.NotebookNode:
+    """A master's text as a notebook: ``ipynb`` for a notebook file, else the jupytext percent format."""
+    if ipynb:
+        return nbformat.reads(text, as_version=4)
+    return jupytext.reads(text, fmt="py:percent")

@@ -15,9 +15,9 @@ import ast
 import copy
 import re
 
-from attnlab.records.stub_text import stub_message
+from attnlab.records.stub_text import PLACEHOLDER, stub_message
 
-from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, PLACEHOLDER, SOLUTION_SUFFIX
+from .markers import ASSIGNMENT_LINE, BEGIN_SOLUTION, END_SOLUTION, META, SOLUTION_SUFFIX
 
 _SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 

@@ -12,10 +12,11 @@ import stat
 import traceback
 from pathlib import Path
 
+from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.core.bundle import manifest_questions, read_manifest
-from attnlab.grading.core.runner import grade_submission, ungraded
 from attnlab.grading.core.written_answers import add_written, points_awaiting, total_text
-from attnlab.grading.outputs.gradescope import Visibility, write_results_json
+from attnlab.grading.outputs.gradescope import write_results_json
+from attnlab.grading.runner import grade_submission, ungraded
 
 
 def find_notebooks(folder: Path) -> list[Path]:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from attnlab.buildchain.transforms.markers import PLACEHOLDER  # the build's answer cell: one owner
 from attnlab.grading.core.bundle import written_questions
 from attnlab.records import result_fields as fields
 from attnlab.records.score_text import format_score
+from attnlab.records.stub_text import PLACEHOLDER  # the build's answer cell: one owner
 
 AWAITING = "awaiting marking"  # a written question's status until a person marks it
 KIND, STATUS, ANSWER = "kind", "status", "answer"

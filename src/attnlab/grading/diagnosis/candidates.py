@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from attnlab.grading.diagnosis.mutants import Catalogue, Entry, student_with
+from attnlab.grading.core.mutants import Catalogue, Entry, student_with
 from attnlab.grading.worker.api import LocalStudent, StudentAPI, trusted_namespace
 
 CANDIDATES_KEPT = 256  # compiled catalogue entries kept per process: a course's catalogues are about 300 entries

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from attnlab.grading.core.checks import compare_values
+from attnlab.grading.core.mutants import Catalogue, CatalogueError, Entry
 from attnlab.grading.diagnosis.candidates import compiled_candidate
-from attnlab.grading.diagnosis.mutants import Catalogue, CatalogueError, Entry
 from attnlab.grading.worker.api import StudentAPI
 from attnlab.grading.worker.wire import ObjectHandle
 from attnlab.records import result_fields as fields

@@ -13,10 +13,10 @@ unforgeable: the top-level ``output`` is one line of the grader's (``Total: ...`
 starts a line with ``- `` and its own line breaks continue it indented (``safe_text.bullet_lines``), so a
 message holding ``"\\nTotal: 30 / 30"`` shows as an indented line inside that message.
 
-Visibility (``Visibility``, set per lab in ``instructor/course.yml``, carried by the bundle's manifest): each
-question's test holds the hidden tests' score and messages, expected values included, so it takes the ``hidden_tests``
-visibility (default ``after_due_date``: students cannot resubmit against the hidden tests before the deadline).
-A first test, "Your notebook" (0 points), holds what the student needs before the deadline (the notebook's own
+Visibility (``gradescope_visibility.Visibility``, set per lab in ``instructor/course.yml``, carried by the bundle's
+manifest): each question's test holds the hidden tests' score and messages, expected values included, so it takes
+the ``hidden_tests`` visibility (default ``after_due_date``: students cannot resubmit against the hidden tests before
+the deadline). A first test, "Your notebook" (0 points), holds what the student needs before the deadline (the notebook's own
 errors) and takes the ``public_checks`` visibility (default ``visible``). The top-level ``output`` holds the total
 only when the hidden tests are visible (Gradescope hides the total while a test is hidden), and otherwise says when
 the results show.
@@ -29,50 +29,14 @@ marking" beside the autograder's score.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.gradescope_visibility import VISIBILITIES, Visibility
 from attnlab.grading.core.written_answers import KIND, WRITTEN, awaiting_note, points_awaiting, total_text
 from attnlab.grading.outputs.files import write_text_atomic
 from attnlab.grading.outputs.gradebook import validate_result
 from attnlab.records.safe_text import bullet_lines, cap_messages, for_terminal
 from attnlab.records.score_text import format_score
-
-# Gradescope's values (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Controlling test case
-# visibility"), each with when a student sees a test that has it.
-VISIBILITIES = {
-    "visible": "at once",
-    "after_due_date": "after the due date (after the late due date, if late submission is allowed)",
-    "after_published": "once the grades are published",
-    "hidden": "never",
-}
-MANIFEST_KEY = "gradescope_visibility"  # in the bundle's manifest.json, written by the build from course.yml
-
-
-@dataclass(frozen=True)
-class Visibility:
-    """When students see the "Your notebook" test (``public_checks``) and the questions' tests (``hidden_tests``)."""
-
-    public_checks: str = "visible"
-    hidden_tests: str = "after_due_date"
-
-    def __post_init__(self):
-        for key, value in (("public_checks", self.public_checks), ("hidden_tests", self.hidden_tests)):
-            if value not in VISIBILITIES:
-                raise ValueError(f"Gradescope visibility {key}: {value!r} is not one of Gradescope's values: "
-                                 f"{', '.join(VISIBILITIES)}")
-
-    def as_dict(self) -> dict[str, str]:
-        return {"public_checks": self.public_checks, "hidden_tests": self.hidden_tests}
-
-    @classmethod
-    def from_manifest(cls, manifest: dict) -> Visibility:
-        """The manifest's setting; the defaults where it has none or a bad one (never more visible than those)."""
-        raw = manifest.get(MANIFEST_KEY) if isinstance(manifest, dict) else None
-        try:
-            return cls(**{k: str(v) for k, v in raw.items() if k in ("public_checks", "hidden_tests")})
-        except (AttributeError, TypeError, ValueError):
-            return cls()
 
 
 def _notebook_test(r: dict, vis: Visibility) -> dict:

@@ -28,8 +28,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnlab.gradescope_visibility import Visibility
 from attnlab.grading.core.bundle import manifest_lab, manifest_questions, read_manifest
-from attnlab.grading.core.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.core.written_answers import add_written, awaiting_note, points_awaiting
 from attnlab.grading.outputs.connection import GradebookUnavailable
 from attnlab.grading.outputs.feedback import feedback_markdown
@@ -42,7 +42,8 @@ from attnlab.grading.outputs.gradebook import (
     sqlite_path,
     validate_result,
 )
-from attnlab.grading.outputs.gradescope import Visibility, results_json_text
+from attnlab.grading.outputs.gradescope import results_json_text
+from attnlab.grading.runner import grade_submission, ungraded, warm_up
 from attnlab.grading.scale import pool
 from attnlab.grading.scale.progress import BatchProgress
 from attnlab.grading.scale.scheduler import is_auto, shard_from_environment
@@ -227,7 +228,7 @@ def grade_batch(
     ``jobs``: submissions graded at once. ``shard``: ``"i/N"``, grade only the i-th of N disjoint parts.
     ``gradebook``: a ``Gradebook``, a SQLite path or a ``postgresql://`` URL (default
     ``out_dir/gradebook.db``). ``grade_fn(lab_dir, path) -> result`` (default
-    ``attnlab.grading.core.runner.grade_submission``). ``regrade``: grade even what the gradebook already has
+    ``attnlab.grading.runner.grade_submission``). ``regrade``: grade even what the gradebook already has
     with the same content. Raises ``BatchInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C, and ``BatchWriteFailed``
     when a file or row cannot be written, after the submissions finished so far are recorded.
     """

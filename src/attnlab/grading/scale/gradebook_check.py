@@ -2,7 +2,7 @@
 grades exactly what a batch or a check left.
 
 Every submission file in the folder is looked up in the gradebook by its key (the file name, or the student under
-the resubmission rule the batch used: ``student_from``, ``scale/submissions.py``) and listed when its row is
+the resubmission rule the batch used: ``student_from``, ``student_from.py``) and listed when its row is
 **missing**, **stale** (the file's sha256 differs from the row's: it changed after it was graded, the row is of
 another file of that name, or the file cannot be read now) or **errored** (the grader itself failed on it: stored as
 0, graded again by the next run). A row with no file in the folder is not listed (the folder may be one of several).
@@ -23,8 +23,9 @@ from pathlib import Path
 from attnlab.grading.outputs.connection import GradebookError
 from attnlab.grading.outputs.gradebook import open_gradebook, redact_url, sqlite_path
 from attnlab.grading.scale.batch import file_sha256
-from attnlab.grading.scale.submissions import collect_submissions, student_rule
+from attnlab.grading.scale.submissions import collect_submissions
 from attnlab.records.safe_text import for_terminal, readable_name
+from attnlab.student_from import student_rule
 
 KINDS = ("missing", "stale", "errored")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from attnlab.grading.core import written_answers as written
 from attnlab.grading.outputs.gradebook import MAX_NOTES_CHARS, open_gradebook, row_notes
 from attnlab.grading.outputs.late_work import BEFORE, LATE, late_note
-from attnlab.grading.outputs.marks_applied import marked_rows
+from attnlab.marking.marks_applied import marked_rows
 from attnlab.records.safe_text import clip, for_csv
 from attnlab.records.score_text import format_score
 

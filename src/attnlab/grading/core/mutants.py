@@ -119,8 +119,9 @@ def load_catalogue(path: str | Path) -> tuple[list[Entry], list[Entry]]:
         low, high = entry.loses if isinstance(entry.loses, tuple) and len(entry.loses) == 2 else (None, None)
         if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low <= high <= 1):
             raise CatalogueError(f"{path}: mutant {entry.name!r} states loses={entry.loses!r}; state the share of "
-                                 f"{entry.question} it should lose: loses=ALL, MOST, PART or SLIP (mutants.py, the "
-                                 "policy in docs/CURRICULUM.md), or a range (low, high) with 0 < low <= high <= 1")
+                                 f"{entry.question} it should lose: loses=ALL, MOST, PART or SLIP (the tiers of "
+                                 "grading/core/mutants.py, the policy in docs/CURRICULUM.md), or a range (low, high) "
+                                 "with 0 < low <= high <= 1")
     return groups
 
 
