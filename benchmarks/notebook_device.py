@@ -47,7 +47,7 @@ class Checks:
     """``grader.check(name)``: run the question's public checks against the notebook's namespace."""
 
     def __init__(self, lab_id: str, env: dict):
-        import attnlab.kit.labkit as labkit
+        import attnlab.labkit as labkit
         self.folder, self.env, self.failures = labkit.public_tests_dir(lab_id), env, []
 
     def check(self, name: str):

@@ -101,3 +101,50 @@ def test_a_planted_upward_import_is_found(text):
     graph = {m: set() for m in _modules()}
     graph["attnlab.settings"] = {"attnlab.commands"}
     assert upward_imports(graph, order) == {("settings.py", "commands.py")}
+
+
+def _folder(module: str) -> str:
+    """A module's folder under src/attnlab (``grading/core``); a top-level module is its own node (``settings.py``): the
+    top level holds the bottom (settings) and the top (the command line) of the order alike."""
+    path = _modules()[module].relative_to(PACKAGE)
+    return path.as_posix() if path.parent == PACKAGE.relative_to(PACKAGE) else path.parent.as_posix()
+
+
+def folder_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """A cycle of folders (``["kit", "grading/bridges", "grading/core", "kit"]``) in the import ``graph``, or []."""
+    edges: dict[str, set[str]] = {}
+    for importer, imported in graph.items():
+        for target in imported:
+            if _folder(importer) != _folder(target):
+                edges.setdefault(_folder(importer), set()).add(_folder(target))
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [node])
+                if found:
+                    return found
+        state[node] = 2
+        return []
+
+    for start in sorted(edges):
+        found = [] if start in state else visit(start, [])
+        if found:
+            return found
+    return []
+
+
+def test_no_folder_level_import_cycle():
+    cycle = folder_cycle(import_graph())
+    assert not cycle, f"the folders import one another in a cycle: {' -> '.join(cycle)} (module level or inside a function)"
+
+
+def test_a_planted_folder_cycle_is_found():
+    graph = {m: set() for m in _modules()}
+    graph["attnlab.grading.core.checks"] = {"attnlab.kit.expect"}
+    graph["attnlab.kit.public_check"] = {"attnlab.grading.core.hidden"}
+    assert folder_cycle(graph) in (["grading/core", "kit", "grading/core"], ["kit", "grading/core", "kit"])

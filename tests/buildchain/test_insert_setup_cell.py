@@ -29,7 +29,7 @@ def _kit(source):
 
 def _run_install_part(source, *, returncode, stderr="", missing=True):
     """Run the set-up cell up to start_lab with attnlab 'missing' and pip faked; return (printed, exit, argv)."""
-    install_part = source.split("from attnlab.kit.labkit")[0]
+    install_part = source.split("from attnlab.labkit")[0]
     calls, out, err = [], io.StringIO(), io.StringIO()
 
     def fake_run(argv, **kwargs):

@@ -7,7 +7,7 @@ from attnlab.buildchain.transforms.reference_code import reference_code
 
 def solution_nb():
     v4 = nbformat.v4
-    setup = v4.new_code_cell("from attnlab.kit.labkit import start_lab\ngrader, device = start_lab('lab01_x')")
+    setup = v4.new_code_cell("from attnlab.labkit import start_lab\ngrader, device = start_lab('lab01_x')")
     setup.metadata["tags"] = ["attnlab_setup"]
     experiment = v4.new_code_cell("history = train_for_an_hour()")
     experiment.metadata["tags"] = ["otter_ignore"]

@@ -38,7 +38,7 @@ def code(src, tags=None):
 def test_graded_cells_in_order_with_notebook_indices(tmp_path):
     path = write_nb(tmp_path / "s.ipynb", [
         nbformat.v4.new_markdown_cell("# Lab"),
-        code("from attnlab.kit.labkit import start_lab\ngrader, device = start_lab('lab99_demo')", ["attnlab_setup"]),
+        code("from attnlab.labkit import start_lab\ngrader, device = start_lab('lab99_demo')", ["attnlab_setup"]),
         code("import torch"),
         code("def double(x):\n    return 2 * x"),
         code('grader.check("double")'),

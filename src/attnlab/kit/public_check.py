@@ -205,7 +205,7 @@ class Grader:
     While nbgrader runs the notebook, ``check`` is nbgrader's test cell instead: while it validates, it raises when
     a public check fails (``require_checks``); while it autogrades, it returns ``autograde(env, lab_id, question)``,
     the question's score from the hidden tests of ``lab_id``. The kit knows no grader: ``start_lab`` passes the one
-    nbgrader's bridge gives (``kit/labkit.py``).
+    nbgrader's bridge gives (``labkit.py``).
     """
 
     def __init__(self, notebook, lab_id: str | None = None,

@@ -38,7 +38,7 @@ if importlib.util.find_spec("attnlab") is None:
     importlib.invalidate_caches()
     print("attnlab installed.")
 
-from attnlab.kit.labkit import start_lab
+from attnlab.labkit import start_lab
 
 grader, device = start_lab({lab!r})'''
 

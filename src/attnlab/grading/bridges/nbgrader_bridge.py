@@ -4,7 +4,7 @@ The ``grader.check`` cells are nbgrader's autograded test cells (``buildchain/tr
 nbgrader executes the notebook (it sets ``NBGRADER_EXECUTION`` to ``validate`` or ``autograde``), ``grader.check``
 (``public_check.Grader``) raises, while nbgrader validates, when a public check fails
 (``public_check.require_checks``); while nbgrader autogrades, it calls, through the score ``start_lab`` handed it
-(``kit/labkit.py``, ``graded_by_nbgrader``),
+(``labkit.py``, ``graded_by_nbgrader``),
 
 - ``grade_question(env, lab, question)``: the question's score as ``attnlab grade`` gives it (``in_kernel``: the
   same ``run_suite``, each question graded on its own, the course rules' costs), returned as the cell's value:

@@ -104,7 +104,7 @@ def _modes() -> tuple:
         @classmethod
         def _should_skip_dynamo(cls) -> bool:
             # Left True, torch wraps __torch_dispatch__ in _disable_dynamo, whose first call imports torch._dynamo
-            # (sympy, torch.distributed: 800 modules, over a second in each fresh worker). This guard never compiles.
+            # (sympy, torch.distributed: hundreds of modules, in each fresh worker). This guard never compiles.
             return False
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PUBLIC_TESTS = Path(__file__).parent / "generated" / "public_tests"
+PUBLIC_TESTS = Path(__file__).parent / "kit" / "generated" / "public_tests"
 
 
 def public_tests_dir(lab_id: str) -> Path:
@@ -39,9 +39,9 @@ def start_lab(lab_id: str, seed: int = 0):
     """
     import otter
 
-    from .device import describe_device, pick_device
-    from .public_check import Grader
-    from .seeding import seed_everything
+    from attnlab.kit.device import describe_device, pick_device
+    from attnlab.kit.public_check import Grader
+    from attnlab.kit.seeding import seed_everything
 
     seed_everything(seed)
     device = pick_device()
