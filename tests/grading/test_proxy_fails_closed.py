@@ -35,6 +35,10 @@ READS = [
      "        assert first.ln2.normalized_shape[0] == self.tok_emb.embedding_dim\n"
      "        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, d) + (T, d)",
      {"MiniGPT": "GPTBlock"}),
+    ("lab12_modern_decoder", "        out = torch.zeros_like(flat)",
+     "        assert self.experts[0].w1.in_features == flat.shape[-1] == self.experts[-1].w2.out_features\n"
+     "        out = torch.zeros_like(flat)",
+     {"MoEFeedForward": "SwiGLU"}),
     ("lab11_vision_transformer", "        x = self.dropout(self.embed(images))  # (B, N + 1, d)",
      "        assert images.shape[-1] % self.embed.patch == 0 and self.embed.proj.out_features == self.norm.weight.numel()\n"
      "        x = self.dropout(self.embed(images))  # (B, N + 1, d)",
@@ -96,3 +100,18 @@ def test_what_the_proxy_cannot_give_grades_the_question_on_the_students_own_clas
     bundle = load_bundle(ROOT / "autograder" / lab)
     local = run_suite(bundle.suite, LocalStudent.from_code(code), bundle.reference, seed=0, questions=("ViT",))
     assert local["ViT"]["score"] == vit["score"]  # in process (the reference's own class bound): the same score
+
+
+def test_a_mistake_graded_on_a_proxy_stays_graded_on_the_proxy():
+    """A mistaken class built on a proxied one (an MoE layer that does not renormalise its top-k weights, on the
+    reference's SwiGLU experts) loses its own points and no more: the proxy registering its parts (torch's
+    ``add_module`` and ``register_parameter`` probe each name with ``hasattr``) is not a shortfall, so the failed tests
+    are not regraded on the student's own SwiGLU."""
+    lab = "lab12_modern_decoder"
+    code = _variant(lab, ("        weights = top_p / top_p.sum(dim=-1, keepdim=True)  # (N, k), rows sum to 1",
+                          "        weights = top_p  # (N, k)"))
+    moe = _graded(lab, code, ["MoEFeedForward"])["MoEFeedForward"]
+    assert 0 < moe["score"] < moe["max_score"], moe["messages"]
+    assert "SwiGLU" in moe.get("graded_on_reference", []), moe
+    assert not any("graded on your own" in m for m in moe["messages"]), moe["messages"]
+

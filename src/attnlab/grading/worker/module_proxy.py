@@ -36,13 +36,18 @@ from attnlab.grading.worker.reference_proxy import detached, fell_short, floatin
 __all__ = ["proxy_class", "ModuleProxy"]
 
 
+class _Building:
+    depth = 0  # > 0 while a proxy registers its own parts: torch's registration probes them first (``hasattr``)
+
+
 def _missing(module: nn.Module, attr: str, where: str):
     """``module.attr`` is not there (``nn.Module.__getattr__`` raised): a public name the student's code reads is a
-    shortfall of the proxy (``reference_proxy.fell_short``); the ``AttributeError`` is raised again."""
+    shortfall of the proxy (``reference_proxy.fell_short``); the ``AttributeError`` is raised again. Not while the
+    proxy registers its parts (``add_module`` and ``register_parameter`` ask ``hasattr`` of each new name)."""
     try:
         return nn.Module.__getattr__(module, attr)
     except AttributeError:
-        if not attr.startswith("_"):
+        if not attr.startswith("_") and not _Building.depth:
             name = type(module)._attnlab_name if isinstance(module, ModuleProxy) else module.__dict__["_attnlab_of"]
             fell_short(name, f"your code reads `{where}{attr}`, which the reference's `{name}` does not hold")
         raise
@@ -107,6 +112,14 @@ class ModuleProxy(nn.Module):
         super().__init__()
         built = self._ask({"kind": "construct", "args": list(args), "kwargs": dict(kwargs)})
         self._attnlab_id = built["id"]
+        _Building.depth += 1
+        try:
+            self._register(built)
+        finally:
+            _Building.depth -= 1
+
+    def _register(self, built: dict) -> None:
+        """The reference's parts, parameters, buffers, state and plain attributes, under the reference's names."""
         for path in built.get("modules", ()):  # every sub-layer, in the reference's order (mlp[1], a GELU, too)
             _owner(self, f"{path}.-")
         for name, value in built["parameters"].items():
