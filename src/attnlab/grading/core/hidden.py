@@ -101,8 +101,8 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
     construct of the graded cells that the course rules refuse (what a person must review), and one per question
     whose tests ran a forbidden call that the source check did not find (``call_evidence.Tracker``).
     """
-    set_deadline = getattr(student, "set_deadline", None)
-    set_guard = getattr(student, "set_guard", None)  # the worker's operation guard, per question (RemoteStudent)
+    set_deadline = getattr(student, "set_deadline", lambda _: None)
+    set_guard = getattr(student, "set_guard", lambda _: None)  # the worker's operation guard, per question
     results: dict[str, dict] = {}
     forbidden_met: dict[str, list] = {}  # question -> the forbidden_calls.ForbiddenUse its failed tests raised
     on_reference: dict[str, set] = {}  # question -> the reference functions its tests called (graded_on_reference)
@@ -118,17 +118,14 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
             continue
         rng = torch.Generator().manual_seed(test_seed(seed, test.name))
         start = time.monotonic()
-        if set_deadline is not None:
-            set_deadline(None if test_timeout is None else start + test_timeout)
+        set_deadline(None if test_timeout is None else start + test_timeout)
         guarded = suite.guarded_questions is None or test.question in suite.guarded_questions
-        if set_guard is not None:
-            set_guard(guarded)
+        set_guard(guarded)
         evidence.start()
         scope = _question_code(suite, test.question, uses)
         with forbidden_calls.question_scope(scope):
             passed, message, forbidden = _outcome(suite, test, student, ref, rng, (on_reference, on_own))
-        if set_deadline is not None:
-            set_deadline(None)
+        set_deadline(None)
         evidence.stop(test.question, scope, guarded)
         entry = results[test.question]
         if passed:
@@ -142,8 +139,7 @@ def run_suite(suite: HiddenSuite, student, ref, *, seed: int, questions=None,
                 forbidden_met.setdefault(test.question, []).append(forbidden)
         if on_result is not None:
             on_result(test, passed, message, time.monotonic() - start)
-    if set_guard is not None:
-        set_guard(True)
+    set_guard(True)
     _redefinition_notes(results, cells)
     _reference_notes(results, on_reference, on_own)
     forbidden_costs_question(results, forbidden_met, student)
