@@ -102,16 +102,26 @@ def test_what_the_proxy_cannot_give_grades_the_question_on_the_students_own_clas
     assert local["ViT"]["score"] == vit["score"]  # in process (the reference's own class bound): the same score
 
 
-def test_a_mistake_graded_on_a_proxy_stays_graded_on_the_proxy():
-    """A mistaken class built on a proxied one (an MoE layer that does not renormalise its top-k weights, on the
-    reference's SwiGLU experts) loses its own points and no more: the proxy registering its parts (torch's
-    ``add_module`` and ``register_parameter`` probe each name with ``hasattr``) is not a shortfall, so the failed tests
-    are not regraded on the student's own SwiGLU."""
-    lab = "lab12_modern_decoder"
-    code = _variant(lab, ("        weights = top_p / top_p.sum(dim=-1, keepdim=True)  # (N, k), rows sum to 1",
-                          "        weights = top_p  # (N, k)"))
-    moe = _graded(lab, code, ["MoEFeedForward"])["MoEFeedForward"]
-    assert 0 < moe["score"] < moe["max_score"], moe["messages"]
-    assert "SwiGLU" in moe.get("graded_on_reference", []), moe
-    assert not any("graded on your own" in m for m in moe["messages"]), moe["messages"]
+MISTAKES = [  # question, the mistake (old -> new in the reference), the proxied class its tests build on
+    ("MoEFeedForward", ("        weights = top_p / top_p.sum(dim=-1, keepdim=True)  # (N, k), rows sum to 1",
+                        "        weights = top_p  # (N, k)"), "SwiGLU"),
+    ("ModernDecoder", ("        logits = self.lm_head(self.norm(x))  # (B, T, V)",
+                       "        logits = self.lm_head(x)  # (B, T, V)"), "RMSNorm"),
+]
 
+
+@pytest.mark.parametrize("question, change, on", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_a_mistake_graded_on_a_proxy_stays_graded_on_the_proxy(question, change, on):
+    """A mistaken class built on a proxied one loses its own points and no more, in the worker (the proxy) and in
+    process (the in-kernel routes' stand-in, ``reference_calls.counting_class``): the stand-in registering its parts
+    (torch's ``add_module`` and ``register_parameter`` probe each name with ``hasattr``) is not a shortfall, so the
+    failed tests are not regraded on the student's own class (a stub in a route's sample notebook)."""
+    lab = "lab12_modern_decoder"
+    code = _variant(lab, change)
+    bundle = load_bundle(ROOT / "autograder" / lab)
+    local = run_suite(bundle.suite, Recorder(LocalStudent.from_code(code)), bundle.reference, seed=0,
+                      questions=(question,))
+    for entry in (_graded(lab, code, [question])[question], local[question]):
+        assert 0 <= entry["score"] < entry["max_score"], entry["messages"]
+        assert on in entry.get("graded_on_reference", []), entry
+        assert not any("graded on your own" in m for m in entry["messages"]), entry["messages"]

@@ -65,16 +65,18 @@ def counting_class(name: str, cls: type, used: set, shortfalls: dict | None = No
     """The reference's module class ``cls``, bound in an in-process student's namespace: a subclass that records in
     ``used`` that it was built (``isinstance`` holds for the student's checks, as for the worker's proxy class), and
     in ``shortfalls`` a public attribute the student's code reads that the reference does not hold (as the worker's
-    proxy does: ``reference_proxy.fell_short``)."""
+    proxy does: ``reference_proxy.fell_short``), once built: while it builds, torch's ``add_module`` and
+    ``register_parameter`` probe each new name with ``hasattr``, which is not the student's code reading it."""
     def __init__(self, *args, **kwargs):
         used.add(name)
         cls.__init__(self, *args, **kwargs)
+        self.__dict__["_attnlab_built"] = True
 
     def __getattr__(self, attr):
         try:
             return cls.__getattr__(self, attr)
         except AttributeError:
-            if shortfalls is not None and not attr.startswith("_"):
+            if shortfalls is not None and not attr.startswith("_") and self.__dict__.get("_attnlab_built"):
                 shortfalls.setdefault(name, f"your code reads `{attr}`, which the reference's `{name}` does not hold")
             raise
 
