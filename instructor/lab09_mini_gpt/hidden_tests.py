@@ -36,8 +36,9 @@ What the narrow interface cannot carry, and how the tests work around it:
   ``generate`` points twice, as long as its forward runs.
 - what ``generate(..., use_cache=True)`` feeds the model: the test records the model's forward calls
   (``record_forward``, ``forward_calls``: the shape of each call's ``idx``, and ``use_cache``) and checks them against
-  the contract (the cropped prompt, then one token per step, the cropped context again when the cache is full;
-  ``expected_feeds``). The record is made in the student's process: evidence of what the code did, never proof.
+  the contract (the cropped prompt, then one token per step, the cropped context again when the cache is full, as
+  the model's ``cache_length()`` tells; ``cached_greedy_expected``, run by the grader on the same model before
+  generate runs). The record is made in the student's process: evidence of what the code did, never proof.
 - the tokenizer is built by name; its ``encode``, ``decode`` and ``vocab_size`` are read through the object.
 
 Tolerances: ``checks.tolerance``, scaled by the size of the values and the depth of the computation (``CSA_DEPTH``,
@@ -647,23 +648,26 @@ def check_greedy(got: torch.Tensor, want: torch.Tensor, t0: int, block_size: int
             "generate must only call the model, never change it")
 
 
-def sliding_case(student, ref, rng, block_size: int, tries: int = 20):
+def sliding_case(student, ref, rng, block_size: int, tries: int = 20, cached: bool = False):
     """A model and prompts whose greedy continuation depends on the sliding window: in some row the tokens
     generated once the context is full are not all equal (a random model with tied embeddings often repeats one
-    token, and then no crop at all is distinguishable from the right one). Each try has fresh weights."""
+    token, and then no crop at all is distinguishable from the right one). Each try has fresh weights. Returns the
+    model, the prompt, the expected tokens and (``cached``: the contract's loop with the cache,
+    ``cached_greedy_expected``) the tokens fed at each step, else None."""
     for _ in range(tries):
         s_mod = gen_model(student, ref, rng, 12, block_size)
         idx = torch.randint(12, (8, 3), generator=rng)
-        want = greedy_expected(s_mod, idx, block_size + 5, block_size)
+        want, feeds = (cached_greedy_expected(s_mod, idx, block_size + 5, block_size) if cached
+                       else (greedy_expected(s_mod, idx, block_size + 5, block_size), None))
         if any(len(set(row)) > 1 for row in want[:, block_size:].tolist()):
             break
-    return s_mod, idx, want
+    return s_mod, idx, want, feeds
 
 
 @suite.test(GEN, points=2)
 def generate_greedy_crops_to_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
-    s_mod, idx, want = sliding_case(student, ref, rng, block_size)
+    s_mod, idx, want, _ = sliding_case(student, ref, rng, block_size)
     out = call_generate(student, s_mod, idx, block_size + 5, temperature=0.0)
     check_greedy(out, want, 3, block_size)
 
@@ -983,12 +987,52 @@ def gpt_cache_positions_continue(student, ref, rng):
     gpt_cached_logits(s_mod, idx, (1, 2, 5), full)
 
 
-def assert_same_tokens(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+def assert_same_tokens(got: torch.Tensor, want: torch.Tensor, what: str,
+                       expected: str = "the tokens of use_cache=False") -> None:
     if not torch.equal(got, want):
         row, col = (got != want).nonzero()[0].tolist()
         raise AssertionError(f"{what}: token {col} of row {row} is {int(got[row, col])}, expected "
-                             f"{int(want[row, col])} (the tokens of use_cache=False), also once the text is longer than "
+                             f"{int(want[row, col])} ({expected}), also once the text is longer than "
                              "block_size, where the model may only see the last block_size tokens")
+
+
+# The cache tests grade generate on the model it is given: their expected tokens and feeds come from the contract's
+# loop with the cache (``cached_greedy_expected``, the reference's generate), run by the grader on the student's own
+# model before generate runs. A model whose cached passes differ from its full ones, or whose cache_length() stays 0
+# (a CausalSelfAttention or MiniGPT that ignores use_cache), costs its own question's points, not generate's a second
+# time: a correct generate gets these tokens and these feeds from that model.
+CACHED = "the tokens the model gives with the cache, fed as the contract says"
+
+
+def cache_length(s_mod) -> int:
+    """The model's ``cache_length()``, which generate decides with: an int (or a one-number tensor)."""
+    length = s_mod.call(method="cache_length").output
+    try:
+        return int(length.item() if isinstance(length, torch.Tensor) else length)
+    except (TypeError, ValueError, RuntimeError):
+        raise AssertionError(f"cache_length() of MiniGPT returned {repr(length)[:60]}, expected an int") from None
+
+
+def cached_greedy_expected(s_mod, idx: torch.Tensor, new: int, block_size: int) -> tuple[torch.Tensor, list[int]]:
+    """idx (B, T0) followed by ``new`` argmax tokens of the model with its cache, and the tokens fed at each step, by
+    the contract: the cache emptied first, the cropped prompt, then the one token just drawn, and the cropped context
+    again (the cache emptied) whenever the model's ``cache_length()`` says the next token would not fit; the cache
+    emptied at the end."""
+    s_mod.call(method="reset_cache")
+    out, feeds = idx, []
+    feed = idx[:, -block_size:]  # (B, <= block_size)
+    for _ in range(new):
+        if cache_length(s_mod) + feed.shape[1] > block_size:  # full: the window slides, the cache is refilled
+            s_mod.call(method="reset_cache")
+            feed = out[:, -block_size:]
+        feeds.append(feed.shape[1])
+        logits = s_mod.call(feed, use_cache=True).output[0]
+        checks.expect_tensor(logits, name="the logits of MiniGPT(idx, use_cache=True)",
+                             shape=(*feed.shape, logits.shape[-1]), dtype=F64)
+        out = torch.cat([out, logits[:, -1].argmax(-1)[:, None]], dim=1)  # (B, T + 1)
+        feed = out[:, -1:]  # (B, 1): the token just drawn
+    s_mod.call(method="reset_cache")
+    return out, feeds
 
 
 def assert_cache_emptied(s_mod, what: str) -> None:
@@ -996,21 +1040,6 @@ def assert_cache_emptied(s_mod, what: str) -> None:
     length = s_mod.call(method="cache_length").output
     assert length == 0, (f"after {what}, cache_length() is {length}: generate must empty the model's cache at the "
                          "end (and at the start: the model may hold another call's cache)")
-
-
-def expected_feeds(t0: int, new: int, block_size: int) -> list[int]:
-    """How many tokens generate(..., use_cache=True) feeds the model at each step, by the contract: the cropped
-    prompt, then the one token just drawn, and the cropped context again whenever the cache is full."""
-    lengths, cached = [], 0
-    for step in range(new):
-        if step == 0:
-            n = cached = min(t0, block_size)
-        elif cached + 1 > block_size:  # full: the window slides, the cache is refilled
-            n = cached = block_size
-        else:
-            n, cached = 1, cached + 1
-        lengths.append(n)
-    return lengths
 
 
 def fed(call) -> tuple | None:
@@ -1024,7 +1053,7 @@ def fed(call) -> tuple | None:
     return (shape, use_cache) if isinstance(shape, list) else None
 
 
-def generate_fed_only_new(student, s_mod, idx, new: int, block_size: int, **kwargs):
+def generate_fed_only_new(student, s_mod, idx, new: int, block_size: int, want: list[int], **kwargs):
     """generate(model, idx, new, use_cache=True, ...) with the model's forward calls recorded (in the student's
     process: evidence of what the code did); the calls must feed only the tokens the cache lacks. Returns the output,
     for the caller to check the tokens first."""
@@ -1033,7 +1062,6 @@ def generate_fed_only_new(student, s_mod, idx, new: int, block_size: int, **kwar
     calls = [fed(call) for call in s_mod.forward_calls()]
     if not calls:  # the tokens came right without the model's forward attribute (``MiniGPT.forward(model, ...)``
         return out, (True, "")  # through the class): no evidence of the feeding either way, and none held against it
-    want = expected_feeds(idx.shape[1], new, block_size)
     b = idx.shape[0]
     assert all(c is not None and c[1] is True for c in calls), (
         f"generate(model, idx, {new}, use_cache=True) called the model without use_cache=True (or not as "
@@ -1050,23 +1078,23 @@ def generate_fed_only_new(student, s_mod, idx, new: int, block_size: int, **kwar
 @suite.test(GEN, points=2)
 def generate_cache_greedy_past_block_size(student, ref, rng):
     block_size = randint(rng, 4, 7)
-    s_mod, idx, want = sliding_case(student, ref, rng, block_size)
+    s_mod, idx, want, feeds = sliding_case(student, ref, rng, block_size, cached=True)
+    long_prompt = torch.randint(12, (2, block_size + randint(rng, 1, 4)), generator=rng)
+    want_long, _ = cached_greedy_expected(s_mod, long_prompt, 3, block_size)
     # first a short call that leaves 1 position in a cache nobody empties (1 + the 3-token prompt <= block_size)
     call_generate(student, s_mod, idx[:, :1], 1, temperature=0.0, use_cache=True)
     assert_cache_emptied(s_mod, "generate(model, idx[:, :1], 1, use_cache=True)")
     s_mod.call(idx[:, :1], use_cache=True)  # a cache left by someone else: generate must empty it first
     for _ in range(2):  # twice on the same model: a cache left by the first call must not leak into the second
-        out, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, block_size + 5, block_size,
+        out, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, block_size + 5, block_size, feeds,
                                                            temperature=0.0)
         assert_same_tokens(out, want, f"generate(model, idx, {block_size + 5}, temperature=0, use_cache=True) with "
-                                      f"block_size={block_size}")
+                                      f"block_size={block_size}", CACHED)
         assert_cache_emptied(s_mod, f"generate(model, idx, {block_size + 5}, use_cache=True)")
         assert fed_ok, fed_message
-    long_prompt = torch.randint(12, (2, block_size + randint(rng, 1, 4)), generator=rng)
-    want = greedy_expected(s_mod, long_prompt, 3, block_size)
     out = call_generate(student, s_mod, long_prompt, 3, temperature=0.0, use_cache=True)
-    assert_same_tokens(out, want, f"generate(a prompt of {long_prompt.shape[1]} tokens, block_size={block_size}, "
-                                  "use_cache=True): crop the prompt to idx[:, -block_size:] first")
+    assert_same_tokens(out, want_long, f"generate(a prompt of {long_prompt.shape[1]} tokens, block_size={block_size}, "
+                                       "use_cache=True): crop the prompt to idx[:, -block_size:] first", CACHED)
 
 
 @suite.test(GEN, points=1)
@@ -1075,10 +1103,27 @@ def generate_cache_same_samples(student, ref, rng):
     s_mod = gen_model(student, ref, rng, 9, block_size)
     idx = torch.randint(9, (6, 2), generator=rng)
     seed = randint(rng, 0, 2**30)
+    consistent = cache_consistent(s_mod, idx, torch.randint(9, (6, 1), generator=rng))
+    _, feeds = cached_greedy_expected(s_mod, idx, 2 * block_size, block_size)  # the feeds do not depend on the tokens
     plain = call_generate(student, s_mod, idx, 2 * block_size, temperature=1.0,
                           generator=torch.Generator().manual_seed(seed))
-    cached, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, 2 * block_size, block_size,
+    cached, (fed_ok, fed_message) = generate_fed_only_new(student, s_mod, idx, 2 * block_size, block_size, feeds,
                                                           temperature=1.0, generator=torch.Generator().manual_seed(seed))
-    assert_same_tokens(cached, plain, f"generate(..., temperature=1, use_cache=True) with the same generator seed, "
-                                      f"block_size={block_size}")
+    if consistent:  # a model whose cached passes differ samples otherwise with the cache, whatever generate does
+        assert_same_tokens(cached, plain, f"generate(..., temperature=1, use_cache=True) with the same generator "
+                                          f"seed, block_size={block_size}")
     assert fed_ok, fed_message
+
+
+def cache_consistent(s_mod, idx: torch.Tensor, token: torch.Tensor) -> bool:
+    """Whether the model's cached pass gives its full pass's logits (float64, to 1e-9): idx (B, T0) fed with the
+    cache, then ``token`` (B, 1), against idx and token fed whole. Run before generate, the cache emptied after."""
+    s_mod.call(method="reset_cache")
+    s_mod.call(idx, use_cache=True)
+    step = s_mod.call(token, use_cache=True).output[0]
+    s_mod.call(method="reset_cache")
+    full = s_mod.call(torch.cat([idx, token], dim=1)).output[0]
+    try:
+        return bool(torch.allclose(step[:, -1], full[:, -1], rtol=1e-9, atol=1e-9))
+    except (TypeError, RuntimeError, IndexError):  # odd shapes: MiniGPT's own tests say so; not consistent here
+        return False
