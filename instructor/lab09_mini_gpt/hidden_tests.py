@@ -59,9 +59,12 @@ from attnlab.grading.core.inputs import randint, randn
 
 # regex: GPT-2's pre-split pattern needs \p{L} (BPETokenizer); a dependency of the kit. Each question graded on its
 # own (docs/CURRICULUM.md): the block's tests run with the reference CausalSelfAttention, MiniGPT's with the reference
-# GPTBlock (built and run by the grader: grading/worker/module_calls.py), so a wrong mask costs its own question only
+# GPTBlock (built and run by the grader: grading/worker/module_calls.py), so a wrong mask costs its own question only;
+# generate's with the reference sample_next (drawing from the student's generator, whose state comes back), so a wrong
+# sampler costs sample_next's points only
 suite = HiddenSuite("lab09_mini_gpt", allowed_imports=("regex",),
-                    graded_on_reference={"GPTBlock": ("CausalSelfAttention",), "MiniGPT": ("GPTBlock",)})
+                    graded_on_reference={"GPTBlock": ("CausalSelfAttention",), "MiniGPT": ("GPTBlock",),
+                                         "generate": ("sample_next",)})
 
 F32, F64 = torch.float32, torch.float64
 # Layers of computation, for checks.tolerance (float32 gradients of size ~50 carry cancellation errors of ~1e-4 that

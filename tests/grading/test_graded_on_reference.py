@@ -31,6 +31,9 @@ def attend(q, k, v):
 
 def layer(x):
     return attend(x, x, x)[0]
+
+def draw(p, generator=None):
+    return torch.multinomial(p, 3, replacement=True, generator=generator)
 '''
 STUDENT = '''
 import torch
@@ -60,7 +63,14 @@ def too_large(x):  # two long sequences: a 200,000 x 200,000 score matrix
     return attend(q, q, q)[0].shape
 
 def sends_an_object(x):
-    return attend(x, x, torch.Generator())  # travels on the wire, refused by the grader
+    return attend(x, x, [torch.Generator()])  # travels on the wire, refused by the grader: not a function's own argument
+
+def draw(p, generator=None):  # wrong: never draws
+    return torch.zeros(p.shape[0], 3, dtype=torch.long)
+
+def draws_thrice(p, seed):  # right, on top of draw: one generator, three calls
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([draw(p, generator=g), draw(p, g), torch.randint(0, 1000, (p.shape[0], 3), generator=g)])
 '''.replace("LIMIT", str(MAX_CALLBACKS))
 
 
@@ -95,6 +105,24 @@ def test_the_dependent_function_runs_on_the_reference_with_gradients(kind, remot
     expected_layer(want).sum().backward()
     torch.testing.assert_close(res.grads[0], want.grad)  # the VJP callback: the reference's gradient
     torch.testing.assert_close(student.call("layer", x).output, own)  # the student's own helper is back
+
+
+@pytest.mark.parametrize("kind", ["remote", "local"])
+def test_a_helper_graded_on_the_reference_draws_from_the_students_generator_and_advances_it(kind, remote, ref):
+    """The reference draws from the generator the student's code passes (its state travels), and the reply brings the
+    state after the draws back, so the generator goes on as if the reference had run in the student's process: the
+    second call draws other numbers, and a later draw of the student's own code continues the same stream."""
+    student = remote if kind == "remote" else LocalStudent.from_code(STUDENT)
+    p = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
+    with student.graded_on_reference(["draw"], ref) as used:
+        got = student.call("draws_thrice", p, 1234).output
+    assert used == {"draw"}
+    g = torch.Generator().manual_seed(1234)
+    want = torch.stack([torch.multinomial(p, 3, replacement=True, generator=g),
+                        torch.multinomial(p, 3, replacement=True, generator=g),
+                        torch.randint(0, 1000, (2, 3), generator=g)])
+    assert torch.equal(got, want)
+    assert not torch.equal(got[0], got[1])  # the state came back: the second call did not repeat the first
 
 
 def test_a_student_who_inlined_the_helper_is_graded_on_it_and_no_callback_is_recorded(remote, ref):
@@ -164,6 +192,8 @@ def _mutated_solution(tmp_path: Path, lab: str, old: str, new: str) -> Path:
      "q @ k.transpose(-2, -1)", {"SelfAttention": "scaled_dot_product_attention", "AttentionClassifier": "SelfAttention"}),
     ("lab11_vision_transformer", "patchify", "x.permute(0, 2, 4, 1, 3, 5)", "x.permute(0, 4, 2, 1, 3, 5)",
      {"PatchEmbedding": "patchify", "ViT": "PatchEmbedding"}),
+    ("lab09_mini_gpt", "sample_next", "logits = logits / temperature", "logits = logits * temperature",
+     {"generate": "sample_next"}),  # the reference samples with the student's generator
 ])
 def test_a_wrong_helper_costs_only_its_own_question(tmp_path, lab, helper, old, new, dependents):
     res = grade_submission(ROOT / "autograder" / lab, _mutated_solution(tmp_path, lab, old, new))

@@ -82,7 +82,7 @@ def checked_answer(calls, message: Any) -> dict:
         reply = calls.answer(message)
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             raise ValueError("the answer is not a reply")
-        _check_tensors(reply.get("value"))
+        _check_tensors([reply.get("value"), reply.get("generators")])
         return reply
     except Exception as exc:  # noqa: BLE001 - one refused callback, never a shifted conversation
         return {"ok": False, "error": clip(_refused(calls, message, exc), 500), "type": "RuntimeError"}

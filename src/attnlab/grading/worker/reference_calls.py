@@ -5,7 +5,10 @@ that function, so that one mistake costs only its own question (``HiddenSuite(gr
 The reference's code never goes to the worker. There, the helper's name is bound to a proxy
 (``attnlab.grading.worker.reference_proxy``) that calls back in the middle of a request; ``ReferenceCalls`` answers
 those callbacks here, trusting nothing: only the names bound for the current test, at most ``MAX_CALLBACKS`` per test,
-arguments of tensors and plain values only (the frame's size is bounded by the wire), and no output larger than a
+arguments of tensors and plain values only (the frame's size is bounded by the wire; a function's own arguments may
+also be CPU ``torch.Generator``s, whose state travels: the reference draws from it, and the reply carries the state
+after the draws, ``generators``, which the worker's proxy sets back, so the student's generator goes on as if the
+reference had run in the student's process), and no output larger than a
 frame (``_check_size``: surely small arguments pass at once, others are tried on ``meta`` tensors before the
 reference runs on the data). ``ReferenceCalls.used`` is what
 the grader saw called, the only record the feedback believes. ``LocalStudent`` (in-process) binds the reference's
@@ -14,7 +17,7 @@ function itself, wrapped by ``CountingCall``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -47,6 +50,30 @@ def _plain(value: Any, depth: int = 0) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
     return False
+
+
+class _Drawn(NamedTuple):
+    """A function's output and the state of its generator arguments after the call (key: position or keyword)."""
+
+    output: Any
+    states: dict[str, torch.Tensor]
+
+
+def _generator_slots(message: dict) -> dict[str, torch.Generator]:
+    """The CPU generators among a function callback's own arguments, by position (``"0"``) or keyword."""
+    args, kwargs = message["args"], message["kwargs"]
+    slots = {str(i): a for i, a in enumerate(args)} | {str(k): v for k, v in kwargs.items()}
+    return {key: g for key, g in slots.items() if isinstance(g, torch.Generator) and g.device.type == "cpu"}
+
+
+def _without(part: Any, generators: dict) -> Any:
+    """``part`` (a callback's ``args`` list or ``kwargs`` dict) without its ``generators``, for the plain-value check."""
+    chosen = {id(g) for g in generators.values()}
+    if isinstance(part, list):
+        return [a for a in part if id(a) not in chosen]
+    if isinstance(part, dict):
+        return {k: v for k, v in part.items() if id(v) not in chosen}
+    return part
 
 
 class CountingCall:
@@ -102,9 +129,13 @@ class ReferenceCalls:
         self.modules = ModuleCalls()  # the reference modules of the graded classes, built for this test
 
     def answer(self, message: Any) -> dict:
-        """The reply to one callback frame's body: ``{"ok": True, "value": ...}`` or ``{"ok": False, ...}``."""
+        """The reply to one callback frame's body: ``{"ok": True, "value": ...}`` (and ``generators``: the state of
+        each generator argument after the call, by position or keyword) or ``{"ok": False, ...}``."""
         try:
-            return {"ok": True, "value": self._answer(message)}
+            value = self._answer(message)
+            if isinstance(value, _Drawn):
+                return {"ok": True, "value": value.output, "generators": value.states}
+            return {"ok": True, "value": value}
         except _Refused as exc:
             self.refused.append(str(exc))
             return {"ok": False, "error": str(exc), "type": "RuntimeError"}
@@ -127,8 +158,9 @@ class ReferenceCalls:
         fn = self.functions[name]
         if is_module_class(fn) != (message["kind"] in MODULE_KINDS):
             raise _Refused(f"the grading process sent a malformed callback for `{name}`: refused")
-        if not all(_plain(message.get(part)) for part in ("args", "kwargs", "grad_outputs", "params", "buffers",
-                                                          "state")):
+        generators = _generator_slots(message) if message["kind"] == "forward" else {}
+        if not all(_plain(_without(message.get(part), generators)) for part in ("args", "kwargs", "grad_outputs",
+                                                                                 "params", "buffers", "state")):
             raise _Refused(f"`{name}` can be given only tensors and plain values (numbers, strings, None, lists of "
                            "them) while it is graded with the reference")
         if message["kind"] in MODULE_KINDS:
@@ -141,7 +173,8 @@ class ReferenceCalls:
         if message["kind"] == "forward":
             self.used.add(name)
             with torch.no_grad():
-                return fn(*args, **kwargs)
+                output = fn(*args, **kwargs)
+            return _Drawn(output, {key: g.get_state() for key, g in generators.items()}) if generators else output
         return _vjp(fn, args, kwargs, grad_outputs if isinstance(grad_outputs, list) else [])
 
 
@@ -166,6 +199,8 @@ def _check_size(name: str, fn: Callable, args: list, kwargs: dict) -> None:
         return
 
     def meta(v):
+        if isinstance(v, torch.Generator):  # a copy: the meta run must not draw from the student's generator
+            return torch.Generator().set_state(v.get_state())
         return torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v
 
     try:

@@ -112,7 +112,11 @@ class ReferenceProxy:
                    "kwargs": {k: detached(v) for k, v in kwargs.items()}}
         if grad_outputs is not None:
             message["grad_outputs"] = list(grad_outputs)
-        return reply_value(self.__name__, self.callback(message))
+        reply = self.callback(message)
+        value = reply_value(self.__name__, reply)
+        if kind == "forward":
+            _advance_generators(reply.get("generators"), args, kwargs)
+        return value
 
     def __call__(self, *args, **kwargs):
         output = self.ask("forward", list(args), kwargs)
@@ -125,6 +129,25 @@ class ReferenceProxy:
                  {k: None if k in slots else v for k, v in kwargs.items()}, slots)
         connected = _Backward.apply(self, plain, leaves, *tensors)
         return rebuilt(output, iter(connected))
+
+
+def _advance_generators(states: Any, args: list, kwargs: dict) -> None:
+    """Set each CPU generator argument to the state the reference left it in (``reference_calls``: the reply's
+    ``generators``, by position or keyword), so that it goes on as if the reference had drawn from it here."""
+    if not isinstance(states, dict):
+        return
+    for key, state in states.items():
+        if not isinstance(key, str):
+            continue
+        if key.isdigit():
+            target = args[int(key)] if int(key) < len(args) else None
+        else:
+            target = kwargs.get(key)
+        if isinstance(target, torch.Generator) and isinstance(state, torch.Tensor) and state.dtype == torch.uint8:
+            try:
+                target.set_state(state)
+            except RuntimeError:  # not a state of this generator's kind: it stays as it was
+                pass
 
 
 def detached(value: Any) -> Any:
