@@ -72,3 +72,35 @@ def test_in_the_kernel_a_check_cell_grades_the_last_definition_and_leaves_its_ow
 def test_a_name_defined_once_gets_no_note(tmp_path):
     mha = grade_submission(LAB.autograder_dir, _redefined(tmp_path))["questions"]["MultiHeadAttention"]
     assert not any(m.endswith("the last definition is graded") for m in mha["messages"]), mha["messages"]
+
+
+ASSIGNED = '''
+def _plain_split(x, num_heads):
+    B, n, d = x.shape
+    return x.reshape(B, num_heads, n, d // num_heads)  # no transpose: wrong
+
+
+split_heads = _plain_split
+'''
+
+
+def test_a_graded_name_bound_by_assignment_further_down_is_graded_on_every_route(tmp_path):
+    """A later cell binding a graded name by assignment (``split_heads = _plain_split``, below `split_heads`' check
+    cell): `attnlab grade` grades the notebook's final binding, and so does the kernel at the check cell (before,
+    it graded the check-time ``def``, the solution's, with full marks)."""
+    nb = json.loads(LAB.solution_notebook.read_text())
+    at = next(i for i, c in enumerate(nb["cells"]) if "".join(c["source"]).startswith("def merge_heads"))
+    nb["cells"].insert(at + 1, {"cell_type": "code", "execution_count": None, "id": "assigned", "metadata": {},
+                                "outputs": [], "source": ASSIGNED.strip()})
+    path = tmp_path / "assigned.ipynb"
+    path.write_text(json.dumps(nb))
+    ours = grade_submission(LAB.autograder_dir, path)["questions"]["split_heads"]
+    assert ours["score"] < ours["max_score"], ours
+    assert any(m.endswith(in_kernel.LAST_GRADED) for m in ours["messages"]), ours["messages"]
+    env = _kernel_at_check_cell(path, "split_heads")
+    at_check = env["split_heads"]
+    cells = read_cells(path)
+    entry = in_kernel.question_result(env, LAB.autograder_dir, path.read_bytes(), joined_source(cells),
+                                      described_cells(cells), "split_heads")
+    assert entry["score"] == ours["score"], (entry, ours)
+    assert env["split_heads"] is at_check and "_plain_split" not in env  # the check-time bindings are back

@@ -8,9 +8,10 @@ code runs: in the kernel that ran the notebook, beside the tests, with that grad
 rather than attnlab's sandboxed worker (``LocalStudent`` over the notebook's globals).
 
 Both graders call in at a question's check cell, but what is graded is the notebook's final state, as on the other
-routes: while a question is graded, each ``def``/``class`` that a later cell redefines, or that only a later cell
-defines, is bound in the notebook's globals to its last definition in the notebook (``final_definitions``), and the
-check-time bindings come back afterwards, so the rest of the notebook runs as it would have.
+routes: while a question is graded, each ``def``/``class`` (or assignment of a graded name) that a later cell
+redefines, or that only a later cell defines, is bound in the notebook's globals to its last definition in the
+notebook (``final_definitions``), and the check-time bindings come back afterwards, so the rest of the notebook runs
+as it would have.
 
 ``question_result`` runs a question's tests once per kernel and notebook, and keeps the result: Otter asks once per
 hidden test case, nbgrader once per test cell. A question that lost points gets the likely mistake named as
@@ -51,22 +52,23 @@ def question_result(env: dict, bundle_dir: str | Path, data: bytes, code: str | 
     with _LOCK:
         if key not in _RESULTS:
             _RESULTS[key] = {}  # asked again while it runs (two questions calling each other): nothing yet
-            with final_definitions(env, cells):
+            with final_definitions(env, cells, bundle.suite.questions()):
                 _RESULTS[key] = _graded(env, bundle, data, code, cells, question)
         return _RESULTS[key]
 
 
 @contextmanager
-def final_definitions(env: dict, cells: list[dict] | None):
+def final_definitions(env: dict, cells: list[dict] | None, graded=()):
     """``env`` (the notebook's globals at a check cell) holding, while the block runs, the last definition in
-    ``cells`` (the notebook's graded cells, ``notebook_code.described_cells``) of each top-level ``def``/``class``
-    that more than one cell defines or that ``env`` does not hold yet; the bindings ``env`` had come back after it.
-    A definition whose statement raises (a decorator or base class the cells bind later) keeps the check-time one."""
+    ``cells`` (the notebook's graded cells, ``notebook_code.described_cells``) of each top-level ``def``/``class``,
+    or assignment of a ``graded`` name (``split_heads = my_split``), that more than one cell defines or that ``env``
+    does not hold yet; the bindings ``env`` had come back after it. A definition whose statement raises (a decorator,
+    base class or assigned value the cells bind later) keeps the check-time one."""
     if id(env) in _FINAL or not cells:  # a question graded inside another's grading: already swapped in
         yield
         return
     pairs = [(str(c.get("where", "")), python_source(str(c.get("source", "")))) for c in cells]
-    last = sorted(((found[-1], name) for name, found in definitions(pairs).items()
+    last = sorted(((found[-1], name) for name, found in definitions(pairs, frozenset(graded)).items()
                    if len(found) > 1 or name not in env), key=lambda item: (item[0][0], item[0][1].lineno))
     saved: dict[str, object] = {}
     _FINAL.add(id(env))

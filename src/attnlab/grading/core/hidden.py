@@ -171,7 +171,7 @@ REDEFINED = "note: `{name}` is defined in {first} and again, further down, in {l
 def _redefinition_notes(results: dict, cells: list[tuple[str, str]]) -> None:
     """The feedback line of each question whose name more than one graded cell defines: every route grades the last
     definition, the state a run of the whole notebook leaves."""
-    for name, found in definitions(cells).items():
+    for name, found in definitions(cells, frozenset(results)).items():
         if name in results and len(found) > 1:
             where = [cells[position][0] or "a cell" for position, _ in found]
             results[name]["messages"].insert(0, REDEFINED.format(name=name, first=where[0],

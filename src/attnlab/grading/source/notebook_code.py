@@ -354,20 +354,39 @@ def joined_source(cells: list[CodeCell]) -> str:
     return "\n\n".join(code for _, _, code in code_spans(cells))
 
 
-def definitions(cells: list[tuple[str, str]]) -> dict[str, list[tuple[int, ast.stmt]]]:
-    """Each name a top-level ``def``/``class`` of ``cells`` (``(where, code)`` pairs, in notebook order) defines ->
-    ``(position in cells, the cell's last statement defining it)`` per cell that defines it, in notebook order: the
-    last pair is the definition a run of every cell leaves. Cells that do not parse are left out."""
+def definitions(cells: list[tuple[str, str]], assigned=frozenset()) -> dict[str, list[tuple[int, ast.stmt]]]:
+    """Each name a top-level ``def``/``class`` of ``cells`` (``(where, code)`` pairs, in notebook order) defines, or
+    a top-level assignment binds where the name is in ``assigned`` (the graded names: ``causal_mask = lambda T: ...``,
+    ``split_heads = my_split``) -> ``(position in cells, the cell's last statement defining it)`` per cell that
+    defines it, in notebook order: the last pair is the definition a run of every cell leaves. Cells that do not
+    parse are left out."""
     found: dict[str, list[tuple[int, ast.stmt]]] = {}
     for position, (_, code) in enumerate(cells):
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        last = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        last = {}
+        for node in tree.body:
+            name = _defined_name(node, assigned)
+            if name is not None:
+                last[name] = node
         for name, node in last.items():
             found.setdefault(name, []).append((position, node))
     return found
+
+
+def _defined_name(node: ast.stmt, assigned) -> str | None:
+    """The name a top-level statement defines: a ``def``/``class``, or an assignment of one name in ``assigned``."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        target = node.target
+    else:
+        return None
+    return target.id if isinstance(target, ast.Name) and target.id in assigned else None
 
 
 def describe_location(cells: list[CodeCell], global_line: int) -> str:
