@@ -129,6 +129,24 @@ def test_mutant_loses_points_as_stated(lab, entry):
         f"({q['score']}/{q['max_score']}): {q['messages']}")
 
 
+# Questions built on a helper but graded on the student's own version of it (docs/CURRICULUM.md says why): the
+# helper's mistake costs them too.
+NOT_ISOLATED = {("lab09_mini_gpt", "BPETokenizer")}  # its training calls bpe_merge thousands of times per test
+
+
+@pytest.mark.parametrize(("lab", "entry"), _entries(0))
+def test_a_mutant_costs_only_the_questions_its_cell_defines(lab, entry):
+    """Each question graded on its own (docs/CURRICULUM.md): a mistake costs the questions whose names its cell
+    defines (its own, or both of a pair written together), never a question built on it, which is graded on the
+    reference's version of what it calls (``HiddenSuite(graded_on_reference=...)``), except ``NOT_ISOLATED``."""
+    res, _ = _graded(lab.id, 0, entry.name)
+    own = set(re.findall(r"^(?:def|class)\s+(\w+)", textwrap.dedent(entry.source), re.M)) | {entry.question}
+    own |= {q for q in res if (lab.id, q) in NOT_ISOLATED}
+    lost = {q: f"{v['score']}/{v['max_score']}" for q, v in res.items() if q not in own and v["score"] < v["max_score"]}
+    assert not lost, (f"mutant {entry.name} of {entry.question} also cost {lost}: grade those with the reference's "
+                      f"{entry.question} (graded_on_reference in the lab's hidden tests)")
+
+
 @pytest.mark.parametrize(("lab", "entry"), _entries(1))
 def test_variant_keeps_full_marks(lab, entry):
     res, _ = _graded(lab.id, 1, entry.name)

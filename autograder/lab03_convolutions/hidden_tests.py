@@ -33,7 +33,9 @@ from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengt
 from attnlab.grading.policy import forbidden_calls
 from attnlab.grading.worker.executor import StudentError
 
-suite = HiddenSuite("lab03_convolutions")
+# Each question graded on its own (docs/CURRICULUM.md): causal_conv1d runs with the reference conv1d, so a wrong
+# convolution costs its own question only
+suite = HiddenSuite("lab03_convolutions", graded_on_reference={"causal_conv1d": ("conv1d",)})
 
 F32, F64 = torch.float32, torch.float64
 OLEN, CONV, CAUSAL, RF, CNN = "conv1d_output_length", "conv1d", "causal_conv1d", "receptive_field", "TextCNN"

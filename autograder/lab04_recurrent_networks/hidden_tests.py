@@ -34,7 +34,11 @@ from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import padded_ids, randint, randn, random_lengths, random_mask
 from attnlab.grading.policy import forbidden_calls
 
-suite = HiddenSuite("lab04_recurrent_networks")
+# Each question graded on its own (docs/CURRICULUM.md): the layers run with the reference cells, the classifier with
+# the reference last_valid_state, so a wrong cell or index costs its own question only
+suite = HiddenSuite("lab04_recurrent_networks",
+                    graded_on_reference={"ElmanRNN": ("rnn_cell",), "BiGRUEncoder": ("gru_cell",),
+                                         "RNNClassifier": ("last_valid_state",)})
 
 # The ready-made recurrences (nn.RNN and nn.RNNCell, nn.LSTMCell, and the functions behind them).
 # nn.LSTM itself is allowed (RNNClassifier must use it).

@@ -32,7 +32,10 @@ from attnlab.grading.worker.executor import StudentError
 
 # The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
-suite = HiddenSuite("lab06_multi_head_attention", policy_questions=None)
+# Each question graded on its own (docs/CURRICULUM.md): MultiHeadAttention runs with the reference split_heads and
+# merge_heads, so a wrong reshape costs its own question only
+suite = HiddenSuite("lab06_multi_head_attention", policy_questions=None,
+                    graded_on_reference={"MultiHeadAttention": ("split_heads", "merge_heads")})
 
 FORBIDDEN = ["MultiheadAttention", "scaled_dot_product_attention", "multi_head_attention_forward"]
 WHY = ("this lab asks you to build multi-head attention yourself: nn.MultiheadAttention (and "

@@ -42,7 +42,10 @@ from attnlab.grading.policy import forbidden_calls
 
 # The course rules (grading/policy/rules.py: an allowlist over the graded cells) cost every question of this lab when
 # broken. None: every question.
-suite = HiddenSuite("lab07_transformer_block", policy_questions=None)
+# Each question graded on its own (docs/CURRICULUM.md): the block runs with the reference FeedForward (built and run
+# by the grader), so a wrong feed-forward costs its own question only
+suite = HiddenSuite("lab07_transformer_block", policy_questions=None,
+                    graded_on_reference={"TransformerEncoderBlock": ("FeedForward",)})
 
 F32, F64 = torch.float32, torch.float64
 EPS32 = torch.finfo(torch.float32).eps

@@ -40,7 +40,9 @@ SFT = "sft_loss"
 SEQ = "sequence_logprob"
 DPO = "dpo_loss"
 
-suite = HiddenSuite("lab13_adapt_and_align")
+# Each question graded on its own (docs/CURRICULUM.md): apply_lora runs with the reference LoRALinear (built and run
+# by the grader), so a wrong adapter costs its own question only
+suite = HiddenSuite("lab13_adapt_and_align", graded_on_reference={"apply_lora": ("LoRALinear",)})
 
 F32, F64 = torch.float32, torch.float64
 

@@ -36,7 +36,9 @@ from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn, random_lengths, random_mask
 from attnlab.grading.policy import forbidden_calls
 
-suite = HiddenSuite("lab08_translation")
+# Each question graded on its own (docs/CURRICULUM.md): the model runs with the reference TransformerDecoderBlock
+# (built and run by the grader), so a wrong block costs its own question only
+suite = HiddenSuite("lab08_translation", graded_on_reference={"Seq2SeqTransformer": ("TransformerDecoderBlock",)})
 
 F32, F64 = torch.float32, torch.float64
 # a decoder block is six layers of computation for checks.tolerance: self-attention, add & norm, cross-attention,

@@ -38,7 +38,9 @@ from attnlab.grading.core import checks
 from attnlab.grading.core.hidden import HiddenSuite
 from attnlab.grading.core.inputs import randint, randn
 
-suite = HiddenSuite("lab10_pretrained_transformers")
+# Each question graded on its own (docs/CURRICULUM.md): SequenceClassifier is built around the reference BertEncoder
+# (built and run by the grader), so a wrong encoder costs its own question only
+suite = HiddenSuite("lab10_pretrained_transformers", graded_on_reference={"SequenceClassifier": ("BertEncoder",)})
 
 F32, F64 = torch.float32, torch.float64
 MASK_ID = 4  # the lab's vocabulary: <pad> 0, [CLS] 1, [SEP] 2, <unk> 3, [MASK] 4

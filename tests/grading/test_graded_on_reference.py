@@ -194,6 +194,13 @@ def _mutated_solution(tmp_path: Path, lab: str, old: str, new: str) -> Path:
      {"PatchEmbedding": "patchify", "ViT": "PatchEmbedding"}),
     ("lab09_mini_gpt", "sample_next", "logits = logits / temperature", "logits = logits * temperature",
      {"generate": "sample_next"}),  # the reference samples with the student's generator
+    ("lab04_recurrent_networks", "rnn_cell", "return torch.tanh(x_t @ W_ih.T", "return torch.relu(x_t @ W_ih.T",
+     {"ElmanRNN": "rnn_cell"}),  # a function called once per time step, with gradients through time
+    ("lab07_transformer_block", "FeedForward", "return self.linear2(hidden)", "return self.linear2(hidden).relu()",
+     {"TransformerEncoderBlock": "FeedForward"}),
+    ("lab10_pretrained_transformers", "BertEncoder",
+     "x = self.drop(self.norm(self.tok_emb(ids) + self.pos_emb(positions)))",
+     "x = self.drop(self.tok_emb(ids) + self.pos_emb(positions))", {"SequenceClassifier": "BertEncoder"}),
 ])
 def test_a_wrong_helper_costs_only_its_own_question(tmp_path, lab, helper, old, new, dependents):
     res = grade_submission(ROOT / "autograder" / lab, _mutated_solution(tmp_path, lab, old, new))
