@@ -26,7 +26,10 @@ def _benchmark():
 
 BENCHMARK = _benchmark()
 LIMITS = {"memory": ReferenceBudget().memory_text(), "cpu": ReferenceBudget(cpu_seconds=CPU_SECONDS).cpu_text()}
-WHICH = {"repeated_calls": "cpu"}  # the others go over the memory limit
+# the limit each case goes over (the others: the memory limit); many_modules' 200 buffers of 7.8 MB reach the memory
+# limit at about 130, unless copying them into the answers takes the lowered CPU budget first (a slower or loaded
+# machine: it failed that way here and in CI): either limit loses the test, which is what is checked
+WHICH = {"repeated_calls": ("cpu",), "many_modules": ("memory", "cpu")}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,8 @@ def test_a_hostile_callback_costs_its_test_and_not_the_graders_memory(graded, ca
     message = result["messages"][-1]
     name = BENCHMARK.HOSTILE[case][0]
     assert message.startswith(f"failed: {case}: ") and f"`{name}`" in message, message
-    assert LIMITS[WHICH.get(case, "memory")] in message and "the test is lost" in message, message
+    assert any(LIMITS[which] in message for which in WHICH.get(case, ("memory",))), message
+    assert "the test is lost" in message, message
 
 
 def test_what_is_graded_after_a_hostile_test_keeps_its_marks(graded):

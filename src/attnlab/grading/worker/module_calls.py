@@ -22,6 +22,7 @@ Three kinds, each checked before the reference runs, nothing the worker sends tr
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -208,11 +209,39 @@ def _leaf(value: Any) -> Any:
     return value.detach().clone().requires_grad_(True) if _floating(value) else value
 
 
+_INITIALISERS = ("normal_", "uniform_", "fill_", "zero_", "bernoulli_", "exponential_", "random_", "geometric_",
+                 "log_normal_", "cauchy_", "erfinv_", "clamp_", "mul_", "add_", "div_", "sub_", "copy_")
+
+
+@contextmanager
+def _meta_without_initialisers():
+    """The ``meta`` device, with the tensor initialisers (``normal_``, ``uniform_``...) returning a meta tensor
+    unchanged: a module's sizes do not depend on them, and a meta ``normal_`` (``nn.Embedding``'s) runs torch's
+    reference ops, whose first use imports torch._dynamo (800 modules, over a second). Only the reference's process
+    (``reference_host``'s child, one thread) builds modules this way; the methods come back after."""
+    saved = {name: getattr(torch.Tensor, name) for name in _INITIALISERS}
+
+    def skipping(original):
+        def method(self, *args, **kwargs):
+            return self if self.is_meta else original(self, *args, **kwargs)
+        return method
+
+    try:
+        for name, original in saved.items():
+            setattr(torch.Tensor, name, skipping(original))
+        with torch.device("meta"):
+            yield
+    finally:
+        for name, original in saved.items():
+            setattr(torch.Tensor, name, original)
+
+
 @functools.lru_cache(maxsize=256)
 def _size(cls: type, args: tuple, kwargs: tuple) -> int:
-    """The numbers in the parameters and buffers of ``cls(*args, **kwargs)``, built on the ``meta`` device (no data);
-    kept per arguments (a lab's tests build the same few sizes again and again)."""
-    with torch.device("meta"):
+    """The numbers in the parameters and buffers of ``cls(*args, **kwargs)``, built on the ``meta`` device (no data,
+    no initialisation: ``_meta_without_initialisers``); kept per arguments (a lab's tests build the same few sizes
+    again and again)."""
+    with _meta_without_initialisers():
         module = cls(*args, **dict(kwargs))
     return sum(t.numel() for t in [*module.parameters(), *module.buffers()])
 

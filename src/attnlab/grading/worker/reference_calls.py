@@ -193,14 +193,14 @@ def _surely_small(args: list, kwargs: dict) -> bool:
 def _check_size(name: str, fn: Callable, args: list, kwargs: dict) -> None:
     """Refuse a call whose output would not fit in a reply frame (a score matrix of 10^10 entries from two long
     sequences), found by running the reference on ``meta`` tensors (shapes only, no data, no time) unless the
-    arguments are surely small (the meta run's first use imports sympy: half a second of every grade); a reference
-    that cannot run on meta tensors (a data-dependent step) is not checked this way."""
-    if _surely_small(args, kwargs):
+    arguments are surely small (the meta run's first use imports sympy and torch._dynamo: seconds of a grade); a
+    reference that cannot run on meta tensors (a data-dependent step) is not checked this way, nor a sampler (a
+    generator among the arguments: its draws are not the quadratic scores this is for, and meta tensors cannot be
+    drawn from). Both stay bounded by the reference process's memory and the frame budget (``reference_host``)."""
+    if _surely_small(args, kwargs) or any(isinstance(v, torch.Generator) for v in [*args, *kwargs.values()]):
         return
 
     def meta(v):
-        if isinstance(v, torch.Generator):  # a copy: the meta run must not draw from the student's generator
-            return torch.Generator().set_state(v.get_state())
         return torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v
 
     try:
