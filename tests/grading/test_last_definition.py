@@ -12,6 +12,7 @@ import torch
 
 from attnlab.course import load_course
 from attnlab.grading.bridges import in_kernel
+from attnlab.grading.core.hidden import LAST_GRADED
 from attnlab.grading.core.mutants import load_catalogue
 from attnlab.grading.runner import grade_submission
 from attnlab.grading.source.notebook_code import described_cells, joined_source, read_cells
@@ -96,7 +97,7 @@ def test_a_graded_name_bound_by_assignment_further_down_is_graded_on_every_route
     path.write_text(json.dumps(nb))
     ours = grade_submission(LAB.autograder_dir, path)["questions"]["split_heads"]
     assert ours["score"] < ours["max_score"], ours
-    assert any(m.endswith(in_kernel.LAST_GRADED) for m in ours["messages"]), ours["messages"]
+    assert any(m.endswith(LAST_GRADED) for m in ours["messages"]), ours["messages"]
     env = _kernel_at_check_cell(path, "split_heads")
     at_check = env["split_heads"]
     cells = read_cells(path)
