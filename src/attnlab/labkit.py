@@ -37,8 +37,9 @@ def start_lab(lab_id: str, seed: int = 0):
     they work on Colab, where no tests/ folder sits next to the notebook. The grader is Otter's, with ``check``
     showing each check by name, the failing statement and its message (``attnlab.kit.public_check``).
     """
-    import otter
+    from attnlab.kit.otter_import import import_otter
 
+    otter = import_otter()  # before public_check, which imports otter.test_files
     from attnlab.kit.device import describe_device, pick_device
     from attnlab.kit.public_check import Grader
     from attnlab.kit.seeding import seed_everything
